@@ -1,0 +1,97 @@
+//! Issue 2's performance target: one engine cycle of 10,000 jobs × 8 GPUs, one new sample per
+//! GPU, with a 20-sample window (20m window, 60 s interval). The figure is cycle time ÷
+//! (jobs × GPUs): the cost per new GPU-sample, that cycle's evaluation included.
+//! Target: ≤ 20 ns on one core.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Sample, Scope};
+use std::hint::black_box;
+
+const JOBS: usize = 10_000;
+const GPUS: usize = 8;
+
+fn setup() -> (Engine, Vec<JobFacts>, Vec<Sample>) {
+    let jobs: Vec<JobFacts> = (0..JOBS)
+        .map(|j| JobFacts {
+            job_id: format!("{}", 1_000_000 + j),
+            user: format!("user{}", j % 97),
+            account: "acct".into(),
+            partition: "gpu".into(),
+            qos: "normal".into(),
+            name: "train".into(),
+            comment: String::new(),
+            start_s: 0,
+            alloc: (0..GPUS)
+                .map(|g| GpuRef {
+                    node: NodeId(j as u32),
+                    gpu: g as u16,
+                })
+                .collect(),
+        })
+        .collect();
+    let mut samples = Vec::with_capacity(JOBS * GPUS);
+    for j in 0..JOBS {
+        for g in 0..GPUS {
+            // A mix: most jobs busy, every 10th idle, every 17th hung.
+            let (util, mem, power) = if j % 10 == 0 {
+                (0.0, 0.0, 60.0)
+            } else if j % 17 == 0 {
+                (0.0, 30_000.0, 70.0)
+            } else {
+                (95.0, 60_000.0, 350.0)
+            };
+            samples.push(Sample {
+                t_s: 0,
+                node: NodeId(j as u32),
+                gpu: g as u16,
+                util_pct: Some(util),
+                mem_used_mib: Some(mem),
+                mem_total_mib: Some(81_920.0),
+                power_w: Some(power),
+                power_limit_w: Some(400.0),
+                procs: Some(if mem > 0.0 { 1 } else { 0 }),
+                sm_active: None,
+            });
+        }
+    }
+    let engine = Engine::new(Policy::default(), Mode::Observe);
+    (engine, jobs, samples)
+}
+
+fn bench(c: &mut Criterion) {
+    let (mut engine, jobs, mut samples) = setup();
+    let mut out = Vec::with_capacity(JOBS);
+    let mut now = 0i64;
+    let mut tick = |engine: &mut Engine, samples: &mut Vec<Sample>, out: &mut Vec<_>| {
+        now += 60;
+        for (i, s) in samples.iter_mut().enumerate() {
+            s.t_s = now;
+            // Power always fluctuates a little on real GPUs.
+            s.power_w = s.power_w.map(|p| p.floor() + ((now / 60 + i as i64) % 7) as f64 * 0.1);
+        }
+        let obs = Observation {
+            jobs: &jobs,
+            samples,
+            scope: Scope::Whole,
+            drains: &[],
+        };
+        engine.step(now, &obs, out);
+    };
+    // Fill the windows (and pass warmup) before measuring.
+    for _ in 0..40 {
+        tick(&mut engine, &mut samples, &mut out);
+    }
+    let mut g = c.benchmark_group("policy");
+    g.throughput(Throughput::Elements((JOBS * GPUS) as u64));
+    g.sample_size(30);
+    g.bench_function("cycle_10k_jobs_x_8_gpus", |b| {
+        b.iter(|| {
+            tick(&mut engine, &mut samples, &mut out);
+            black_box(out.len());
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

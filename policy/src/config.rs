@@ -1,0 +1,480 @@
+//! The `[policy]` TOML section shared by the simulator, the replay and the enforcer, and its
+//! validation into a [`Policy`] that cannot hold a bad value.
+
+use crate::duration::DurationS;
+use crate::signature::{self, SignatureId};
+use crate::verdict::Verdict;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A stage as written in config: once a breach has dwelt `after`, the verdict is at least
+/// `verdict` (one of `alert`, `drain`, `cancel`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    /// Dwell needed, e.g. `"60m"`. Dwell is `now − breach start`.
+    pub after: DurationS,
+    /// `alert`, `drain` or `cancel`.
+    pub verdict: String,
+}
+
+/// Exemptions: jobs matching any rule are never taken above `watching`, and the finding
+/// records which rule matched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExemptConfig {
+    /// User names, matched case-insensitively.
+    pub users: Vec<String>,
+    /// Slurm accounts, case-insensitive.
+    pub accounts: Vec<String>,
+    /// Partitions, case-insensitive.
+    pub partitions: Vec<String>,
+    /// QOS names, case-insensitive.
+    pub qos: Vec<String>,
+    /// A regex (Rust `regex` syntax) over the job name; empty means none.
+    pub name_regex: String,
+    /// A marker a user puts in the job comment (`sbatch --comment=gpu-reaper:exempt`) to opt
+    /// out. Matched as a case-insensitive substring. Empty disables the marker.
+    pub comment_marker: String,
+}
+
+impl Default for ExemptConfig {
+    fn default() -> Self {
+        ExemptConfig {
+            users: Vec::new(),
+            accounts: Vec::new(),
+            partitions: Vec::new(),
+            qos: Vec::new(),
+            name_regex: String::new(),
+            comment_marker: DEFAULT_COMMENT_MARKER.to_string(),
+        }
+    }
+}
+
+/// The documented opt-out marker for the job comment.
+pub const DEFAULT_COMMENT_MARKER: &str = "gpu-reaper:exempt";
+
+/// The `[policy]` section as written. Every key has a default; unknown keys are rejected.
+/// Build a [`Policy`] with [`Policy::new`] before use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// A GPU whose peak `utilization.gpu` over the window reaches this is working. Percent.
+    /// Default 15.
+    pub util_threshold_pct: f64,
+    /// The evidence window. Default `"20m"`.
+    pub window: DurationS,
+    /// A job younger than this is never judged. Default `"15m"`.
+    pub warmup: DurationS,
+    /// The largest hole allowed between valid samples, and the largest age of the newest
+    /// one. Default `"3m"`.
+    pub max_sample_gap: DurationS,
+    /// How often the driver evaluates. Must not exceed `window`. Default `"60s"`.
+    pub interval: DurationS,
+    /// Samples stamped later than `now + clock_skew` are invalid. Default `"60s"`.
+    pub clock_skew: DurationS,
+    /// The least time between a job's first alert (when its user is told) and a cancel.
+    /// Default `"30m"`.
+    pub notice: DurationS,
+    /// Power at idle when `power.limit` is unknown, watts. Default 100.
+    pub idle_power_w: f64,
+    /// Power at idle as a fraction of `power.limit`. Default 0.25.
+    pub idle_power_frac: f64,
+    /// Memory held when `memory.total` is unknown, MiB. Default 1024.
+    pub mem_held_mib: f64,
+    /// Memory held as a fraction of `memory.total`. Default 0.05.
+    pub mem_held_frac: f64,
+    /// Zero compute: peak util below this, percent. Default 1.
+    pub hung_util_pct: f64,
+    /// `starved` needs mean util at least this, percent. Default 1.
+    pub starved_mean_util_pct: f64,
+    /// `spin` needs util at least this on every sample, percent. Default 90.
+    pub spin_util_pct: f64,
+    /// `spin` needs power at most this fraction of `power.limit`. Default 0.30.
+    pub spin_power_frac: f64,
+    /// `spin` needs power this flat: coefficient of variation at most this. Default 0.05.
+    pub spin_power_cv: f64,
+    /// Stages, in any order. Default: alert at 0, drain at 60m, no cancel.
+    pub stages: Vec<StageConfig>,
+    /// Highest verdict per signature name, e.g. `{ spin = "alert" }`. Signatures not named
+    /// keep their default ceiling.
+    pub ceilings: BTreeMap<String, String>,
+    /// Exemptions.
+    pub exempt: ExemptConfig,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            util_threshold_pct: 15.0,
+            window: DurationS(20 * 60),
+            warmup: DurationS(15 * 60),
+            max_sample_gap: DurationS(3 * 60),
+            interval: DurationS(60),
+            clock_skew: DurationS(60),
+            notice: DurationS(30 * 60),
+            idle_power_w: 100.0,
+            idle_power_frac: 0.25,
+            mem_held_mib: 1024.0,
+            mem_held_frac: 0.05,
+            hung_util_pct: 1.0,
+            starved_mean_util_pct: 1.0,
+            spin_util_pct: 90.0,
+            spin_power_frac: 0.30,
+            spin_power_cv: 0.05,
+            stages: vec![
+                StageConfig {
+                    after: DurationS(0),
+                    verdict: "alert".into(),
+                },
+                StageConfig {
+                    after: DurationS(60 * 60),
+                    verdict: "drain".into(),
+                },
+            ],
+            ceilings: BTreeMap::new(),
+            exempt: ExemptConfig::default(),
+        }
+    }
+}
+
+/// A config value that was rejected. `key` is the dotted path of the offending key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("policy config: `{key}` = {value}: {problem}")]
+pub struct ConfigError {
+    /// Dotted key, e.g. `policy.window` or `policy.stages[2].verdict`.
+    pub key: String,
+    /// The offending value as written.
+    pub value: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+fn err(key: impl Into<String>, value: impl ToString, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        value: value.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// A validated stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stage {
+    /// Dwell needed, seconds.
+    pub after_s: i64,
+    /// `Alert`, `Drain` or `Cancel`.
+    pub verdict: Verdict,
+}
+
+/// A validated policy: every value in range, stages sorted, regex compiled, ceilings resolved
+/// against the signature registry. Build it with [`Policy::new`].
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub(crate) cfg: PolicyConfig,
+    pub(crate) stages: Vec<Stage>,
+    pub(crate) ceilings: Vec<Verdict>,
+    pub(crate) name_regex: Option<regex::Regex>,
+    pub(crate) lower_users: Vec<String>,
+    pub(crate) lower_accounts: Vec<String>,
+    pub(crate) lower_partitions: Vec<String>,
+    pub(crate) lower_qos: Vec<String>,
+    pub(crate) lower_marker: String,
+}
+
+impl Policy {
+    /// Validates `cfg`. Errors name the key and the value: a zero window, an interval longer
+    /// than the window, a gap not shorter than the window, an out-of-range threshold, a stage
+    /// with an unknown verdict, a ceiling for an unknown signature, a bad regex.
+    pub fn new(cfg: &PolicyConfig) -> Result<Policy, ConfigError> {
+        let c = cfg;
+        if c.window.0 <= 0 {
+            return Err(err("policy.window", c.window, "must be longer than 0s"));
+        }
+        if c.interval.0 <= 0 {
+            return Err(err("policy.interval", c.interval, "must be longer than 0s"));
+        }
+        if c.interval.0 > c.window.0 {
+            return Err(err(
+                "policy.interval",
+                c.interval,
+                format!("is longer than policy.window ({})", c.window),
+            ));
+        }
+        if c.max_sample_gap.0 <= 0 || c.max_sample_gap.0 >= c.window.0 {
+            return Err(err(
+                "policy.max_sample_gap",
+                c.max_sample_gap,
+                format!("must be above 0s and below policy.window ({})", c.window),
+            ));
+        }
+        if c.max_sample_gap.0 < c.interval.0 {
+            return Err(err(
+                "policy.max_sample_gap",
+                c.max_sample_gap,
+                format!("is shorter than policy.interval ({}); every sample would look late", c.interval),
+            ));
+        }
+        for (key, d) in [
+            ("policy.warmup", c.warmup),
+            ("policy.clock_skew", c.clock_skew),
+            ("policy.notice", c.notice),
+        ] {
+            if d.0 < 0 {
+                return Err(err(key, d, "must not be negative"));
+            }
+        }
+        let pct = |key: &str, v: f64, lo: f64, hi: f64| -> Result<(), ConfigError> {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(err(key, v, format!("must be between {lo} and {hi}")))
+            }
+        };
+        pct("policy.util_threshold_pct", c.util_threshold_pct, 0.0, 100.0)?;
+        if c.util_threshold_pct <= 0.0 {
+            return Err(err(
+                "policy.util_threshold_pct",
+                c.util_threshold_pct,
+                "must be above 0; at 0 nothing can breach",
+            ));
+        }
+        pct("policy.hung_util_pct", c.hung_util_pct, 0.0, 100.0)?;
+        pct("policy.starved_mean_util_pct", c.starved_mean_util_pct, 0.0, 100.0)?;
+        pct("policy.spin_util_pct", c.spin_util_pct, 0.0, 100.0)?;
+        pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0)?;
+        pct("policy.spin_power_frac", c.spin_power_frac, 0.0, 1.0)?;
+        pct("policy.mem_held_frac", c.mem_held_frac, 0.0, 1.0)?;
+        pct("policy.spin_power_cv", c.spin_power_cv, 0.0, 10.0)?;
+        pct("policy.idle_power_w", c.idle_power_w, 0.0, 2000.0)?;
+        pct("policy.mem_held_mib", c.mem_held_mib, 0.0, 1_048_576.0)?;
+
+        let mut stages = Vec::with_capacity(c.stages.len());
+        for (i, s) in c.stages.iter().enumerate() {
+            let v = match Verdict::from_name(&s.verdict) {
+                Some(v @ (Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => v,
+                _ => {
+                    return Err(err(
+                        format!("policy.stages[{i}].verdict"),
+                        format!("{:?}", s.verdict),
+                        "a stage verdict is one of alert, drain, cancel",
+                    ));
+                }
+            };
+            if s.after.0 < 0 {
+                return Err(err(format!("policy.stages[{i}].after"), s.after, "must not be negative"));
+            }
+            stages.push(Stage {
+                after_s: s.after.0,
+                verdict: v,
+            });
+        }
+        stages.sort_by_key(|s| (s.after_s, s.verdict));
+        // A higher rung must not need less dwell than a lower one.
+        for w in stages.windows(2) {
+            if w[1].verdict < w[0].verdict {
+                return Err(err(
+                    "policy.stages",
+                    format!("{} at {}s", w[1].verdict, w[1].after_s),
+                    format!(
+                        "comes after {} at {}s; higher verdicts need longer dwell",
+                        w[0].verdict, w[0].after_s
+                    ),
+                ));
+            }
+        }
+
+        let mut ceilings: Vec<Verdict> = signature::REGISTRY.iter().map(|s| s.default_ceiling()).collect();
+        for (name, v) in &c.ceilings {
+            let id = SignatureId::from_name(name).ok_or_else(|| {
+                err(
+                    format!("policy.ceilings.{name}"),
+                    format!("{v:?}"),
+                    format!("unknown signature; known: {}", signature::names().join(", ")),
+                )
+            })?;
+            let verdict = match Verdict::from_name(v) {
+                Some(v @ (Verdict::Watching | Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => v,
+                _ => {
+                    return Err(err(
+                        format!("policy.ceilings.{name}"),
+                        format!("{v:?}"),
+                        "a ceiling is one of watching, alert, drain, cancel",
+                    ))
+                }
+            };
+            ceilings[id.0 as usize] = verdict;
+        }
+
+        let name_regex = if c.exempt.name_regex.is_empty() {
+            None
+        } else {
+            Some(regex::Regex::new(&c.exempt.name_regex).map_err(|e| {
+                err(
+                    "policy.exempt.name_regex",
+                    format!("{:?}", c.exempt.name_regex),
+                    e.to_string().replace('\n', " "),
+                )
+            })?)
+        };
+        let lower = |v: &[String]| v.iter().map(|s| s.to_lowercase()).collect::<Vec<_>>();
+        Ok(Policy {
+            cfg: c.clone(),
+            stages,
+            ceilings,
+            name_regex,
+            lower_users: lower(&c.exempt.users),
+            lower_accounts: lower(&c.exempt.accounts),
+            lower_partitions: lower(&c.exempt.partitions),
+            lower_qos: lower(&c.exempt.qos),
+            lower_marker: c.exempt.comment_marker.to_lowercase(),
+        })
+    }
+
+    /// The config this policy was built from.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    /// Validated stages, sorted by dwell.
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// The ceiling in force for a signature.
+    pub fn ceiling(&self, sig: SignatureId) -> Verdict {
+        self.ceilings[sig.0 as usize]
+    }
+
+    /// Dwell at which `verdict` is first reached, if some stage reaches it.
+    pub fn stage_after_s(&self, verdict: Verdict) -> Option<i64> {
+        self.stages.iter().filter(|s| s.verdict >= verdict).map(|s| s.after_s).min()
+    }
+
+    /// Which exemption rule, if any, matches the job. Returns a short description such as
+    /// `user=alice` or `comment marker`.
+    pub fn exemption(&self, job: &crate::JobFacts) -> Option<String> {
+        let eq = |list: &[String], v: &str| list.iter().any(|x| x.eq_ignore_ascii_case(v) || *x == v.to_lowercase());
+        if eq(&self.lower_users, &job.user) {
+            return Some(format!("user={}", job.user));
+        }
+        if eq(&self.lower_accounts, &job.account) {
+            return Some(format!("account={}", job.account));
+        }
+        if eq(&self.lower_partitions, &job.partition) {
+            return Some(format!("partition={}", job.partition));
+        }
+        if eq(&self.lower_qos, &job.qos) {
+            return Some(format!("qos={}", job.qos));
+        }
+        if let Some(re) = &self.name_regex {
+            if re.is_match(&job.name) {
+                return Some("name matches exempt.name_regex".to_string());
+            }
+        }
+        if !self.lower_marker.is_empty() && job.comment.to_lowercase().contains(&self.lower_marker) {
+            return Some("comment marker".to_string());
+        }
+        None
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::new(&PolicyConfig::default()).expect("the default policy config is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            policy: PolicyConfig,
+        }
+        let f: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        Policy::new(&f.policy).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_as_documented() {
+        let p = Policy::default();
+        let c = p.config();
+        assert_eq!(c.util_threshold_pct, 15.0);
+        assert_eq!(c.window.secs(), 1200);
+        assert_eq!(c.warmup.secs(), 900);
+        assert_eq!(c.max_sample_gap.secs(), 180);
+        assert_eq!(c.notice.secs(), 1800);
+        assert_eq!(c.idle_power_w, 100.0);
+        assert_eq!(c.mem_held_mib, 1024.0);
+        assert_eq!(
+            p.stages(),
+            &[
+                Stage {
+                    after_s: 0,
+                    verdict: Verdict::Alert
+                },
+                Stage {
+                    after_s: 3600,
+                    verdict: Verdict::Drain
+                }
+            ]
+        );
+        assert_eq!(p.stage_after_s(Verdict::Cancel), None);
+    }
+
+    #[test]
+    fn validation_errors_name_the_key() {
+        let e = parse("[policy]\nwindow = \"0s\"").unwrap_err();
+        assert!(e.contains("policy.window"), "{e}");
+        let e = parse("[policy]\nwindow = \"5m\"\ninterval = \"10m\"\nmax_sample_gap = \"2m\"").unwrap_err();
+        assert!(e.contains("policy.interval"), "{e}");
+        let e = parse("[policy]\nstages = [{ after = \"0s\", verdict = \"explode\" }]").unwrap_err();
+        assert!(e.contains("policy.stages[0].verdict") && e.contains("explode"), "{e}");
+        let e = parse("[policy]\nwindwo = \"20m\"").unwrap_err();
+        assert!(e.contains("windwo"), "{e}");
+        let e = parse("[policy]\nexempt = { name_regex = \"(\" }").unwrap_err();
+        assert!(e.contains("policy.exempt.name_regex"), "{e}");
+        let e = parse("[policy]\nceilings = { sleepy = \"cancel\" }").unwrap_err();
+        assert!(e.contains("policy.ceilings.sleepy"), "{e}");
+        let e = parse("[policy]\nwindow = 20").unwrap_err();
+        assert!(e.contains("window"), "{e}");
+    }
+
+    #[test]
+    fn stages_sorted_and_ceilings_resolved() {
+        let p = parse("[policy]\nstages = [{ after = \"2h\", verdict = \"cancel\" }, { after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }]\nceilings = { spin = \"cancel\" }").unwrap();
+        assert_eq!(
+            p.stages().iter().map(|s| s.verdict).collect::<Vec<_>>(),
+            vec![Verdict::Alert, Verdict::Drain, Verdict::Cancel]
+        );
+        assert_eq!(p.ceiling(SignatureId::from_name("spin").unwrap()), Verdict::Cancel);
+        assert_eq!(p.stage_after_s(Verdict::Cancel), Some(7200));
+        let e =
+            parse("[policy]\nstages = [{ after = \"0s\", verdict = \"cancel\" }, { after = \"1h\", verdict = \"alert\" }]").unwrap_err();
+        assert!(e.contains("policy.stages"), "{e}");
+    }
+
+    #[test]
+    fn exemptions_match_case_insensitively() {
+        let p = parse("[policy]\nexempt = { users = [\"Alice\"], qos = [\"interactive\"], name_regex = \"^jupyter\" }").unwrap();
+        let mut j = crate::JobFacts {
+            user: "alice".into(),
+            ..Default::default()
+        };
+        assert_eq!(p.exemption(&j).as_deref(), Some("user=alice"));
+        j.user = "bob".into();
+        j.qos = "INTERACTIVE".into();
+        assert!(p.exemption(&j).is_some());
+        j.qos = "normal".into();
+        j.name = "jupyter-lab".into();
+        assert!(p.exemption(&j).is_some());
+        j.name = "train".into();
+        assert_eq!(p.exemption(&j), None);
+        j.comment = "please keep GPU-REAPER:EXEMPT debugging".into();
+        assert_eq!(p.exemption(&j).as_deref(), Some("comment marker"));
+    }
+}

@@ -1,0 +1,138 @@
+//! Durations written with units, as operators write them in TOML: `"90s"`, `"20m"`, `"1h30m"`, `"2d"`.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A span of time in whole seconds, read from and written to config as a string with units.
+///
+/// Accepted units: `s`, `m`, `h`, `d`, combined largest first without spaces (`"1h30m"`).
+/// A bare number without a unit is rejected, so that `window = 20` cannot silently mean 20 s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct DurationS(pub i64);
+
+/// Why a duration string was rejected. Carries the offending text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Empty string.
+    #[error("empty duration; write it with a unit, e.g. \"20m\"")]
+    Empty,
+    /// A number with no unit after it, or an unknown unit.
+    #[error("duration {text:?} needs a unit after each number (s, m, h, d), e.g. \"20m\" or \"1h30m\"")]
+    BadUnit {
+        /// The rejected text.
+        text: String,
+    },
+    /// The value does not fit in i64 seconds.
+    #[error("duration {text:?} is too large")]
+    Overflow {
+        /// The rejected text.
+        text: String,
+    },
+}
+
+impl DurationS {
+    /// Seconds as i64.
+    pub fn secs(self) -> i64 {
+        self.0
+    }
+
+    /// Parses `"20m"`, `"90s"`, `"1h30m"`, `"2d"`, `"0s"`. See [`DurationError`] for failures.
+    pub fn parse(text: &str) -> Result<DurationS, DurationError> {
+        let s = text.trim();
+        if s.is_empty() {
+            return Err(DurationError::Empty);
+        }
+        let bad = || DurationError::BadUnit { text: text.to_string() };
+        let overflow = || DurationError::Overflow { text: text.to_string() };
+        let mut total: i64 = 0;
+        let mut num: Option<i64> = None;
+        for c in s.chars() {
+            if let Some(d) = c.to_digit(10) {
+                let n = num.unwrap_or(0);
+                num = Some(n.checked_mul(10).and_then(|n| n.checked_add(d as i64)).ok_or_else(overflow)?);
+                continue;
+            }
+            let unit: i64 = match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86_400,
+                _ => return Err(bad()),
+            };
+            let n = num.take().ok_or_else(bad)?;
+            total = n.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(overflow)?;
+        }
+        if num.is_some() {
+            return Err(bad());
+        }
+        Ok(DurationS(total))
+    }
+}
+
+impl fmt::Display for DurationS {
+    /// Writes the shortest exact form: `"20m"`, `"90s"`, `"1h30m"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = self.0;
+        if s == 0 {
+            return write!(f, "0s");
+        }
+        if s < 0 {
+            write!(f, "-")?;
+            s = -s;
+        }
+        for (unit, name) in [(86_400, 'd'), (3600, 'h'), (60, 'm'), (1, 's')] {
+            if s >= unit {
+                write!(f, "{}{}", s / unit, name)?;
+                s %= unit;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for DurationS {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DurationS {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(de)?;
+        DurationS::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_combinations() {
+        assert_eq!(DurationS::parse("20m"), Ok(DurationS(1200)));
+        assert_eq!(DurationS::parse("90s"), Ok(DurationS(90)));
+        assert_eq!(DurationS::parse("1h30m"), Ok(DurationS(5400)));
+        assert_eq!(DurationS::parse("2d"), Ok(DurationS(172_800)));
+        assert_eq!(DurationS::parse("0s"), Ok(DurationS(0)));
+    }
+
+    #[test]
+    fn rejects_bare_numbers_and_unknown_units() {
+        assert!(matches!(DurationS::parse("20"), Err(DurationError::BadUnit { .. })));
+        assert!(matches!(DurationS::parse("20x"), Err(DurationError::BadUnit { .. })));
+        assert!(matches!(DurationS::parse("m"), Err(DurationError::BadUnit { .. })));
+        assert!(matches!(DurationS::parse(""), Err(DurationError::Empty)));
+        assert!(matches!(
+            DurationS::parse("99999999999999999999s"),
+            Err(DurationError::Overflow { .. })
+        ));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [0, 1, 59, 60, 61, 3600, 5400, 86_400, 90_061] {
+            let d = DurationS(s);
+            assert_eq!(DurationS::parse(&d.to_string()), Ok(d), "{d}");
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! The step function: `step(now, observation) -> findings`, with per-job state kept across
+//! cycles. Three drivers share it: the simulator's sweep, trace replay and the enforcer.
+
+use crate::config::Policy;
+use crate::finding::{Cap, Cause, Evidence, Finding};
+use crate::input::{GpuRef, JobFacts, NodeId, Observation, Scope};
+use crate::signature;
+use crate::verdict::Verdict;
+use crate::window::{Coverage, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// How drain confirmations are treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Simulator, replay and observe-mode enforcer: a drain verdict counts as confirmed one
+    /// cycle later, flagged hypothetical, so findings show what enforcement would do. Drain
+    /// and cancel findings are marked hypothetical.
+    Observe,
+    /// Enforce mode: only real confirmations passed in [`Observation::drains`] count;
+    /// hypothetical ones are ignored.
+    Enforce,
+}
+
+/// Counters over the engine's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Samples for a GPU no running job holds, or that two running jobs both claim.
+    pub unattributed_samples: u64,
+    /// Drain confirmations ignored (hypothetical in enforce mode, unknown job, no breach, or
+    /// not covering the job's nodes).
+    pub ignored_confirmations: u64,
+}
+
+/// A small, fast, deterministic hasher for in-memory maps (FxHash's multiply-rotate).
+/// Iteration order of these maps never reaches the output.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        }
+        for &b in chunks.remainder() {
+            self.add(b as u64);
+        }
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(i as u64);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+const CONFLICT: u32 = u32::MAX;
+
+/// Per-job state kept across cycles.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct JobState {
+    job_id: String,
+    #[serde(skip)]
+    seen: u64,
+    alloc: Vec<GpuRef>,
+    gpus: Vec<GpuWindow>,
+    breach_start_s: Option<i64>,
+    rung: Verdict,
+    first_alert_s: Option<i64>,
+    drain_confirmed_s: Option<i64>,
+    #[serde(skip)]
+    facts_fingerprint: u64,
+    #[serde(skip)]
+    exempt: Option<String>,
+}
+
+impl JobState {
+    fn new(job: &JobFacts) -> JobState {
+        JobState {
+            job_id: job.job_id.clone(),
+            seen: 0,
+            alloc: job.alloc.clone(),
+            gpus: vec![GpuWindow::default(); job.alloc.len()],
+            breach_start_s: None,
+            rung: Verdict::Healthy,
+            first_alert_s: None,
+            drain_confirmed_s: None,
+            facts_fingerprint: 0,
+            exempt: None,
+        }
+    }
+
+    /// Ends the breach: escalation starts again from the first alert; earlier alerts and
+    /// drains no longer count (guard 5).
+    fn end_breach(&mut self) {
+        self.breach_start_s = None;
+        self.rung = Verdict::Healthy;
+        self.first_alert_s = None;
+        self.drain_confirmed_s = None;
+    }
+}
+
+/// A serialisable copy of the engine's windows, for the enforcer's state file.
+///
+/// Restoring keeps the sample windows (trimmed to one window before the restore time) but
+/// not the escalation: every job starts again below the first alert (see [`Engine::restore`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EngineSnapshot {
+    /// Time the snapshot was taken, epoch seconds.
+    pub taken_s: i64,
+    jobs: Vec<JobState>,
+}
+
+/// The decision engine. Pure: no I/O, no clock, no RNG; time comes in as `now_s`.
+///
+/// Memory is O(jobs × GPUs × samples in a window). Each sample costs O(1) amortised work;
+/// evaluating a job costs O(its observed GPUs + signatures).
+pub struct Engine {
+    policy: Policy,
+    th: IngestThresholds,
+    mode: Mode,
+    jobs: Vec<JobState>,
+    by_id: FxMap<String, u32>,
+    gpu_owner: FxMap<(u32, u16), (u32, u16)>,
+    cycle: u64,
+    last_now_s: Option<i64>,
+    order: Vec<u32>,
+    scratch: Vec<GpuStats>,
+    counters: EngineCounters,
+}
+
+impl Engine {
+    /// A new engine with no history.
+    pub fn new(policy: Policy, mode: Mode) -> Engine {
+        let th = IngestThresholds::new(policy.config());
+        Engine {
+            policy,
+            th,
+            mode,
+            jobs: Vec::new(),
+            by_id: FxMap::default(),
+            gpu_owner: FxMap::default(),
+            cycle: 0,
+            last_now_s: None,
+            order: Vec::new(),
+            scratch: Vec::new(),
+            counters: EngineCounters::default(),
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The confirmation mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Life-time counters.
+    pub fn counters(&self) -> EngineCounters {
+        self.counters
+    }
+
+    /// Number of jobs with state.
+    pub fn tracked_jobs(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Copies the windows for persistence.
+    pub fn snapshot(&self, now_s: i64) -> EngineSnapshot {
+        EngineSnapshot {
+            taken_s: now_s,
+            jobs: self.jobs.clone(),
+        }
+    }
+
+    /// An engine resumed from a snapshot at `now_s`. Window contents older than one window are
+    /// dropped, and escalation starts again from the first alert: no job keeps a breach,
+    /// rung, alert time or drain confirmation across a restart.
+    pub fn restore(policy: Policy, mode: Mode, snap: EngineSnapshot, now_s: i64) -> Engine {
+        let mut e = Engine::new(policy, mode);
+        for mut j in snap.jobs {
+            if j.gpus.len() != j.alloc.len() {
+                continue;
+            }
+            j.end_breach();
+            for g in &mut j.gpus {
+                g.restore_trim(now_s, &e.th);
+            }
+            e.by_id.insert(j.job_id.clone(), e.jobs.len() as u32);
+            e.jobs.push(j);
+        }
+        e.rebuild_gpu_owner();
+        e
+    }
+
+    fn rebuild_gpu_owner(&mut self) {
+        self.gpu_owner.clear();
+        for (ji, j) in self.jobs.iter().enumerate() {
+            for (slot, g) in j.alloc.iter().enumerate() {
+                let key = (g.node.0, g.gpu);
+                let val = (ji as u32, slot as u16);
+                self.gpu_owner.entry(key).and_modify(|v| *v = (CONFLICT, 0)).or_insert(val);
+            }
+        }
+    }
+
+    /// One evaluation cycle at `now_s` (epoch seconds). Writes one finding per job of
+    /// `obs.jobs`, in that order, into `out` (cleared first). Jobs not in `obs.jobs` are
+    /// forgotten.
+    ///
+    /// A `now_s` earlier than the previous cycle's is treated as a clock jump: every job's
+    /// breach ends and escalation starts again (no clock jump can take a job up the ladder).
+    pub fn step(&mut self, now_s: i64, obs: &Observation<'_>, out: &mut Vec<Finding>) {
+        out.clear();
+        self.cycle += 1;
+        let cycle = self.cycle;
+        let clock_went_back = self.last_now_s.is_some_and(|t| now_s < t);
+        self.last_now_s = Some(now_s);
+
+        // 1. Reconcile the job set.
+        let mut changed = false;
+        self.order.clear();
+        for job in obs.jobs {
+            let idx = match self.by_id.get(job.job_id.as_str()) {
+                Some(&i) if self.jobs[i as usize].seen != cycle => {
+                    let st = &mut self.jobs[i as usize];
+                    if st.alloc != job.alloc {
+                        *st = JobState::new(job);
+                        changed = true;
+                    }
+                    i
+                }
+                Some(_) => {
+                    // The same job id twice in one cycle: keep the first, judge the second
+                    // as a job with no evidence.
+                    u32::MAX
+                }
+                None => {
+                    let i = self.jobs.len() as u32;
+                    self.jobs.push(JobState::new(job));
+                    self.by_id.insert(job.job_id.clone(), i);
+                    changed = true;
+                    i
+                }
+            };
+            if idx != u32::MAX {
+                let st = &mut self.jobs[idx as usize];
+                st.seen = cycle;
+                let fp = fingerprint(job);
+                if fp != st.facts_fingerprint || st.facts_fingerprint == 0 {
+                    st.facts_fingerprint = fp;
+                    st.exempt = self.policy.exemption(job);
+                }
+                if clock_went_back {
+                    st.end_breach();
+                }
+            }
+            self.order.push(idx);
+        }
+        if self.jobs.iter().any(|j| j.seen != cycle) {
+            self.jobs.retain(|j| j.seen == cycle);
+            self.by_id.clear();
+            for (i, j) in self.jobs.iter().enumerate() {
+                self.by_id.insert(j.job_id.clone(), i as u32);
+            }
+            for o in self.order.iter_mut() {
+                if *o != u32::MAX {
+                    // Jobs in `order` were all seen; find their new index.
+                    *o = u32::MAX - 1;
+                }
+            }
+            for (pos, job) in obs.jobs.iter().enumerate() {
+                if self.order[pos] == u32::MAX - 1 {
+                    self.order[pos] = self.by_id[job.job_id.as_str()];
+                }
+            }
+            changed = true;
+        }
+        if changed {
+            self.rebuild_gpu_owner();
+        }
+
+        // 2. Route samples to their GPU's pending list (sorted at ingest).
+        for s in obs.samples {
+            match self.gpu_owner.get(&(s.node.0, s.gpu)) {
+                Some(&(ji, slot)) if ji != CONFLICT => self.jobs[ji as usize].gpus[slot as usize].pending.push(*s),
+                _ => self.counters.unattributed_samples += 1,
+            }
+        }
+
+        // 3. Drain confirmations.
+        for d in obs.drains {
+            let accepted = (|| {
+                if self.mode == Mode::Enforce && d.hypothetical {
+                    return false;
+                }
+                let Some(&ji) = self.by_id.get(d.job_id.as_str()) else {
+                    return false;
+                };
+                let st = &mut self.jobs[ji as usize];
+                let Some(bs) = st.breach_start_s else { return false };
+                if d.confirmed_s < bs || !st.alloc.iter().all(|g| d.nodes.contains(&g.node)) {
+                    return false;
+                }
+                if st.drain_confirmed_s.is_none() {
+                    st.drain_confirmed_s = Some(d.confirmed_s);
+                }
+                true
+            })();
+            if !accepted {
+                self.counters.ignored_confirmations += 1;
+            }
+        }
+
+        // 4. Ingest and evaluate, in input order.
+        let mut order = std::mem::take(&mut self.order);
+        for (pos, &ji) in order.iter().enumerate() {
+            let f = if ji == u32::MAX {
+                self.duplicate_finding(pos as u32, &obs.jobs[pos])
+            } else {
+                self.evaluate(ji as usize, pos as u32, &obs.jobs[pos], now_s, obs.scope)
+            };
+            out.push(f);
+        }
+        order.clear();
+        self.order = order;
+    }
+
+    fn duplicate_finding(&self, pos: u32, job: &JobFacts) -> Finding {
+        Finding {
+            job_index: pos,
+            verdict: Verdict::InsufficientEvidence,
+            signature: None,
+            cause: Cause::Evidence(EvidenceProblem::NoSamples),
+            cap: None,
+            dwell_s: 0,
+            evidence: Evidence {
+                gpus_allocated: job.alloc.len() as u16,
+                ..Evidence::default()
+            },
+            wasted_gpu_h: 0.0,
+            hypothetical: false,
+            exempt: None,
+        }
+    }
+
+    fn evaluate(&mut self, ji: usize, pos: u32, job: &JobFacts, now_s: i64, scope: Scope) -> Finding {
+        let th = self.th;
+        let cfg = self.policy.config();
+        let st = &mut self.jobs[ji];
+        let mut ev = Evidence {
+            gpus_allocated: st.alloc.len() as u16,
+            ..Evidence::default()
+        };
+
+        // Ingest everything first, so late samples are always counted.
+        let observed = |g: &GpuRef| match scope {
+            Scope::Whole => true,
+            Scope::Node(n) => g.node == n,
+        };
+        let mut whole = true;
+        let mut problem: Option<EvidenceProblem> = None;
+        let mut any_short = false;
+        self.scratch.clear();
+        let mut late = 0;
+        for (slot, g) in st.alloc.iter().enumerate() {
+            let w = &mut st.gpus[slot];
+            w.ingest_pending(now_s, &th);
+            late += w.late;
+            if !observed(g) {
+                whole = false;
+                continue;
+            }
+            w.evict(now_s, &th);
+            let (s, cov) = w.stats(now_s, &th);
+            if w.freeze_undetectable() {
+                ev.freeze_undetectable_gpus += 1;
+            }
+            match cov {
+                Coverage::Full => {}
+                Coverage::Short => any_short = true,
+                Coverage::Broken(p) => {
+                    if p == EvidenceProblem::Frozen {
+                        ev.frozen_gpus += 1;
+                    }
+                    problem = Some(problem.map_or(p, |q| q.min(p)));
+                }
+            }
+            self.scratch.push(s);
+        }
+        ev.late_samples = late;
+        ev.gpus_observed = self.scratch.len() as u16;
+        if self.scratch.is_empty() {
+            problem = Some(EvidenceProblem::MissingNode);
+        }
+        summarise(&self.scratch, &mut ev);
+
+        let mut f = Finding {
+            job_index: pos,
+            verdict: Verdict::Healthy,
+            signature: None,
+            cause: Cause::NoBreach,
+            cap: None,
+            dwell_s: 0,
+            evidence: ev,
+            wasted_gpu_h: 0.0,
+            hypothetical: false,
+            exempt: st.exempt.clone(),
+        };
+
+        // Guard 1: warmup.
+        if now_s - job.start_s < cfg.warmup.0 {
+            st.end_breach();
+            f.cause = Cause::Warmup;
+            return f;
+        }
+        // Guards 2, 3 and 10: broken evidence never escalates and ends any breach.
+        if let Some(p) = problem {
+            st.end_breach();
+            f.verdict = Verdict::InsufficientEvidence;
+            f.cause = Cause::Evidence(p);
+            return f;
+        }
+        let Some((sig, m)) = signature::classify(&self.scratch, cfg) else {
+            st.end_breach();
+            return f;
+        };
+        f.signature = Some(sig);
+        f.evidence.wasted_gpus = m.wasted_gpus;
+        f.evidence.procs_unknown = m.procs_unknown;
+        let gpu_share = m.wasted_gpus as f64 * m.waste_frac;
+        if any_short {
+            st.end_breach();
+            f.verdict = Verdict::Watching;
+            f.cause = Cause::ShortCoverage;
+            f.wasted_gpu_h = gpu_share * (now_s - f.evidence.window_start_s).max(0) as f64 / 3600.0;
+            return f;
+        }
+
+        // A confirmed breach over a full window.
+        f.cause = Cause::Breach;
+        let breach_start = *st.breach_start_s.get_or_insert(f.evidence.window_start_s);
+        let dwell = now_s - breach_start;
+        f.dwell_s = dwell;
+        f.wasted_gpu_h = gpu_share * dwell as f64 / 3600.0;
+
+        // Observe mode: last cycle's drain verdict counts as confirmed now.
+        if self.mode == Mode::Observe && st.rung >= Verdict::Drain && st.drain_confirmed_s.is_none() {
+            st.drain_confirmed_s = Some(now_s);
+        }
+
+        // Guard 5: stages.
+        let staged = self
+            .policy
+            .stages
+            .iter()
+            .filter(|s| dwell >= s.after_s)
+            .map(|s| s.verdict)
+            .max()
+            .unwrap_or(Verdict::Watching);
+        let mut v = staged;
+        let mut cap = None;
+        let mut limit = |v: &mut Verdict, to: Verdict, why: Cap| {
+            if *v > to {
+                *v = to;
+                cap.get_or_insert(why);
+            }
+        };
+        // Guard 8: exemptions; guard 7: ceilings; guard 9: whole allocation.
+        if st.exempt.is_some() {
+            limit(&mut v, Verdict::Watching, Cap::Exempt);
+        }
+        limit(&mut v, self.policy.ceiling(sig), Cap::Ceiling);
+        if !whole {
+            limit(&mut v, Verdict::Alert, Cap::PartialScope);
+        }
+        // Guard 6: at most one rung per cycle above alert.
+        if v > Verdict::Alert {
+            let next = if st.rung >= Verdict::Alert {
+                st.rung.next_action_rung()
+            } else {
+                Verdict::Alert
+            };
+            limit(&mut v, next, Cap::OneRung);
+        }
+        // Guard 6: a cancel needs a confirmed drain one window old, and notice.
+        if v == Verdict::Cancel {
+            let drained = st.drain_confirmed_s.is_some_and(|t| t <= now_s - cfg.window.0 && t >= breach_start);
+            let noticed = st.first_alert_s.is_some_and(|t| now_s - t >= cfg.notice.0);
+            if !drained {
+                limit(&mut v, Verdict::Drain, Cap::DrainUnconfirmed);
+            } else if !noticed {
+                limit(&mut v, Verdict::Drain, Cap::Notice);
+            }
+        }
+        if v >= Verdict::Alert && st.first_alert_s.is_none() {
+            st.first_alert_s = Some(now_s);
+        }
+        st.rung = v;
+        f.verdict = v;
+        f.cap = cap;
+        f.hypothetical = self.mode == Mode::Observe && v >= Verdict::Drain;
+        f
+    }
+}
+
+fn fingerprint(job: &JobFacts) -> u64 {
+    let mut h = FxHasher(0x9e37_79b9_7f4a_7c15);
+    for s in [&job.user, &job.account, &job.partition, &job.qos, &job.name, &job.comment] {
+        h.write(s.as_bytes());
+        h.write_u64(s.len() as u64);
+    }
+    h.finish() | 1
+}
+
+fn summarise(gpus: &[GpuStats], ev: &mut Evidence) {
+    if gpus.is_empty() {
+        return;
+    }
+    let mut start = i64::MAX;
+    let mut end = i64::MIN;
+    let (mut smin, mut smax) = (u32::MAX, 0);
+    let (mut mem_sum, mut mem_n, mut pw_sum, mut pw_n, mut mean_sum) = (0.0, 0u32, 0.0, 0u32, 0.0);
+    for g in gpus {
+        if g.samples > 0 {
+            start = start.min(g.first_t_s);
+            end = end.max(g.last_t_s);
+        }
+        smin = smin.min(g.samples);
+        smax = smax.max(g.samples);
+        ev.invalid_samples += g.invalid;
+        ev.peak_util_pct = ev.peak_util_pct.max(g.peak_util_pct);
+        mean_sum += g.mean_util_pct;
+        if let Some(m) = g.mem_used_mean_mib {
+            mem_sum += m;
+            mem_n += 1;
+        }
+        if let Some(p) = g.power_mean_w {
+            pw_sum += p;
+            pw_n += 1;
+        }
+        if g.samples > 0 && g.mem_held == g.samples {
+            ev.mem_held_gpus += 1;
+        }
+    }
+    if start != i64::MAX {
+        ev.window_start_s = start;
+        ev.window_end_s = end;
+    }
+    ev.samples_min_per_gpu = smin;
+    ev.samples_max_per_gpu = smax;
+    ev.mean_util_pct = mean_sum / gpus.len() as f64;
+    ev.mem_used_mean_mib = (mem_n > 0).then(|| mem_sum / mem_n as f64);
+    ev.power_mean_w = (pw_n > 0).then(|| pw_sum / pw_n as f64);
+}
+
+/// The nodes of an allocation, in first-seen order without repeats.
+pub fn alloc_nodes(alloc: &[GpuRef]) -> Vec<NodeId> {
+    let mut v: Vec<NodeId> = Vec::new();
+    for g in alloc {
+        if !v.contains(&g.node) {
+            v.push(g.node);
+        }
+    }
+    v
+}

@@ -1,0 +1,183 @@
+//! The engine's output: one [`Finding`] per job per cycle.
+
+use crate::input::JobFacts;
+use crate::signature::SignatureId;
+use crate::verdict::Verdict;
+use crate::window::EvidenceProblem;
+use std::fmt::Write as _;
+
+/// Why the verdict is what it is. Together with the signature this is what the reason line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The job is younger than `warmup`.
+    Warmup,
+    /// Valid evidence over the window shows work (or shows nothing that breaches).
+    NoBreach,
+    /// The evidence is broken; see the problem.
+    Evidence(EvidenceProblem),
+    /// The samples breach but do not yet cover a full window.
+    ShortCoverage,
+    /// A breach is confirmed over a full window; the verdict follows the stages.
+    Breach,
+}
+
+/// What capped the verdict below what the stages asked for, if anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cap {
+    /// The signature's ceiling (guard 7).
+    Ceiling,
+    /// Only part of the allocation is observed (guard 9).
+    PartialScope,
+    /// The job is exempt (guard 8).
+    Exempt,
+    /// At most one rung per cycle above alert (guard 6).
+    OneRung,
+    /// No confirmed drain at least one window old (guard 6).
+    DrainUnconfirmed,
+    /// Less than `notice` since the first alert (guard 6).
+    Notice,
+}
+
+impl Cap {
+    /// Lowercase name for CSV and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cap::Ceiling => "ceiling",
+            Cap::PartialScope => "partial_scope",
+            Cap::Exempt => "exempt",
+            Cap::OneRung => "one_rung",
+            Cap::DrainUnconfirmed => "drain_unconfirmed",
+            Cap::Notice => "notice",
+        }
+    }
+}
+
+/// The evidence behind a finding, over the observed GPUs of the job.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Evidence {
+    /// Earliest valid sample in the window, epoch seconds (0 when none).
+    pub window_start_s: i64,
+    /// Latest valid sample in the window, epoch seconds (0 when none).
+    pub window_end_s: i64,
+    /// GPUs in the allocation.
+    pub gpus_allocated: u16,
+    /// GPUs observed (the whole allocation, or one node's part of it).
+    pub gpus_observed: u16,
+    /// Fewest valid samples in the window on any observed GPU.
+    pub samples_min_per_gpu: u32,
+    /// Most valid samples in the window on any observed GPU.
+    pub samples_max_per_gpu: u32,
+    /// Samples in the window with a rejected field, no compute reading, or a future stamp.
+    pub invalid_samples: u32,
+    /// Samples dropped as late over the job's life (not newer than the newest ingested).
+    pub late_samples: u32,
+    /// Observed GPUs whose window is frozen (bit-identical readings, power included).
+    pub frozen_gpus: u16,
+    /// Observed GPUs whose readings are identical but carry no power, so a freeze cannot be
+    /// told from a quiet GPU.
+    pub freeze_undetectable_gpus: u16,
+    /// Highest compute reading on any observed GPU, percent.
+    pub peak_util_pct: f64,
+    /// Mean of the observed GPUs' mean compute readings, percent.
+    pub mean_util_pct: f64,
+    /// Mean `memory.used` over observed GPUs where known, MiB.
+    pub mem_used_mean_mib: Option<f64>,
+    /// Observed GPUs with memory held on every sample.
+    pub mem_held_gpus: u16,
+    /// Mean power over observed GPUs where known, watts.
+    pub power_mean_w: Option<f64>,
+    /// No sample carried a process count.
+    pub procs_unknown: bool,
+    /// GPUs the signature counts as wasted.
+    pub wasted_gpus: u16,
+}
+
+/// The engine's conclusion about one job in one cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// Index of the job in [`crate::Observation::jobs`].
+    pub job_index: u32,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The breach signature, when the samples breach.
+    pub signature: Option<SignatureId>,
+    /// Why.
+    pub cause: Cause,
+    /// What held the verdict down, if anything.
+    pub cap: Option<Cap>,
+    /// `now − breach start`, seconds; 0 without a confirmed breach.
+    pub dwell_s: i64,
+    /// Evidence.
+    pub evidence: Evidence,
+    /// Estimated GPU-hours wasted so far in this breach: wasted GPUs × waste share × dwell.
+    pub wasted_gpu_h: f64,
+    /// True when the verdict shows what enforcement *would* do: observe mode, or a drain
+    /// that was never really carried out.
+    pub hypothetical: bool,
+    /// Which exemption rule matched, if any (every use is recorded here).
+    pub exempt: Option<String>,
+}
+
+impl Finding {
+    /// The signature name, or `"none"`.
+    pub fn signature_name(&self) -> &'static str {
+        self.signature.map_or("none", SignatureId::name)
+    }
+
+    /// One line a user can read, for Slurm's AdminComment and the logs: no newlines or control
+    /// characters, under 200 characters. `job` is the job this finding is about.
+    pub fn reason(&self, job: &JobFacts) -> String {
+        let mut s = String::with_capacity(160);
+        let e = &self.evidence;
+        let _ = match self.cause {
+            Cause::Warmup => write!(s, "job {}: healthy, warmup", job.job_id),
+            Cause::NoBreach => write!(s, "job {}: healthy, peak util {:.0}% over the window", job.job_id, e.peak_util_pct),
+            Cause::Evidence(p) => write!(s, "job {}: insufficient evidence ({}), no action", job.job_id, p.as_str()),
+            Cause::ShortCoverage => write!(
+                s,
+                "job {}: {} on {}/{} GPUs, window not yet covered",
+                job.job_id,
+                self.signature_name(),
+                e.wasted_gpus,
+                e.gpus_observed
+            ),
+            Cause::Breach => write!(
+                s,
+                "job {}: {} {} on {}/{} GPUs for {}m, peak util {:.0}%",
+                job.job_id,
+                self.verdict,
+                self.signature_name(),
+                e.wasted_gpus,
+                e.gpus_allocated,
+                self.dwell_s / 60,
+                e.peak_util_pct,
+            ),
+        };
+        if self.cause == Cause::Breach {
+            if let Some(m) = e.mem_used_mean_mib {
+                let _ = write!(s, ", mem {m:.0} MiB");
+            }
+            if let Some(p) = e.power_mean_w {
+                let _ = write!(s, ", {p:.0} W");
+            }
+            if e.procs_unknown {
+                s.push_str(", processes unknown");
+            }
+        }
+        if let Some(c) = self.cap {
+            let _ = write!(s, "; held by {}", c.as_str());
+        }
+        if let Some(x) = &self.exempt {
+            let _ = write!(s, "; exempt: {x}");
+        }
+        if self.hypothetical {
+            s.push_str(" (hypothetical)");
+        }
+        one_line(&s, 199)
+    }
+}
+
+/// Replaces control characters with spaces and cuts to at most `max` characters.
+pub fn one_line(s: &str, max: usize) -> String {
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max).collect()
+}

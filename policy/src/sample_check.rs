@@ -1,0 +1,238 @@
+//! Guard 3, field by field: missing is not zero, broken is not idle.
+//!
+//! A field is *invalid* (and then treated exactly like a missing one) when it holds a vendor
+//! sentinel or a value out of physical bounds. Invalid fields are counted, never zeroed.
+
+use crate::input::Sample;
+
+/// `0xFFFFFFFF`, printed by tools that read an unsigned NVML field that is not available.
+pub const SENTINEL_U32: f64 = 4_294_967_295.0;
+/// DCGM's blank INT32 value (`DCGM_INT32_BLANK`, dcgm_structs.h).
+pub const DCGM_INT32_BLANK: f64 = 2_147_483_632.0;
+/// DCGM's blank INT64 value (`DCGM_INT64_BLANK`, dcgm_structs.h).
+pub const DCGM_INT64_BLANK: f64 = 9_223_372_036_854_775_792.0;
+/// DCGM's blank FP64 value (`DCGM_FP64_BLANK` = 2^47, dcgm_structs.h).
+pub const DCGM_FP64_BLANK: f64 = 140_737_488_355_328.0;
+
+/// Upper bound for a plausible board power draw or limit, watts.
+pub const MAX_POWER_W: f64 = 2000.0;
+/// Upper bound for a plausible memory total: 1 TiB in MiB.
+pub const MAX_MEM_MIB: f64 = 1_048_576.0;
+/// Upper bound for a plausible compute-process count on one GPU.
+pub const MAX_PROCS: u32 = 4096;
+
+/// True for any of the vendor "no value" sentinels above, or a value within rounding of
+/// one of them (some exporters print them through a float, some multiply them by 100).
+pub fn is_sentinel(v: f64) -> bool {
+    [
+        SENTINEL_U32,
+        DCGM_INT32_BLANK,
+        DCGM_INT64_BLANK,
+        DCGM_FP64_BLANK,
+        DCGM_FP64_BLANK * 100.0,
+    ]
+    .iter()
+    .any(|s| (v - s).abs() <= s * 1e-9)
+}
+
+/// A sample after field checks. Fields are `None` when missing or invalid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Checked {
+    /// The compute reading in thousandths of a percent: `util_pct`, or `sm_active × 100`
+    /// when `util_pct` is missing.
+    pub util_milli: Option<u32>,
+    pub mem_used_mib: Option<f64>,
+    pub mem_total_mib: Option<f64>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub procs: Option<u32>,
+    /// How many present fields were rejected.
+    pub invalid_fields: u8,
+    /// The raw sample reads exactly 0 % util, 0 MiB and 0 W: the broken-exporter pattern.
+    pub all_zero_raw: bool,
+}
+
+fn keep(v: Option<f64>, ok: impl Fn(f64) -> bool, invalid: &mut u8) -> Option<f64> {
+    match v {
+        None => None,
+        Some(x) if x.is_finite() && !is_sentinel(x) && ok(x) => Some(x),
+        Some(_) => {
+            *invalid += 1;
+            None
+        }
+    }
+}
+
+/// Applies the bounds of guard 3 to one sample.
+pub(crate) fn check(s: &Sample) -> Checked {
+    let mut bad = 0u8;
+    let util = keep(s.util_pct, |x| (0.0..=100.0).contains(&x), &mut bad);
+    let sm = keep(s.sm_active, |x| (0.0..=1.0).contains(&x), &mut bad);
+    let mem_total = keep(s.mem_total_mib, |x| x > 0.0 && x <= MAX_MEM_MIB, &mut bad);
+    let mem_used = match keep(s.mem_used_mib, |x| (0.0..=MAX_MEM_MIB).contains(&x), &mut bad) {
+        Some(u) if mem_total.is_some_and(|t| u > t) => {
+            bad += 1;
+            None
+        }
+        other => other,
+    };
+    let power = keep(s.power_w, |x| x > 0.0 && x <= MAX_POWER_W, &mut bad);
+    let limit = keep(s.power_limit_w, |x| x > 0.0 && x <= MAX_POWER_W, &mut bad);
+    let procs = match s.procs {
+        Some(p) if p > MAX_PROCS => {
+            bad += 1;
+            None
+        }
+        p => p,
+    };
+    let compute = util.or(sm.map(|f| f * 100.0));
+    let all_zero_raw = s.util_pct == Some(0.0) && s.mem_used_mib == Some(0.0) && s.power_w == Some(0.0);
+    Checked {
+        util_milli: compute.map(|u| (u * 1000.0).round() as u32),
+        mem_used_mib: mem_used,
+        mem_total_mib: mem_total,
+        power_w: power,
+        power_limit_w: limit,
+        procs,
+        invalid_fields: bad,
+        all_zero_raw,
+    }
+}
+
+/// The bit pattern of every reading of a sample, used to detect a frozen collector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct RawKey(pub(crate) [u64; 7]);
+
+pub(crate) fn raw_key(s: &Sample) -> RawKey {
+    let b = |v: Option<f64>| v.map_or(u64::MAX - 1, f64::to_bits);
+    RawKey([
+        b(s.util_pct),
+        b(s.mem_used_mib),
+        b(s.mem_total_mib),
+        b(s.power_w),
+        b(s.power_limit_w),
+        s.procs.map_or(u64::MAX - 1, u64::from),
+        b(s.sm_active),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s() -> Sample {
+        Sample {
+            util_pct: Some(50.0),
+            mem_used_mib: Some(1000.0),
+            mem_total_mib: Some(81920.0),
+            power_w: Some(300.0),
+            power_limit_w: Some(400.0),
+            procs: Some(1),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sentinels_are_invalid_not_values() {
+        for v in [
+            SENTINEL_U32,
+            DCGM_INT32_BLANK,
+            DCGM_INT64_BLANK,
+            DCGM_FP64_BLANK,
+            1.407_374_883_553_28e16,
+        ] {
+            let c = check(&Sample { util_pct: Some(v), ..s() });
+            assert_eq!(c.util_milli, None, "{v}");
+            assert_eq!(c.invalid_fields, 1);
+            let c = check(&Sample {
+                mem_used_mib: Some(v),
+                ..s()
+            });
+            assert_eq!(c.mem_used_mib, None, "{v}");
+        }
+        let c = check(&Sample {
+            procs: Some(4_294_967_295),
+            ..s()
+        });
+        assert_eq!((c.procs, c.invalid_fields), (None, 1));
+    }
+
+    #[test]
+    fn out_of_bounds_fields_are_invalid() {
+        assert_eq!(
+            check(&Sample {
+                util_pct: Some(101.0),
+                ..s()
+            })
+            .util_milli,
+            None
+        );
+        assert_eq!(
+            check(&Sample {
+                util_pct: Some(-1.0),
+                ..s()
+            })
+            .util_milli,
+            None
+        );
+        assert_eq!(
+            check(&Sample {
+                util_pct: Some(f64::NAN),
+                ..s()
+            })
+            .util_milli,
+            None
+        );
+        assert_eq!(check(&Sample { power_w: Some(0.0), ..s() }).power_w, None);
+        assert_eq!(
+            check(&Sample {
+                power_w: Some(2000.5),
+                ..s()
+            })
+            .power_w,
+            None
+        );
+        assert_eq!(
+            check(&Sample {
+                mem_used_mib: Some(90000.0),
+                ..s()
+            })
+            .mem_used_mib,
+            None
+        );
+        assert_eq!(
+            check(&Sample {
+                mem_total_mib: Some(2.0 * MAX_MEM_MIB),
+                ..s()
+            })
+            .mem_total_mib,
+            None
+        );
+        let ok = check(&s());
+        assert_eq!((ok.util_milli, ok.invalid_fields), (Some(50_000), 0));
+    }
+
+    #[test]
+    fn missing_stays_missing_and_sm_active_is_the_fallback() {
+        let c = check(&Sample { util_pct: None, ..s() });
+        assert_eq!((c.util_milli, c.invalid_fields), (None, 0));
+        let c = check(&Sample {
+            util_pct: None,
+            sm_active: Some(0.42),
+            ..s()
+        });
+        assert_eq!(c.util_milli, Some(42_000));
+    }
+
+    #[test]
+    fn all_zero_pattern_needs_all_three_present() {
+        let z = Sample {
+            util_pct: Some(0.0),
+            mem_used_mib: Some(0.0),
+            power_w: Some(0.0),
+            ..s()
+        };
+        assert!(check(&z).all_zero_raw);
+        assert!(!check(&Sample { power_w: None, ..z }).all_zero_raw);
+    }
+}

@@ -1,0 +1,43 @@
+//! `hung`: memory held, zero compute, processes resident where known. Power plays no part:
+//! a deadlocked rank often draws idle power. Default ceiling: cancel.
+//!
+//! A job whose GPUs are all hung or idle (a rank died, the others exited) is `hung`.
+
+use super::{gpu_is_idle, gpu_is_low, Match, Signature};
+use crate::config::PolicyConfig;
+use crate::verdict::Verdict;
+use crate::window::GpuStats;
+
+/// The `hung` signature.
+pub struct Hung;
+
+/// True when one GPU's window looks hung: peak util below `hung_util_pct` (and below the
+/// threshold), memory held on every sample, and no sample with a process count of 0. Where
+/// no sample carries a process count, memory and compute alone decide.
+pub fn gpu_is_hung(g: &GpuStats, cfg: &PolicyConfig) -> bool {
+    gpu_is_low(g, cfg) && g.samples > 0 && g.peak_util_pct < cfg.hung_util_pct && g.mem_held == g.samples && g.procs_zero == 0
+}
+
+impl Signature for Hung {
+    fn name(&self) -> &'static str {
+        "hung"
+    }
+    fn default_ceiling(&self) -> Verdict {
+        Verdict::Cancel
+    }
+    fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match> {
+        let mut any_hung = false;
+        for g in gpus {
+            if gpu_is_hung(g, cfg) {
+                any_hung = true;
+            } else if !gpu_is_idle(g, cfg) {
+                return None;
+            }
+        }
+        any_hung.then(|| Match {
+            wasted_gpus: gpus.len() as u16,
+            waste_frac: 1.0,
+            procs_unknown: gpus.iter().all(|g| g.procs_pos == 0 && g.procs_zero == 0),
+        })
+    }
+}

@@ -1,0 +1,199 @@
+//! Signatures: why an allocation looks wasted. One file per signature, registered once in
+//! [`REGISTRY`]. Precedence is registry order: the first signature that matches names the
+//! breach.
+//!
+//! To add a signature: write `signature/<name>.rs` with a unit struct implementing
+//! [`Signature`], and add one line to [`REGISTRY`]. The registry-wide tests at the bottom of
+//! this file then cover it.
+
+use crate::config::PolicyConfig;
+use crate::verdict::Verdict;
+use crate::window::GpuStats;
+
+mod hung;
+mod idle;
+mod partial;
+mod spin;
+mod starved;
+mod unknown;
+
+pub use hung::gpu_is_hung;
+pub use idle::gpu_is_idle;
+
+/// What a matching signature reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Match {
+    /// How many observed GPUs count as wasted.
+    pub wasted_gpus: u16,
+    /// The share of each wasted GPU's time counted as waste (1 for idle and hung; lower for
+    /// starved, where the GPU does some work).
+    pub waste_frac: f64,
+    /// True when no sample carried a process count, so `hung` rests on memory and compute only.
+    pub procs_unknown: bool,
+}
+
+/// One way an allocation can look wasted.
+pub trait Signature: Sync {
+    /// Unique lowercase name, used in config (`ceilings`), CSV and logs.
+    fn name(&self) -> &'static str;
+    /// The highest verdict this signature may reach unless config says otherwise.
+    fn default_ceiling(&self) -> Verdict;
+    /// Does the window match? `gpus` holds the stats of every observed GPU, each with full,
+    /// valid coverage (the engine checks evidence first). Must return `None` for an empty slice.
+    fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match>;
+}
+
+/// Every signature, in precedence order. Adding a signature is one line here.
+pub static REGISTRY: &[&dyn Signature] = &[
+    &spin::Spin,
+    &hung::Hung,
+    &idle::Idle,
+    &starved::Starved,
+    &partial::Partial,
+    &unknown::Unknown,
+];
+
+/// A signature, as its index in [`REGISTRY`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SignatureId(pub u8);
+
+impl SignatureId {
+    /// The id of the signature called `name`.
+    pub fn from_name(name: &str) -> Option<SignatureId> {
+        REGISTRY.iter().position(|s| s.name() == name).map(|i| SignatureId(i as u8))
+    }
+
+    /// The signature's name.
+    pub fn name(self) -> &'static str {
+        REGISTRY[self.0 as usize].name()
+    }
+}
+
+/// Every registered name, in precedence order.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|s| s.name()).collect()
+}
+
+/// The first matching signature, in precedence order.
+pub fn classify(gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<(SignatureId, Match)> {
+    if gpus.is_empty() {
+        return None;
+    }
+    REGISTRY
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| s.matches(gpus, cfg).map(|m| (SignatureId(i as u8), m)))
+}
+
+/// Guard 4, peak not mean: a GPU is low only if no sample reached the threshold.
+pub fn gpu_is_low(g: &GpuStats, cfg: &PolicyConfig) -> bool {
+    g.peak_util_pct < cfg.util_threshold_pct
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn gpu(peak: f64, mean: f64, mem_held: bool, procs: Option<u32>, power_w: f64) -> GpuStats {
+        let n = 20;
+        GpuStats {
+            samples: n,
+            peak_util_pct: peak,
+            mean_util_pct: mean,
+            mem_known: n,
+            mem_held: if mem_held { n } else { 0 },
+            mem_free: if mem_held { 0 } else { n },
+            procs_pos: if procs.is_some_and(|p| p > 0) { n } else { 0 },
+            procs_zero: if procs == Some(0) { n } else { 0 },
+            power_known: n,
+            power_idle: if power_w <= 100.0 { n } else { 0 },
+            power_spin_low: if power_w <= 120.0 { n } else { 0 },
+            util_spin: if mean >= 90.0 { n } else { 0 },
+            power_mean_w: Some(power_w),
+            power_cv: Some(0.01),
+            ..GpuStats::default()
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_resolvable() {
+        let names = names();
+        let set: BTreeSet<_> = names.iter().collect();
+        assert_eq!(set.len(), names.len());
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(SignatureId::from_name(n), Some(SignatureId(i as u8)));
+            assert_eq!(SignatureId(i as u8).name(), *n);
+        }
+    }
+
+    #[test]
+    fn no_signature_matches_an_empty_window() {
+        let cfg = PolicyConfig::default();
+        for s in REGISTRY {
+            assert_eq!(s.matches(&[], &cfg), None, "{}", s.name());
+        }
+    }
+
+    #[test]
+    fn classification_is_deterministic() {
+        let cfg = PolicyConfig::default();
+        let cases = [
+            vec![gpu(0.0, 0.0, false, Some(0), 60.0); 4],
+            vec![gpu(0.0, 0.0, true, Some(1), 60.0); 4],
+            vec![gpu(10.0, 5.0, true, Some(1), 90.0); 2],
+            vec![gpu(100.0, 100.0, true, Some(1), 300.0), gpu(0.0, 0.0, false, Some(0), 60.0)],
+        ];
+        for c in &cases {
+            assert_eq!(classify(c, &cfg), classify(c, &cfg));
+        }
+    }
+
+    #[test]
+    fn classification_is_monotone_in_the_util_threshold() {
+        // A looser (higher) threshold never loses a breach that a stricter one found, and
+        // never lowers the default ceiling of what it finds.
+        let cases = [
+            vec![gpu(0.0, 0.0, false, Some(0), 60.0); 2],
+            vec![gpu(0.5, 0.1, true, Some(1), 60.0); 2],
+            vec![gpu(12.0, 6.0, true, Some(1), 90.0); 2],
+            vec![gpu(40.0, 30.0, true, Some(1), 200.0), gpu(0.0, 0.0, false, None, 60.0)],
+            vec![gpu(40.0, 30.0, true, Some(1), 200.0), gpu(0.0, 0.0, true, Some(1), 60.0)],
+        ];
+        let thresholds = [1.0, 5.0, 10.0, 15.0, 30.0, 50.0];
+        for c in &cases {
+            for w in thresholds.windows(2) {
+                let strict = PolicyConfig {
+                    util_threshold_pct: w[0],
+                    ..PolicyConfig::default()
+                };
+                let loose = PolicyConfig {
+                    util_threshold_pct: w[1],
+                    ..PolicyConfig::default()
+                };
+                if let Some((s, _)) = classify(c, &strict) {
+                    let (l, _) = classify(c, &loose).unwrap_or_else(|| panic!("breach at {} lost at {}", w[0], w[1]));
+                    let ceil = |id: SignatureId| REGISTRY[id.0 as usize].default_ceiling();
+                    assert!(ceil(l) >= ceil(s), "{} at {} became {} at {}", s.name(), w[0], l.name(), w[1]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn precedence_picks_the_specific_signature() {
+        let cfg = PolicyConfig::default();
+        let name = |g: &[GpuStats]| classify(g, &cfg).map(|(id, _)| id.name());
+        assert_eq!(name(&[gpu(0.0, 0.0, false, Some(0), 60.0); 2]), Some("idle"));
+        assert_eq!(name(&[gpu(0.0, 0.0, true, Some(2), 60.0); 2]), Some("hung"));
+        assert_eq!(name(&[gpu(0.0, 0.0, true, None, 60.0); 2]), Some("hung"));
+        assert_eq!(name(&[gpu(0.0, 0.0, true, Some(0), 60.0); 2]), Some("unknown"));
+        assert_eq!(name(&[gpu(12.0, 6.0, true, Some(1), 90.0); 2]), Some("starved"));
+        assert_eq!(name(&[gpu(100.0, 100.0, true, Some(1), 70.0); 2]), Some("spin"));
+        assert_eq!(
+            name(&[gpu(100.0, 100.0, true, Some(1), 300.0), gpu(0.0, 0.0, false, Some(0), 60.0)]),
+            Some("partial")
+        );
+        assert_eq!(name(&[gpu(100.0, 100.0, true, Some(1), 300.0); 2]), None);
+    }
+}

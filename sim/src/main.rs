@@ -1,0 +1,5 @@
+//! sim: filled in by its own issue.
+
+fn main() {
+    println!("sim: not yet implemented");
+}

@@ -1,0 +1,1 @@
+//! The trace format and importers; filled in by the traces issue.
