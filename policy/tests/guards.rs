@@ -198,7 +198,7 @@ fn guard_6_enforce_mode_ignores_hypothetical_confirmations_and_needs_real_ones()
 fn guard_6_a_drain_older_than_the_breach_counts_from_the_breach_start() {
     // After a restart the enforcer finds its own standing drain; the breach must still be
     // re-confirmed and then last a full window before a cancel.
-    let c = cfg_with_cancel(0);
+    let c = cfg_with_cancel(3600);
     let mut r = Run::new(c.clone(), Mode::Enforce, vec![job("1", 0, &[(0, 1)])]);
     let drain_s = 600;
     let mut breach_seen = None;
