@@ -541,7 +541,9 @@ impl Engine {
                 continue;
             }
             w.evict(now_s, &th);
-            let (s, cov, freeze_undetectable) = w.stats(now_s, &th);
+            self.scratch.push(GpuStats::default());
+            let slot = self.scratch.last_mut().expect("just pushed");
+            let (cov, freeze_undetectable) = w.stats(now_s, &th, slot);
             if freeze_undetectable {
                 ev.freeze_undetectable_gpus += 1;
             }
@@ -555,7 +557,6 @@ impl Engine {
                     problem = Some(problem.map_or(p, |q| q.min(p)));
                 }
             }
-            self.scratch.push(s);
         }
         ev.late_samples = late;
         ev.gpus_observed = self.scratch.len() as u16;
