@@ -89,7 +89,10 @@ pub fn attribute(
                 out.unresolved_processes += 1;
                 continue;
             };
-            let job = a.pid.and_then(|pid| proc.cgroup(pid)).and_then(|t| cgroup::parse(&t).ok().flatten());
+            let job = a
+                .pid
+                .and_then(|pid| proc.cgroup(pid))
+                .and_then(|t| cgroup::parse(&t).ok().flatten());
             let pos = match job {
                 Some(CgroupJob::JobId(id)) => jobs.iter().position(|j| j.raw_id == Some(id)),
                 Some(CgroupJob::Sluid(s)) => jobs.iter().position(|j| j.sluid.as_deref() == Some(s.as_str())),
@@ -112,7 +115,10 @@ pub fn attribute(
         if let Some(k) = kept.get(&job.job_id) {
             if k.iter().all(|g| visible.contains(g)) && Some(k.len() as u32) == per_node_gpus(job) {
                 if k.iter().any(foreign) {
-                    out.jobs.insert(job.job_id.clone(), Attributed::Ambiguous("another job's process on a kept GPU".into()));
+                    out.jobs.insert(
+                        job.job_id.clone(),
+                        Attributed::Ambiguous("another job's process on a kept GPU".into()),
+                    );
                 } else {
                     assigned.insert(pos, k.clone());
                 }
@@ -120,18 +126,25 @@ pub fn attribute(
             }
         }
         let Some(want) = per_node_gpus(job) else {
-            out.jobs.insert(job.job_id.clone(), Attributed::Ambiguous("GPU count does not divide over the job's nodes".into()));
+            out.jobs.insert(
+                job.job_id.clone(),
+                Attributed::Ambiguous("GPU count does not divide over the job's nodes".into()),
+            );
             continue;
         };
         let mine: Vec<u16> = claims.iter().filter(|(_, c)| c.contains(&pos)).map(|(g, _)| *g).collect();
         if mine.iter().any(foreign) {
-            out.jobs.insert(job.job_id.clone(), Attributed::Ambiguous("a GPU is shared with another job".into()));
+            out.jobs
+                .insert(job.job_id.clone(), Attributed::Ambiguous("a GPU is shared with another job".into()));
             continue;
         }
         if mine.len() as u32 == want && want > 0 {
             assigned.insert(pos, mine);
         } else if mine.len() as u32 > want {
-            out.jobs.insert(job.job_id.clone(), Attributed::Ambiguous(format!("processes on {} GPUs, job holds {want}", mine.len())));
+            out.jobs.insert(
+                job.job_id.clone(),
+                Attributed::Ambiguous(format!("processes on {} GPUs, job holds {want}", mine.len())),
+            );
         } else {
             short.push(pos);
         }
@@ -164,7 +177,10 @@ pub fn attribute(
         }
     }
     for pos in short {
-        out.jobs.insert(jobs[pos].job_id.clone(), Attributed::Ambiguous("not enough evidence to place its GPUs".into()));
+        out.jobs.insert(
+            jobs[pos].job_id.clone(),
+            Attributed::Ambiguous("not enough evidence to place its GPUs".into()),
+        );
     }
     for (pos, mut g) in assigned {
         g.sort_unstable();
@@ -234,7 +250,10 @@ mod tests {
         FakeProc(
             [
                 (100, "0::/system.slice/slurmstepd.scope/job_11/step_0/user/task_0\n".to_string()),
-                (200, "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0\n".to_string()),
+                (
+                    200,
+                    "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0\n".to_string(),
+                ),
                 (300, "0::/user.slice/user-1000.slice\n".to_string()),
             ]
             .into_iter()
@@ -247,7 +266,14 @@ mod tests {
         let a = job("10_1", 11, 2, &["n1"]);
         let mut b = job("20", 20, 1, &["n1"]);
         b.sluid = Some("sEKNKTV3WPV500".into());
-        let r = attribute(&[&a, &b], &gpus(3), Some(&apps(&[(0, 100), (1, 100), (2, 200)])), &procs(), true, &BTreeMap::new());
+        let r = attribute(
+            &[&a, &b],
+            &gpus(3),
+            Some(&apps(&[(0, 100), (1, 100), (2, 200)])),
+            &procs(),
+            true,
+            &BTreeMap::new(),
+        );
         assert_eq!(r.jobs["10_1"], Attributed::Gpus(vec![0, 1]));
         assert_eq!(r.jobs["20"], Attributed::Gpus(vec![2]));
     }
@@ -263,11 +289,25 @@ mod tests {
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
         // Two jobs, 2+2 = 4 visible; job 20 idle gets the two unclaimed GPUs.
         let b = job("20", 20, 2, &["n1"]);
-        let r = attribute(&[&a2, &b], &gpus(4), Some(&apps(&[(1, 100), (3, 100)])), &procs(), true, &BTreeMap::new());
+        let r = attribute(
+            &[&a2, &b],
+            &gpus(4),
+            Some(&apps(&[(1, 100), (3, 100)])),
+            &procs(),
+            true,
+            &BTreeMap::new(),
+        );
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1, 3]));
         assert_eq!(r.jobs["20"], Attributed::Gpus(vec![0, 2]));
         // Same, but the job list may be incomplete: no elimination.
-        let r = attribute(&[&a2, &b], &gpus(4), Some(&apps(&[(1, 100), (3, 100)])), &procs(), false, &BTreeMap::new());
+        let r = attribute(
+            &[&a2, &b],
+            &gpus(4),
+            Some(&apps(&[(1, 100), (3, 100)])),
+            &procs(),
+            false,
+            &BTreeMap::new(),
+        );
         assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
     }
 
@@ -276,7 +316,14 @@ mod tests {
         let a = job("10", 11, 1, &["n1"]);
         let mut b = job("20", 20, 1, &["n1"]);
         b.sluid = Some("sEKNKTV3WPV500".into());
-        let r = attribute(&[&a, &b], &gpus(2), Some(&apps(&[(0, 100), (0, 200)])), &procs(), true, &BTreeMap::new());
+        let r = attribute(
+            &[&a, &b],
+            &gpus(2),
+            Some(&apps(&[(0, 100), (0, 200)])),
+            &procs(),
+            true,
+            &BTreeMap::new(),
+        );
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
         assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
         let kept: BTreeMap<String, Vec<u16>> = [("10".to_string(), vec![1u16])].into_iter().collect();

@@ -145,7 +145,10 @@ pub struct ConfigError {
 
 /// The host name up to the first dot, from `/proc/sys/kernel/hostname` or `$HOSTNAME`.
 pub fn short_hostname() -> String {
-    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok().or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_default();
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
     h.trim().split('.').next().unwrap_or("").to_string()
 }
 
@@ -163,9 +166,15 @@ impl Config {
         let log_findings_from = Verdict::from_name(&c.log_findings_from)
             .ok_or_else(|| e("enforcer.log_findings_from", format!("unknown verdict {:?}", c.log_findings_from)))?;
         if !(c.suspect_frac.is_finite() && c.suspect_frac > 0.0 && c.suspect_frac <= 1.0) {
-            return Err(e("enforcer.suspect_frac", format!("{} must be above 0 and at most 1", c.suspect_frac)));
+            return Err(e(
+                "enforcer.suspect_frac",
+                format!("{} must be above 0 and at most 1", c.suspect_frac),
+            ));
         }
-        for (k, d) in [("enforcer.command_timeout", c.command_timeout), ("enforcer.nvidia_smi_timeout", c.nvidia_smi_timeout)] {
+        for (k, d) in [
+            ("enforcer.command_timeout", c.command_timeout),
+            ("enforcer.nvidia_smi_timeout", c.nvidia_smi_timeout),
+        ] {
             if d.0 <= 0 || d.0 > 600 {
                 return Err(e(k, format!("{d} must be between 1s and 10m")));
             }
@@ -173,16 +182,28 @@ impl Config {
         if c.nvidia_smi_timeout.0 >= policy.config().interval.0 {
             return Err(e(
                 "enforcer.nvidia_smi_timeout",
-                format!("{} must be shorter than policy.interval ({})", c.nvidia_smi_timeout, policy.config().interval),
+                format!(
+                    "{} must be shorter than policy.interval ({})",
+                    c.nvidia_smi_timeout,
+                    policy.config().interval
+                ),
             ));
         }
         if !c.metrics_listen.is_empty() && c.metrics_listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(e("enforcer.metrics_listen", format!("{:?} is not host:port (an IP address and a port)", c.metrics_listen)));
+            return Err(e(
+                "enforcer.metrics_listen",
+                format!("{:?} is not host:port (an IP address and a port)", c.metrics_listen),
+            ));
         }
         if c.notify_command.first().is_some_and(|p| p.is_empty()) {
             return Err(e("enforcer.notify_command", "the program (first element) is empty".into()));
         }
-        for (k, p) in [("enforcer.squeue", &c.squeue), ("enforcer.scontrol", &c.scontrol), ("enforcer.scancel", &c.scancel), ("enforcer.nvidia_smi", &c.nvidia_smi)] {
+        for (k, p) in [
+            ("enforcer.squeue", &c.squeue),
+            ("enforcer.scontrol", &c.scontrol),
+            ("enforcer.scancel", &c.scancel),
+            ("enforcer.nvidia_smi", &c.nvidia_smi),
+        ] {
             if p.is_empty() {
                 return Err(e(k, "the program must not be empty".into()));
             }

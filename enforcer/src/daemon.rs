@@ -111,16 +111,35 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 let s = *s;
                 let mut actions = s.actions;
                 if s.mode != mode {
-                    tracing::warn!(from = s.mode.as_str(), to = mode.as_str(), "mode changed since the state was saved; hypothetical drains dropped");
+                    tracing::warn!(
+                        from = s.mode.as_str(),
+                        to = mode.as_str(),
+                        "mode changed since the state was saved; hypothetical drains dropped"
+                    );
                     actions.drop_hypothetical();
                 }
                 tracing::info!(path = %path.display(), saved_s = s.saved_s, "state restored; escalation starts again from the first alert");
-                (Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s), s.nodes, actions, s.attribution)
+                (
+                    Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s),
+                    s.nodes,
+                    actions,
+                    s.attribution,
+                )
             }
-            Loaded::Missing => (Engine::new(cfg.policy.clone(), engine_mode(mode)), NodeTable::new(), ActionState::default(), BTreeMap::new()),
+            Loaded::Missing => (
+                Engine::new(cfg.policy.clone(), engine_mode(mode)),
+                NodeTable::new(),
+                ActionState::default(),
+                BTreeMap::new(),
+            ),
             Loaded::Corrupt(why) => {
                 tracing::error!(problem = %why, "state file unreadable; starting from scratch (safe: no escalation carried over)");
-                (Engine::new(cfg.policy.clone(), engine_mode(mode)), NodeTable::new(), ActionState::default(), BTreeMap::new())
+                (
+                    Engine::new(cfg.policy.clone(), engine_mode(mode)),
+                    NodeTable::new(),
+                    ActionState::default(),
+                    BTreeMap::new(),
+                )
             }
         };
         let this = nodes.intern(&cfg.node);
@@ -203,10 +222,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             self.read_error("squeue", "row");
         }
         let complete = read.row_errors.is_empty();
-        let running: BTreeSet<String> = read.jobs.iter().filter(|j| j.state == "RUNNING").map(|j| j.job_id.clone()).collect();
+        let running: BTreeSet<String> = read
+            .jobs
+            .iter()
+            .filter(|j| j.state == "RUNNING")
+            .map(|j| j.job_id.clone())
+            .collect();
         let running_known = complete.then_some(&running);
         let node = self.cfg.node.clone();
-        let on_node: Vec<&SlurmJob> = read.jobs.iter().filter(|j| j.state == "RUNNING" && j.gpus > 0 && j.nodes.contains(&node)).collect();
+        let on_node: Vec<&SlurmJob> = read
+            .jobs
+            .iter()
+            .filter(|j| j.state == "RUNNING" && j.gpus > 0 && j.nodes.contains(&node))
+            .collect();
 
         // 2. Telemetry.
         let tel = self.telemetry.read(now_s);
@@ -279,7 +307,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut samples = Vec::with_capacity(tel.gpus.len());
         for g in &tel.gpus {
             let Some(idx) = g.index else { continue };
-            let procs = tel.apps.as_ref().map(|a| a.apps.iter().filter(|p| p.gpu_uuid.is_some() && p.gpu_uuid == g.uuid).count() as u32);
+            let procs = tel
+                .apps
+                .as_ref()
+                .map(|a| a.apps.iter().filter(|p| p.gpu_uuid.is_some() && p.gpu_uuid == g.uuid).count() as u32);
             samples.push(Sample {
                 t_s: now_s,
                 node: self.this,
@@ -332,7 +363,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         self.metrics.jobs_evaluated = facts.len() as u64;
         for f in &findings {
             let job = &facts[f.job_index as usize];
-            Metrics::inc(&mut self.metrics.findings, (f.verdict.as_str().to_string(), f.signature_name().to_string(), job.partition.clone()));
+            Metrics::inc(
+                &mut self.metrics.findings,
+                (
+                    f.verdict.as_str().to_string(),
+                    f.signature_name().to_string(),
+                    job.partition.clone(),
+                ),
+            );
             if f.wasted_gpu_h > 0.0 {
                 *self.metrics.wasted_gpu_h.entry(f.signature_name().to_string()).or_insert(0.0) += f.wasted_gpu_h;
             }
@@ -406,7 +444,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         for s in &p.skips {
             Metrics::inc(&mut self.metrics.skipped, s.kind.as_str().to_string());
             tracing::info!(target: "gpu_reaper::action", action = s.action, job_id = ?s.job_id, reason = s.kind.as_str(), "action skipped");
-            let mut line = json!({"t_s": now_s, "mode": mode.as_str(), "record": "skipped", "skip": s.kind, "action": s.action, "job_id": s.job_id});
+            let mut line =
+                json!({"t_s": now_s, "mode": mode.as_str(), "record": "skipped", "skip": s.kind, "action": s.action, "job_id": s.job_id});
             if let Some(ev) = s.job_id.as_deref().and_then(|j| evidence.get(j)) {
                 line["evidence"] = ev.clone();
             }

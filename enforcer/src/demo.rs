@@ -44,7 +44,11 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
     let fakes = fakes_dir();
     let scenario = fakes.join("demo");
-    anyhow::ensure!(scenario.is_dir(), "demo scenario {} not found; run the demo from a source checkout", scenario.display());
+    anyhow::ensure!(
+        scenario.is_dir(),
+        "demo scenario {} not found; run the demo from a source checkout",
+        scenario.display()
+    );
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
     let work = tmp.path().join("scenario");
     copy_dir(&scenario, &work).with_context(|| format!("copying {}", scenario.display()))?;
@@ -71,8 +75,15 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         root: cfg.enforcer.proc_root.clone(),
     });
     let mut d = Daemon::new(cfg, slurm, smi, ObserveExecutor { webhook: None }, proc, DEMO_START_S);
-    writeln!(out, "gpu-reaper demo: observe mode, node gpu001, 8 GPUs, 5 jobs; fake squeue/nvidia-smi/scontrol/scancel from {}", fakes.display())?;
-    writeln!(out, "simulated clock: one cycle = {step} s; jobs started 60 min before t=0; stages alert 0m, drain 30m, cancel 60m\n")?;
+    writeln!(
+        out,
+        "gpu-reaper demo: observe mode, node gpu001, 8 GPUs, 5 jobs; fake squeue/nvidia-smi/scontrol/scancel from {}",
+        fakes.display()
+    )?;
+    writeln!(
+        out,
+        "simulated clock: one cycle = {step} s; jobs started 60 min before t=0; stages alert 0m, drain 30m, cancel 60m\n"
+    )?;
     let mut last: BTreeMap<String, String> = BTreeMap::new();
     let mut skips_shown: BTreeMap<(String, &'static str), &'static str> = BTreeMap::new();
     for i in 0..cycles {
@@ -88,7 +99,12 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         for (a, o) in &rep.actions {
             let what = match a {
-                Action::Alert { job_id, verdict, signature, .. } => format!("alert   job {job_id}: {verdict} ({signature})"),
+                Action::Alert {
+                    job_id,
+                    verdict,
+                    signature,
+                    ..
+                } => format!("alert   job {job_id}: {verdict} ({signature})"),
                 Action::Notice { job_id, user, .. } => format!("notice  job {job_id} to {user}"),
                 Action::Drain { node, node_reason, .. } => format!("drain   {node} Reason=\"{node_reason}\""),
                 Action::Cancel { job_id, .. } => format!("cancel  job {job_id} (AdminComment, then scancel {job_id})"),
@@ -101,14 +117,29 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         for s in &rep.skips {
             let key = (s.job_id.clone().unwrap_or_default(), s.action);
             if skips_shown.insert(key, s.kind.as_str()) != Some(s.kind.as_str()) {
-                writeln!(out, "{t}    -> skip  {} job {} ({}; repeats not shown)", s.action, s.job_id.as_deref().unwrap_or("-"), s.kind.as_str())?;
+                writeln!(
+                    out,
+                    "{t}    -> skip  {} job {} ({}; repeats not shown)",
+                    s.action,
+                    s.job_id.as_deref().unwrap_or("-"),
+                    s.kind.as_str()
+                )?;
             }
         }
     }
     writeln!(out, "\nmetrics after {cycles} cycles (excerpt):")?;
-    for l in d.metrics.render().lines().filter(|l| !l.starts_with('#') && (l.contains("actions_total") || l.contains("skipped") || l.contains("wasted"))) {
+    for l in d
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| !l.starts_with('#') && (l.contains("actions_total") || l.contains("skipped") || l.contains("wasted")))
+    {
         writeln!(out, "  {l}")?;
     }
-    writeln!(out, "\naudit log lines written: {}", std::fs::read_to_string(d.audit_path()).map(|s| s.lines().count()).unwrap_or(0))?;
+    writeln!(
+        out,
+        "\naudit log lines written: {}",
+        std::fs::read_to_string(d.audit_path()).map(|s| s.lines().count()).unwrap_or(0)
+    )?;
     Ok(())
 }

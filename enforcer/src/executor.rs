@@ -83,10 +83,18 @@ impl Webhook {
         );
         let mut o = RunOptions::new(self.timeout);
         o.stdin = Some(cfg.into_bytes());
-        let args: Vec<String> = ["--silent", "--show-error", "--fail", "--max-time", &self.timeout.as_secs().max(1).to_string(), "-K", "-"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "--silent",
+            "--show-error",
+            "--fail",
+            "--max-time",
+            &self.timeout.as_secs().max(1).to_string(),
+            "-K",
+            "-",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         match run(&self.curl, &args, &o) {
             RunOutcome::Exited { code: Some(0), .. } => Ok(()),
             other => Err(format!("webhook: curl {}", other.label())),
@@ -134,7 +142,11 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                     }
                 }
             }
-            Action::Drain { node, node_reason, .. } => self.slurm.drain(node, node_reason).map(|_| Outcome::Done).map_err(|e| e.to_string()),
+            Action::Drain { node, node_reason, .. } => self
+                .slurm
+                .drain(node, node_reason)
+                .map(|_| Outcome::Done)
+                .map_err(|e| e.to_string()),
             Action::Resume { node, .. } => self.slurm.resume(node).map(|_| Outcome::Done).map_err(|e| e.to_string()),
             Action::Cancel { job_id, reason, .. } => {
                 // The AdminComment is best effort: a failure is logged but does not stop the

@@ -17,7 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Parser)]
-#[command(name = "enforcer", version, about = "gpu-reaper's per-node daemon: finds wasted GPU allocations; observe mode by default")]
+#[command(
+    name = "enforcer",
+    version,
+    about = "gpu-reaper's per-node daemon: finds wasted GPU allocations; observe mode by default"
+)]
 struct Cli {
     /// Log line format (stderr).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -88,7 +92,8 @@ enum Cmd {
 }
 
 fn init_logging(f: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GPU_REAPER_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("GPU_REAPER_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match f {
         LogFormat::Text => b.init(),
@@ -158,7 +163,10 @@ impl Executor for AnyExecutor {
 }
 
 fn epoch_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Option<u64>) -> anyhow::Result<()> {
@@ -168,7 +176,10 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         None => None,
         Some(s) => {
             let (a, b) = s.split_once(':').context("--simulated-clock is START_S:STEP_S")?;
-            Some((a.parse::<i64>().context("--simulated-clock START_S")?, b.parse::<i64>().context("--simulated-clock STEP_S")?))
+            Some((
+                a.parse::<i64>().context("--simulated-clock START_S")?,
+                b.parse::<i64>().context("--simulated-clock STEP_S")?,
+            ))
         }
     };
     std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
@@ -209,7 +220,8 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     let mut d = Daemon::new(cfg, slurm, smi, executor, proc, clock(0));
     let page = Arc::new(Mutex::new(d.metrics.render()));
     if !e.metrics_listen.is_empty() {
-        let addr = enforcer::metrics::serve(&e.metrics_listen, page.clone()).with_context(|| format!("binding metrics_listen {}", e.metrics_listen))?;
+        let addr = enforcer::metrics::serve(&e.metrics_listen, page.clone())
+            .with_context(|| format!("binding metrics_listen {}", e.metrics_listen))?;
         tracing::info!(%addr, "metrics page at http://{addr}/metrics");
     }
     let mut i: u64 = 0;
@@ -236,7 +248,9 @@ fn read_input(file: Option<String>) -> anyhow::Result<String> {
             std::io::stdin().read_to_string(&mut s).context("reading stdin")?;
             Ok(s)
         }
-        Some(p) => std::fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()).with_context(|| format!("reading {p}")),
+        Some(p) => std::fs::read(p)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .with_context(|| format!("reading {p}")),
     }
 }
 
@@ -248,7 +262,11 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
     let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
     let result: Result<serde_json::Value, String> = match kind {
         Kind::NvidiaSmi => {
-            let header = text.lines().find(|l| !l.trim().is_empty()).is_some_and(|l| l.split(',').any(|f| f.trim().starts_with("index") || f.trim().starts_with("uuid") || f.trim().contains('[') && !f.trim().starts_with('[')));
+            let header = text.lines().find(|l| !l.trim().is_empty()).is_some_and(|l| {
+                l.split(',').any(|f| {
+                    f.trim().starts_with("index") || f.trim().starts_with("uuid") || f.trim().contains('[') && !f.trim().starts_with('[')
+                })
+            });
             let c = cols.clone().or_else(|| (!header).then(|| smi::GPU_QUERY.to_vec()));
             smi::parse_gpus(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
         }
@@ -263,7 +281,9 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
         }
         Kind::ScontrolNode => scontrol_node::parse(&text).map(to_json).map_err(|e| e.to_string()),
         Kind::Tres => tres::parse(text.trim()).map(to_json).map_err(|e| e.to_string()),
-        Kind::Hostlist => hostlist::parse(text.trim()).map(|h| serde_json::json!({ "hosts": h })).map_err(|e| e.to_string()),
+        Kind::Hostlist => hostlist::parse(text.trim())
+            .map(|h| serde_json::json!({ "hosts": h }))
+            .map_err(|e| e.to_string()),
     };
     match result {
         Ok(v) => {
@@ -282,4 +302,3 @@ fn print_error(e: &str) -> i32 {
     println!("{}", serde_json::json!({ "error": e }));
     2
 }
-

@@ -59,15 +59,36 @@ impl Metrics {
         let head = |s: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
         };
-        head(&mut s, "gpu_reaper_findings", "gauge", "Findings in the last cycle by verdict, signature and partition.");
+        head(
+            &mut s,
+            "gpu_reaper_findings",
+            "gauge",
+            "Findings in the last cycle by verdict, signature and partition.",
+        );
         for ((v, sig, p), n) in &self.findings {
-            let _ = writeln!(s, "gpu_reaper_findings{{verdict=\"{}\",signature=\"{}\",partition=\"{}\"}} {n}", esc(v), esc(sig), esc(p));
+            let _ = writeln!(
+                s,
+                "gpu_reaper_findings{{verdict=\"{}\",signature=\"{}\",partition=\"{}\"}} {n}",
+                esc(v),
+                esc(sig),
+                esc(p)
+            );
         }
-        head(&mut s, "gpu_reaper_wasted_gpu_hours", "gauge", "Estimated GPU-hours wasted in current breaches, by signature.");
+        head(
+            &mut s,
+            "gpu_reaper_wasted_gpu_hours",
+            "gauge",
+            "Estimated GPU-hours wasted in current breaches, by signature.",
+        );
         for (sig, h) in &self.wasted_gpu_h {
             let _ = writeln!(s, "gpu_reaper_wasted_gpu_hours{{signature=\"{}\"}} {h}", esc(sig));
         }
-        head(&mut s, "gpu_reaper_actions_total", "counter", "Actions by kind and outcome (would = observe mode).");
+        head(
+            &mut s,
+            "gpu_reaper_actions_total",
+            "counter",
+            "Actions by kind and outcome (would = observe mode).",
+        );
         for ((a, o), n) in &self.actions {
             let _ = writeln!(s, "gpu_reaper_actions_total{{action=\"{}\",outcome=\"{}\"}} {n}", esc(a), esc(o));
         }
@@ -75,7 +96,12 @@ impl Metrics {
         for (a, n) in &self.action_errors {
             let _ = writeln!(s, "gpu_reaper_action_errors_total{{action=\"{}\"}} {n}", esc(a));
         }
-        head(&mut s, "gpu_reaper_read_errors_total", "counter", "Failed reads by source and kind.");
+        head(
+            &mut s,
+            "gpu_reaper_read_errors_total",
+            "counter",
+            "Failed reads by source and kind.",
+        );
         for ((src, k), n) in &self.read_errors {
             let _ = writeln!(s, "gpu_reaper_read_errors_total{{source=\"{}\",kind=\"{}\"}} {n}", esc(src), esc(k));
         }
@@ -85,11 +111,31 @@ impl Metrics {
         }
         for (name, kind, help, v) in [
             ("gpu_reaper_cycles_total", "counter", "Cycles run.", self.cycles as f64),
-            ("gpu_reaper_last_cycle_timestamp_seconds", "gauge", "Time of the last cycle.", self.last_cycle_s as f64),
-            ("gpu_reaper_enforce_mode", "gauge", "1 in enforce mode, 0 in observe mode.", self.enforce as f64),
+            (
+                "gpu_reaper_last_cycle_timestamp_seconds",
+                "gauge",
+                "Time of the last cycle.",
+                self.last_cycle_s as f64,
+            ),
+            (
+                "gpu_reaper_enforce_mode",
+                "gauge",
+                "1 in enforce mode, 0 in observe mode.",
+                self.enforce as f64,
+            ),
             ("gpu_reaper_paused", "gauge", "1 while the pause file exists.", self.paused as f64),
-            ("gpu_reaper_jobs_evaluated", "gauge", "GPU jobs evaluated in the last cycle.", self.jobs_evaluated as f64),
-            ("gpu_reaper_abandoned_children_total", "counter", "Commands abandoned after a timeout because they would not die.", self.abandoned_children as f64),
+            (
+                "gpu_reaper_jobs_evaluated",
+                "gauge",
+                "GPU jobs evaluated in the last cycle.",
+                self.jobs_evaluated as f64,
+            ),
+            (
+                "gpu_reaper_abandoned_children_total",
+                "counter",
+                "Commands abandoned after a timeout because they would not die.",
+                self.abandoned_children as f64,
+            ),
         ] {
             head(&mut s, name, kind, help);
             let _ = writeln!(s, "{name} {v}");
@@ -150,6 +196,9 @@ mod tests {
         c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         let mut out = String::new();
         c.read_to_string(&mut out).unwrap();
-        assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("gpu_reaper_cycles_total 3\n"), "{out}");
+        assert!(
+            out.starts_with("HTTP/1.1 200") && out.ends_with("gpu_reaper_cycles_total 3\n"),
+            "{out}"
+        );
     }
 }

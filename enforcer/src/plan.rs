@@ -101,7 +101,10 @@ impl Action {
     /// True for the actions that change Slurm state (drain, cancel, resume) or contact a
     /// user (notice): the ones observe mode only logs.
     pub fn changes_something(&self) -> bool {
-        matches!(self, Action::Notice { .. } | Action::Drain { .. } | Action::Cancel { .. } | Action::Resume { .. })
+        matches!(
+            self,
+            Action::Notice { .. } | Action::Drain { .. } | Action::Cancel { .. } | Action::Resume { .. }
+        )
     }
 }
 
@@ -320,13 +323,23 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             ),
         });
     }
-    let mut drains_left = inp.limits.max_drains_per_hour.saturating_sub(st.drain_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
-    let mut cancels_left = inp.limits.max_cancels_per_hour.saturating_sub(st.cancel_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
+    let mut drains_left = inp
+        .limits
+        .max_drains_per_hour
+        .saturating_sub(st.drain_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
+    let mut cancels_left = inp
+        .limits
+        .max_cancels_per_hour
+        .saturating_sub(st.cancel_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
     let ours = our_drain(inp.node_state);
     // Observe mode never really drains, so it mirrors what enforce would see: its own
     // would-drain on this node makes the node drained-by-us for that job.
     let mut drain_planned: Option<String> = None;
-    let would_ours: Option<String> = st.drains.values().find(|d| d.hypothetical && d.node == inp.node).map(|d| d.job_id.clone());
+    let would_ours: Option<String> = st
+        .drains
+        .values()
+        .find(|d| d.hypothetical && d.node == inp.node)
+        .map(|d| d.job_id.clone());
     let skip = |p: &mut Plan, kind, action, job: &str| {
         p.skips.push(Skip {
             kind,

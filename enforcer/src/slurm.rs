@@ -92,7 +92,11 @@ impl SlurmCli {
         o.env_remove = env_remove.iter().map(|s| s.to_string()).collect();
         let command = format!("{} {}", program, args.first().map(String::as_str).unwrap_or(""));
         match run(program, &args, &o) {
-            RunOutcome::Exited { code: Some(0), stdout, stderr } => Ok((stdout, stderr)),
+            RunOutcome::Exited {
+                code: Some(0),
+                stdout,
+                stderr,
+            } => Ok((stdout, stderr)),
             RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
                 kind: format!("exit_{}", code.unwrap_or(-1)),
                 problem: format!("failed: {}", excerpt(&stderr)),
@@ -145,7 +149,11 @@ impl SlurmClient for SlurmCli {
                 problem: e.to_string(),
             }),
             JobSource::Format => {
-                let text: String = stdout.lines().filter(|l| !l.starts_with("CLUSTER: ")).map(|l| format!("{l}\n")).collect();
+                let text: String = stdout
+                    .lines()
+                    .filter(|l| !l.starts_with("CLUSTER: "))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
                 Ok(squeue_format::parse(&text, &squeue_format::own_columns(), &chrono::Local))
             }
         }
@@ -161,7 +169,12 @@ impl SlurmClient for SlurmCli {
     }
 
     fn drain(&mut self, node: &str, reason: &str) -> Result<(), CommandError> {
-        self.update(vec!["update".into(), format!("NodeName={node}"), "State=DRAIN".into(), format!("Reason={reason}")])
+        self.update(vec![
+            "update".into(),
+            format!("NodeName={node}"),
+            "State=DRAIN".into(),
+            format!("Reason={reason}"),
+        ])
     }
 
     fn resume(&mut self, node: &str) -> Result<(), CommandError> {

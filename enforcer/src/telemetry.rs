@@ -93,7 +93,10 @@ impl Telemetry for NvidiaSmi {
                 }
             },
         }
-        let app_args = vec![format!("--query-compute-apps={}", APPS_QUERY.join(",")), "--format=csv,nounits".into()];
+        let app_args = vec![
+            format!("--query-compute-apps={}", APPS_QUERY.join(",")),
+            "--format=csv,nounits".into(),
+        ];
         match self.query(app_args) {
             Query::Table(text) => match smi::parse_apps(&text, None) {
                 Ok(t) => r.apps = Some(t),

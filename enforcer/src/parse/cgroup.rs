@@ -28,7 +28,11 @@ pub struct CgroupError(pub String);
 /// True for `s` + 13 upper-case Crockford base32 characters (no I, L, O, U).
 pub fn is_sluid(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() == 14 && b[0] == b's' && b[1..].iter().all(|c| c.is_ascii_digit() || (c.is_ascii_uppercase() && !b"ILOU".contains(c)))
+    b.len() == 14
+        && b[0] == b's'
+        && b[1..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (c.is_ascii_uppercase() && !b"ILOU".contains(c)))
 }
 
 /// Reads the job of one `/proc/PID/cgroup` text. `Ok(None)` when the process is in no Slurm
@@ -73,8 +77,14 @@ mod tests {
 
     #[test]
     fn both_layouts() {
-        assert_eq!(parse("0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0\n").unwrap(), Some(CgroupJob::JobId(123)));
-        assert_eq!(parse("4:memory:/slurm/uid_1000/job_77/step_batch/task_0\n1:name=systemd:/user.slice\n").unwrap(), Some(CgroupJob::JobId(77)));
+        assert_eq!(
+            parse("0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0\n").unwrap(),
+            Some(CgroupJob::JobId(123))
+        );
+        assert_eq!(
+            parse("4:memory:/slurm/uid_1000/job_77/step_batch/task_0\n1:name=systemd:/user.slice\n").unwrap(),
+            Some(CgroupJob::JobId(77))
+        );
         assert_eq!(
             parse("0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0").unwrap(),
             Some(CgroupJob::Sluid("sEKNKTV3WPV500".into()))

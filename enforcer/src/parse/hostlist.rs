@@ -87,7 +87,10 @@ fn expand(expr: &str, base: usize, out: &mut Vec<String>, err: &dyn Fn(usize, &s
         if open > 0 {
             parts.push(Part::Text(rest[..open].to_string()));
         }
-        let close = rest[open..].find(']').map(|c| c + open).ok_or_else(|| err(off + open, "unclosed '['"))?;
+        let close = rest[open..]
+            .find(']')
+            .map(|c| c + open)
+            .ok_or_else(|| err(off + open, "unclosed '['"))?;
         parts.push(Part::Group(group(&rest[open + 1..close], off + open + 1, err)?));
         off += close + 1;
         rest = &rest[close + 1..];
@@ -161,7 +164,18 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in ["node[01", "node01]", "node[[01]]", "node[]", "node[01,]", "node[,01]", "n[2-1]", "n[a-b]", "a,,b", "n[1-99999999999]"] {
+        for bad in [
+            "node[01",
+            "node01]",
+            "node[[01]]",
+            "node[]",
+            "node[01,]",
+            "node[,01]",
+            "n[2-1]",
+            "n[a-b]",
+            "a,,b",
+            "n[1-99999999999]",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

@@ -53,7 +53,9 @@ impl NodeState {
 
     /// True when the node is in anything but an ordinary state (see [`ORDINARY_STATES`]).
     pub fn is_special(&self) -> bool {
-        self.state.iter().any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD")
+        self.state
+            .iter()
+            .any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD")
     }
 
     /// The job named in the Reason when the Reason is exactly one of ours.
@@ -127,7 +129,10 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
             }
         }
     }
-    let name = fields.get("NodeName").cloned().ok_or_else(|| NodeParseError::NoNodeName(t.chars().take(120).collect()))?;
+    let name = fields
+        .get("NodeName")
+        .cloned()
+        .ok_or_else(|| NodeParseError::NoNodeName(t.chars().take(120).collect()))?;
     let st = fields.get("State").cloned().ok_or_else(|| NodeParseError::NoState(name.clone()))?;
     let mut state = Vec::new();
     let mut not_responding = false;
@@ -144,7 +149,12 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
     if not_responding {
         state.push("NOT_RESPONDING".into());
     }
-    Ok(NodeState { name, state, reason, fields })
+    Ok(NodeState {
+        name,
+        state,
+        reason,
+        fields,
+    })
 }
 
 #[cfg(test)]
@@ -166,7 +176,18 @@ mod tests {
 
     #[test]
     fn special_states() {
-        for (st, special) in [("IDLE", false), ("MIXED", false), ("ALLOCATED", false), ("DOWN*", true), ("IDLE+MAINT", true), ("MIXED+RESERVED", true), ("IDLE+DRAIN", true), ("FAIL", true), ("IDLE~", false), ("IDLE+POWERED_DOWN", true)] {
+        for (st, special) in [
+            ("IDLE", false),
+            ("MIXED", false),
+            ("ALLOCATED", false),
+            ("DOWN*", true),
+            ("IDLE+MAINT", true),
+            ("MIXED+RESERVED", true),
+            ("IDLE+DRAIN", true),
+            ("FAIL", true),
+            ("IDLE~", false),
+            ("IDLE+POWERED_DOWN", true),
+        ] {
             let n = parse(&format!("NodeName=n State={st}\n")).unwrap();
             assert_eq!(n.is_special(), special, "{st}");
         }

@@ -243,7 +243,10 @@ pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, Smi
             None => return Ok(AppsTable::default()),
             Some((_, line, f)) => {
                 let c: Vec<String> = f.iter().map(|s| header_name(s)).collect();
-                if !c.iter().any(|c| matches!(c.as_str(), "gpu_uuid" | "pid" | "used_memory" | "process_name" | "name")) {
+                if !c
+                    .iter()
+                    .any(|c| matches!(c.as_str(), "gpu_uuid" | "pid" | "used_memory" | "process_name" | "name"))
+                {
                     return Err(SmiError::BadHeader(line.chars().take(200).collect()));
                 }
                 c
@@ -321,7 +324,10 @@ pub fn parse_list(text: &str) -> Vec<ListedDevice> {
                 .and_then(|p| head.get(p + 1))
                 .and_then(|s| s.trim_end_matches(':').parse().ok())
                 .unwrap_or(0);
-            let embedded = uuid.strip_prefix("MIG-").filter(|r| r.starts_with("GPU-")).and_then(|r| r.split('/').next());
+            let embedded = uuid
+                .strip_prefix("MIG-")
+                .filter(|r| r.starts_with("GPU-"))
+                .and_then(|r| r.split('/').next());
             out.push(ListedDevice {
                 kind: "mig",
                 number,

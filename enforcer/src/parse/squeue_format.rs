@@ -69,12 +69,15 @@ pub fn start_time(text: &str, tz: &dyn LocalTime) -> Result<Option<i64>, String>
     }
     let naive = NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S")
         .map_err(|_| format!("start time {t:?} is not YYYY-MM-DDTHH:MM:SS (is SLURM_TIME_FORMAT set?)"))?;
-    tz.epoch_s(naive).map(Some).ok_or_else(|| format!("start time {t:?} does not exist in local time (DST gap)"))
+    tz.epoch_s(naive)
+        .map(Some)
+        .ok_or_else(|| format!("start time {t:?} does not exist in local time (DST gap)"))
 }
 
 /// Parses `--noheader --Format` output whose columns are `columns` (names as in `-O`, case
-/// insensitive). When the last column is `Name` it takes the rest of the line. Blank lines are
-/// skipped. `tz` converts StartTime.
+/// insensitive). When the last column is `Name` it takes the rest of the line; otherwise one
+/// trailing `|` (the suffix of a `Field:|` last column) is dropped and the field count must
+/// match exactly. Blank lines are skipped. `tz` converts StartTime.
 pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
     let cols: Vec<String> = columns.iter().map(|c| c.to_ascii_lowercase()).collect();
     let name_last = cols.last().is_some_and(|c| c == "name");
@@ -83,18 +86,33 @@ pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
         if line.trim().is_empty() {
             continue;
         }
-        let fields: Vec<&str> = if name_last { line.splitn(cols.len(), '|').collect() } else { line.split('|').collect() };
+        // A `Field:|` last column leaves one trailing `|`; a free-text Name last never does.
+        let body = if name_last { line } else { line.strip_suffix('|').unwrap_or(line) };
+        let fields: Vec<&str> = if name_last {
+            body.splitn(cols.len(), '|').collect()
+        } else {
+            body.split('|').collect()
+        };
         if fields.len() != cols.len() {
             out.row_errors.push(JobRowError {
                 row: i + 1,
                 job_id: None,
-                problem: format!("{} fields, expected {}: {:?}", fields.len(), cols.len(), line.chars().take(120).collect::<String>()),
+                problem: format!(
+                    "{} fields, expected {}: {:?}",
+                    fields.len(),
+                    cols.len(),
+                    line.chars().take(120).collect::<String>()
+                ),
             });
             continue;
         }
         match row(&cols, &fields, tz) {
             Ok(j) => out.jobs.push(j),
-            Err((id, problem)) => out.row_errors.push(JobRowError { row: i + 1, job_id: id, problem }),
+            Err((id, problem)) => out.row_errors.push(JobRowError {
+                row: i + 1,
+                job_id: id,
+                problem,
+            }),
         }
     }
     out

@@ -68,7 +68,11 @@ pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
     for (i, j) in jobs.iter().enumerate() {
         match job(j) {
             Ok(job) => out.jobs.push(job),
-            Err((id, problem)) => out.row_errors.push(JobRowError { row: i, job_id: id, problem }),
+            Err((id, problem)) => out.row_errors.push(JobRowError {
+                row: i,
+                job_id: id,
+                problem,
+            }),
         }
     }
     Ok(out)
