@@ -422,6 +422,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             match &out {
                 Outcome::Failed(why) => {
                     Metrics::inc(&mut self.metrics.action_errors, kind.to_string());
+                    // A failed drain or cancel still spends budget, so a failing command is
+                    // not retried every cycle.
+                    match a {
+                        Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
+                        Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
+                        _ => {}
+                    }
                     tracing::error!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), error = %why, "action failed");
                 }
                 Outcome::Would => {
