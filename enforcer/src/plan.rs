@@ -119,6 +119,7 @@ pub enum SkipKind {
     /// The per-hour drain or cancel budget is spent.
     RateLimit,
     /// The node is drained, down, failed, in maintenance or reserved, and not by us for this job.
+    #[serde(rename = "node_special_state")]
     NodeSpecial,
     /// `scontrol show node` failed this cycle.
     NodeStateUnknown,

@@ -91,10 +91,13 @@ impl SlurmClient for FakeSlurm {
     }
 }
 
+/// Per GPU: (util %, memory used MiB), shared with the test body.
+type Readings = Rc<RefCell<Vec<(Option<f64>, Option<f64>)>>>;
+
 /// GPU i: util, mem used. Power jitters so no window looks frozen.
 #[derive(Clone)]
 struct FakeGpus {
-    gpus: Rc<RefCell<Vec<(Option<f64>, Option<f64>)>>>,
+    gpus: Readings,
     no_data: Rc<RefCell<Option<String>>>,
     n: u32,
     /// List one compute process per GPU, PID 100 + index.

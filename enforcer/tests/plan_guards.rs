@@ -240,8 +240,10 @@ fn rate_limits_suspect_collector_and_pause() {
     );
     assert_eq!(kinds(&p).iter().filter(|k| **k == "drain").count(), 1);
     // Budget spent.
-    let mut st = ActionState::default();
-    st.drain_times_s = vec![9_000, 9_500];
+    let mut st = ActionState {
+        drain_times_s: vec![9_000, 9_500],
+        ..ActionState::default()
+    };
     let c1 = Case::new(&[Verdict::Drain]);
     let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
     assert!(!kinds(&p).contains(&"drain"));
@@ -376,9 +378,11 @@ proptest! {
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
         }
-        let mut st = ActionState::default();
-        st.drain_times_s = vec![9_999; drains_used as usize];
-        st.cancel_times_s = vec![9_999; cancels_used as usize];
+        let st = ActionState {
+            drain_times_s: vec![9_999; drains_used as usize],
+            cancel_times_s: vec![9_999; cancels_used as usize],
+            ..ActionState::default()
+        };
         let mode = if enforce { RunMode::Enforce } else { RunMode::Observe };
         let p = c.plan(mode, ns.as_ref(), &st, paused, limits(), None);
         let count = |k: &str| p.actions.iter().filter(|a| a.kind() == k).count() as u32;

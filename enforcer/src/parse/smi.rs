@@ -175,64 +175,19 @@ fn known_gpu_column(c: &str) -> bool {
     )
 }
 
-/// Parses `--query-gpu` CSV. With `columns = None` the first line is the header; otherwise
-/// the text is headerless and `columns` names its fields (e.g. [`GPU_QUERY`]). Columns this
-/// parser does not know are read and ignored. Errors: an nvidia-smi error text, or a header
-/// naming no known column. A row with the wrong field count goes to `row_errors`.
-pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiError> {
-    if let Some(e) = no_data(text) {
-        return Err(e);
-    }
-    let mut it = rows(text).peekable();
-    let cols: Vec<String> = match columns {
-        Some(c) => c.iter().map(|s| header_name(s)).collect(),
-        None => match it.next() {
-            None => return Ok(GpuTable::default()),
-            Some((_, line, f)) => {
-                let c: Vec<String> = f.iter().map(|s| header_name(s)).collect();
-                if !c.iter().any(|c| known_gpu_column(c)) {
-                    return Err(SmiError::BadHeader(line.chars().take(200).collect()));
-                }
-                c
-            }
-        },
-    };
-    let mut t = GpuTable {
-        columns: cols.clone(),
-        ..GpuTable::default()
-    };
-    for (n, line, f) in it {
-        if f.len() != cols.len() {
-            t.row_errors.push(RowError {
-                line: n,
-                text: line.chars().take(200).collect(),
-                problem: format!("{} fields, expected {}", f.len(), cols.len()),
-            });
-            continue;
-        }
-        let mut g = GpuReading::default();
-        for (c, v) in cols.iter().zip(&f) {
-            match c.as_str() {
-                "index" => g.index = value(v).and_then(|v| v.parse().ok()),
-                "uuid" => g.uuid = value(v).map(str::to_string),
-                "name" => g.name = value(v).map(str::to_string),
-                "utilization.gpu" => g.util_pct = number(v),
-                "memory.used" => g.mem_used_mib = number(v),
-                "memory.total" => g.mem_total_mib = number(v),
-                "power.draw" => g.power_w = number(v),
-                "power.limit" => g.power_limit_w = number(v),
-                _ => {}
-            }
-        }
-        t.gpus.push(g);
-    }
-    Ok(t)
-}
+/// Rows of one CSV table, whatever it holds.
+type Table<R> = (Vec<String>, Vec<R>, Vec<RowError>);
 
-/// Parses `--query-compute-apps` CSV, header first (or headerless with `columns`). No rows
-/// means no process was listed, which is not the same as an idle GPU (see
-/// smi-util-without-processes: PIDs in another namespace are not listed).
-pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, SmiError> {
+/// Reads a CSV table: header (or `columns`), then one `R` per row filled field by field by
+/// `fill(row, column, text)`. `known` says whether a header name is one the caller reads; a
+/// header with none of them is rejected. Lines for which `skip` is true are ignored.
+fn read_table<R: Default>(
+    text: &str,
+    columns: Option<&[&str]>,
+    known: &dyn Fn(&str) -> bool,
+    skip: &dyn Fn(&str) -> bool,
+    fill: &dyn Fn(&mut R, &str, &str),
+) -> Result<Table<R>, SmiError> {
     if let Some(e) = no_data(text) {
         return Err(e);
     }
@@ -240,48 +195,72 @@ pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, Smi
     let cols: Vec<String> = match columns {
         Some(c) => c.iter().map(|s| header_name(s)).collect(),
         None => match it.next() {
-            None => return Ok(AppsTable::default()),
+            None => return Ok((Vec::new(), Vec::new(), Vec::new())),
             Some((_, line, f)) => {
                 let c: Vec<String> = f.iter().map(|s| header_name(s)).collect();
-                if !c
-                    .iter()
-                    .any(|c| matches!(c.as_str(), "gpu_uuid" | "pid" | "used_memory" | "process_name" | "name"))
-                {
+                if !c.iter().any(|c| known(c)) {
                     return Err(SmiError::BadHeader(line.chars().take(200).collect()));
                 }
                 c
             }
         },
     };
-    let mut t = AppsTable {
-        columns: cols.clone(),
-        ..AppsTable::default()
-    };
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
     for (n, line, f) in it {
-        if line.trim() == "No running processes found" {
+        if skip(line.trim()) {
             continue;
         }
         if f.len() != cols.len() {
-            t.row_errors.push(RowError {
+            errors.push(RowError {
                 line: n,
                 text: line.chars().take(200).collect(),
                 problem: format!("{} fields, expected {}", f.len(), cols.len()),
             });
             continue;
         }
-        let mut a = ComputeApp::default();
+        let mut r = R::default();
         for (c, v) in cols.iter().zip(&f) {
-            match c.as_str() {
-                "gpu_uuid" => a.gpu_uuid = value(v).map(str::to_string),
-                "pid" => a.pid = value(v).and_then(|v| v.parse().ok()),
-                "used_memory" | "used_gpu_memory" => a.used_memory_mib = number(v),
-                "process_name" | "name" => a.process_name = value(v).map(str::to_string),
-                _ => {}
-            }
+            fill(&mut r, c, v);
         }
-        t.apps.push(a);
+        out.push(r);
     }
-    Ok(t)
+    Ok((cols, out, errors))
+}
+
+/// Parses `--query-gpu` CSV. With `columns = None` the first line is the header; otherwise
+/// the text is headerless and `columns` names its fields (e.g. [`GPU_QUERY`]). Columns this
+/// parser does not know are read and ignored. Errors: an nvidia-smi error text, or a header
+/// naming no known column. A row with the wrong field count goes to `row_errors`.
+pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiError> {
+    let fill = |g: &mut GpuReading, c: &str, v: &str| match c {
+        "index" => g.index = value(v).and_then(|v| v.parse().ok()),
+        "uuid" => g.uuid = value(v).map(str::to_string),
+        "name" => g.name = value(v).map(str::to_string),
+        "utilization.gpu" => g.util_pct = number(v),
+        "memory.used" => g.mem_used_mib = number(v),
+        "memory.total" => g.mem_total_mib = number(v),
+        "power.draw" => g.power_w = number(v),
+        "power.limit" => g.power_limit_w = number(v),
+        _ => {}
+    };
+    let (columns, gpus, row_errors) = read_table(text, columns, &known_gpu_column, &|_| false, &fill)?;
+    Ok(GpuTable { columns, gpus, row_errors })
+}
+
+/// Parses `--query-compute-apps` CSV, header first (or headerless with `columns`). No rows
+/// means no process was listed, which is not the same as an idle GPU (see
+/// smi-util-without-processes: PIDs in another namespace are not listed).
+pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, SmiError> {
+    let known = |c: &str| matches!(c, "gpu_uuid" | "pid" | "used_memory" | "used_gpu_memory" | "process_name" | "name");
+    let fill = |a: &mut ComputeApp, c: &str, v: &str| match c {
+        "gpu_uuid" => a.gpu_uuid = value(v).map(str::to_string),
+        "pid" => a.pid = value(v).and_then(|v| v.parse().ok()),
+        "used_memory" | "used_gpu_memory" => a.used_memory_mib = number(v),
+        "process_name" | "name" => a.process_name = value(v).map(str::to_string),
+        _ => {}
+    };
+    let (columns, apps, row_errors) = read_table(text, columns, &known, &|l| l == "No running processes found", &fill)?;
+    Ok(AppsTable { columns, apps, row_errors })
 }
 
 /// One device line of `nvidia-smi -L`.
