@@ -211,3 +211,50 @@ impl Executor for RecordingExecutor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_url_never_reaches_argv_or_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let curl = dir.path().join("curl");
+        let log = dir.path().join("log");
+        std::fs::write(
+            &curl,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}.argv\ncat > {0}.stdin\n[ -e {0}.fail ] && exit 22\nexit 0\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let secret = "https://hooks.example.invalid/services/T0/B0/secret-token";
+        std::env::set_var("GPU_REAPER_TEST_WEBHOOK_URL", secret);
+        let w = Webhook {
+            curl: curl.display().to_string(),
+            url_env: "GPU_REAPER_TEST_WEBHOOK_URL".into(),
+            timeout: Duration::from_secs(5),
+        };
+        w.post("job 1: alert idle \"quoted\" \\ back").unwrap();
+        let argv = std::fs::read_to_string(format!("{}.argv", log.display())).unwrap();
+        assert!(!argv.contains("secret-token"), "{argv}");
+        assert!(argv.lines().any(|l| l == "-K"));
+        let stdin = std::fs::read_to_string(format!("{}.stdin", log.display())).unwrap();
+        assert!(stdin.contains(&format!("url = \"{secret}\"")));
+        // The body is Slack-compatible JSON, escaped once for JSON and once for curl's config.
+        assert!(
+            stdin.contains(r#"data-binary = "{\"text\":\"job 1: alert idle \\\"quoted\\\" \\\\ back\"}""#),
+            "{stdin}"
+        );
+        std::fs::write(format!("{}.fail", log.display()), "").unwrap();
+        let e = w.post("x").unwrap_err();
+        assert!(!e.contains("secret") && e.contains("exit_22"), "{e}");
+        let missing = Webhook {
+            url_env: "GPU_REAPER_TEST_WEBHOOK_UNSET".into(),
+            ..w
+        };
+        assert!(missing.post("x").unwrap_err().contains("GPU_REAPER_TEST_WEBHOOK_UNSET"));
+    }
+}

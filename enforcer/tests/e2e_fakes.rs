@@ -434,3 +434,28 @@ fn demo_runs_and_shows_escalation() {
         assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
     }
 }
+
+#[test]
+fn run_once_with_the_real_clock() {
+    let e = plain();
+    e.set(
+        "jobs.tsv",
+        "4242\t4242\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\trel:-7200\tgpu001\tgres/gpu=2\ttrain\t\n",
+    );
+    let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["run", "--once", "--config"])
+        .arg(e.config("observe", "metrics_listen = \"127.0.0.1:0\""))
+        .env("PATH", path)
+        .env("FAKE_DIR", e.fake_dir())
+        .current_dir(e.dir.path())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("metrics page at http://127.0.0.1:"), "{log}");
+    assert_eq!(e.argv("squeue").len(), 1, "one squeue per cycle");
+    assert_eq!(e.argv("nvidia-smi").len(), 2, "query-gpu and query-compute-apps");
+    let state = std::fs::read_to_string(e.state_dir().join("state.json")).unwrap();
+    assert!(state.contains("\"mode\":\"observe\""));
+}
