@@ -410,6 +410,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 suspect_min_jobs: e.suspect_min_jobs,
                 suspect_frac: e.suspect_frac,
                 notify: !e.notify_command.is_empty(),
+                notice_s: self.cfg.policy.config().notice.secs(),
             },
             state: &self.actions,
         });

@@ -262,11 +262,7 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
     let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
     let result: Result<serde_json::Value, String> = match kind {
         Kind::NvidiaSmi => {
-            let header = text.lines().find(|l| !l.trim().is_empty()).is_some_and(|l| {
-                l.split(',').any(|f| {
-                    f.trim().starts_with("index") || f.trim().starts_with("uuid") || f.trim().contains('[') && !f.trim().starts_with('[')
-                })
-            });
+            let header = text.lines().find(|l| !l.trim().is_empty()).is_some_and(smi::looks_like_header);
             let c = cols.clone().or_else(|| (!header).then(|| smi::GPU_QUERY.to_vec()));
             smi::parse_gpus(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
         }

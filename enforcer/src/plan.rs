@@ -129,6 +129,8 @@ pub enum SkipKind {
     DrainUnconfirmed,
     /// A cancel was already sent and the job has not left yet.
     CancelPending,
+    /// The user's notice has not gone out, or went out less than `notice` ago.
+    NoticePending,
 }
 
 impl SkipKind {
@@ -143,6 +145,7 @@ impl SkipKind {
             SkipKind::MultiNode => "multi_node",
             SkipKind::DrainUnconfirmed => "drain_unconfirmed",
             SkipKind::CancelPending => "cancel_pending",
+            SkipKind::NoticePending => "notice_pending",
         }
     }
 }
@@ -257,6 +260,10 @@ pub struct Limits {
     pub suspect_frac: f64,
     /// A notify command is configured.
     pub notify: bool,
+    /// `policy.notice`, seconds: with a notify command, a cancel also needs the notice to
+    /// have been sent at least this long ago (the engine counts from the first alert; this
+    /// counts from the notice that really went out).
+    pub notice_s: i64,
 }
 
 /// One judged job.
@@ -422,6 +429,8 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             skip(&mut p, SkipKind::DrainUnconfirmed, "cancel", id);
         } else if st.cancels.contains_key(id) {
             skip(&mut p, SkipKind::CancelPending, "cancel", id);
+        } else if inp.limits.notify && st.noticed.get(id).is_none_or(|t| inp.now_s - t < inp.limits.notice_s) {
+            skip(&mut p, SkipKind::NoticePending, "cancel", id);
         } else if p.suspect {
             skip(&mut p, SkipKind::SuspectCollector, "cancel", id);
         } else if cancels_left == 0 {

@@ -48,6 +48,7 @@ fn limits() -> Limits {
         suspect_min_jobs: 10,
         suspect_frac: 0.2,
         notify: true,
+        notice_s: 1800,
     }
 }
 
@@ -171,16 +172,29 @@ fn cancel_needs_our_confirmed_drain() {
         None,
     );
     assert!(!kinds(&p).contains(&"cancel"));
-    // Our Reason for this job with DRAIN: cancel, and no second drain.
+    // Our Reason for this job with DRAIN, but the user's notice has not gone out: no cancel.
+    let drained = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
+    let p = c.plan(RunMode::Enforce, Some(&drained), &st, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    assert!(p.skips.iter().any(|s| s.kind == SkipKind::NoticePending));
+    // Notice sent 10 minutes ago: still too recent (notice = 30 min).
+    let mut told = ActionState::default();
+    told.noticed.insert("100".into(), 10_000 - 600);
+    assert!(!kinds(&c.plan(RunMode::Enforce, Some(&drained), &told, false, limits(), None)).contains(&"cancel"));
+    // Notice sent an hour ago: cancel, and no second drain.
+    told.noticed.insert("100".into(), 10_000 - 3600);
+    let p = c.plan(RunMode::Enforce, Some(&drained), &told, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "cancel"]);
+    // Without a notify command the engine's own notice rule is the guard.
     let p = c.plan(
         RunMode::Enforce,
-        Some(&node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"))),
+        Some(&drained),
         &st,
         false,
-        limits(),
+        Limits { notify: false, ..limits() },
         None,
     );
-    assert_eq!(kinds(&p), vec!["alert", "notice", "cancel"]);
+    assert_eq!(kinds(&p), vec!["alert", "cancel"]);
     // Our Reason without a DRAIN state (an admin resumed the node): not confirmed.
     let p = c.plan(
         RunMode::Enforce,
@@ -206,6 +220,7 @@ fn cancel_needs_our_confirmed_drain() {
     );
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(!kinds(&p).contains(&"cancel"));
+    hyp.noticed.insert("100".into(), 0);
     let p = c.plan(RunMode::Observe, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(kinds(&p).contains(&"cancel"), "observe mode shows what enforcement would do");
 }
@@ -373,7 +388,8 @@ proptest! {
     /// The guards hold for any mix of verdicts, node states, budgets and modes.
     #[test]
     fn guards_hold(vs in prop::collection::vec(verdict(), 0..14), multi in prop::collection::vec(any::<bool>(), 14),
-                   ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>()) {
+                   ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>(),
+                   notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000)) {
         let mut c = Case::new(&vs);
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
@@ -381,10 +397,12 @@ proptest! {
         let st = ActionState {
             drain_times_s: vec![9_999; drains_used as usize],
             cancel_times_s: vec![9_999; cancels_used as usize],
+            noticed: noticed_ago_s.map(|a| c.jobs.iter().map(|j| (j.job_id.clone(), 10_000 - a)).collect()).unwrap_or_default(),
             ..ActionState::default()
         };
+        let lim = Limits { notify, ..limits() };
         let mode = if enforce { RunMode::Enforce } else { RunMode::Observe };
-        let p = c.plan(mode, ns.as_ref(), &st, paused, limits(), None);
+        let p = c.plan(mode, ns.as_ref(), &st, paused, lim, None);
         let count = |k: &str| p.actions.iter().filter(|a| a.kind() == k).count() as u32;
         if paused { prop_assert!(p.actions.is_empty()); }
         prop_assert!(count("drain") + drains_used.min(2) <= 2, "drain budget");
@@ -401,6 +419,9 @@ proptest! {
                     prop_assert!(vs[i] >= Verdict::Drain);
                     if let Action::Cancel { .. } = a {
                         prop_assert_eq!(vs[i], Verdict::Cancel);
+                        if notify {
+                            prop_assert!(noticed_ago_s.is_some_and(|a| a >= lim.notice_s), "cancel only after the notice went out");
+                        }
                         if enforce {
                             let n = ns.as_ref().unwrap();
                             prop_assert!(n.has_drain() && n.our_reason_job().as_deref() == Some(id), "cancel only after our confirmed drain");

@@ -9,6 +9,19 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// State symbols (sinfo(1) NODE STATE CODES) and the flag each stands for.
+pub const STATE_SYMBOLS: [(char, &str); 9] = [
+    ('*', "NOT_RESPONDING"),
+    ('~', "POWERED_OFF"),
+    ('#', "POWERING_UP"),
+    ('!', "POWER_DOWN_PENDING"),
+    ('%', "POWERING_DOWN"),
+    ('$', "MAINT"),
+    ('@', "REBOOT_PENDING"),
+    ('^', "REBOOTING"),
+    ('-', "PLANNED"),
+];
+
 /// The prefix of every Reason the enforcer writes: `gpu-reaper: <signature> job <id>`.
 pub const REASON_PREFIX: &str = "gpu-reaper: ";
 
@@ -18,7 +31,8 @@ pub struct NodeState {
     /// `NodeName`.
     pub name: String,
     /// Every state word, upper case, without symbols: base first, then flags, e.g.
-    /// `["MIXED", "DRAIN"]`. `NOT_RESPONDING` is added for a `*` symbol.
+    /// `["MIXED", "DRAIN"]`. A state symbol adds its flag (see [`STATE_SYMBOLS`]), e.g.
+    /// `DOWN*` gives `["DOWN", "NOT_RESPONDING"]` and `MIXED$` gives `["MIXED", "MAINT"]`.
     pub state: Vec<String>,
     /// `Reason` without the trailing `[user@time]`; `None` when absent or `(null)`/`none`.
     pub reason: Option<String>,
@@ -134,11 +148,15 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
         .cloned()
         .ok_or_else(|| NodeParseError::NoNodeName(t.chars().take(120).collect()))?;
     let st = fields.get("State").cloned().ok_or_else(|| NodeParseError::NoState(name.clone()))?;
-    let mut state = Vec::new();
-    let mut not_responding = false;
+    let mut state: Vec<String> = Vec::new();
+    let mut flags: Vec<&str> = Vec::new();
     for w in st.split('+') {
         let clean: String = w.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        not_responding |= w.contains('*');
+        for c in w.chars() {
+            if let Some((_, flag)) = STATE_SYMBOLS.iter().find(|(s, _)| *s == c) {
+                flags.push(flag);
+            }
+        }
         if !clean.is_empty() {
             state.push(clean.to_ascii_uppercase());
         }
@@ -146,8 +164,10 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
     if state.is_empty() {
         return Err(NodeParseError::NoState(name));
     }
-    if not_responding {
-        state.push("NOT_RESPONDING".into());
+    for f in flags {
+        if !state.iter().any(|s| s == f) {
+            state.push(f.to_string());
+        }
     }
     Ok(NodeState {
         name,
@@ -185,7 +205,9 @@ mod tests {
             ("MIXED+RESERVED", true),
             ("IDLE+DRAIN", true),
             ("FAIL", true),
-            ("IDLE~", false),
+            ("IDLE~", true),
+            ("MIXED$", true),
+            ("MIXED-", false),
             ("IDLE+POWERED_DOWN", true),
         ] {
             let n = parse(&format!("NodeName=n State={st}\n")).unwrap();

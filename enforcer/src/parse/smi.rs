@@ -168,6 +168,21 @@ fn rows(text: &str) -> impl Iterator<Item = (usize, &str, Vec<&str>)> {
         .map(|(i, l)| (i + 1, l, l.split(',').collect()))
 }
 
+/// True when `line` looks like a `--query-gpu` header rather than a data row: some field is
+/// a known column name, carries a unit in brackets (`memory.used [MiB]`), or is a dotted
+/// lower-case query name (`temperature.gpu`).
+pub fn looks_like_header(line: &str) -> bool {
+    line.split(',').any(|f| {
+        let f = f.trim();
+        let name = header_name(f);
+        let dotted = name.contains('.')
+            && name
+                .split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        known_gpu_column(&name) || dotted || (f.contains(" [") && f.ends_with(']') && !f.starts_with('['))
+    })
+}
+
 fn known_gpu_column(c: &str) -> bool {
     matches!(
         c,
@@ -316,4 +331,19 @@ pub fn parse_list(text: &str) -> Vec<ListedDevice> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_or_data() {
+        assert!(looks_like_header("index, uuid, utilization.gpu [%]"));
+        assert!(looks_like_header("name, temperature.gpu"));
+        assert!(looks_like_header("memory.used [MiB]"));
+        assert!(!looks_like_header("0, GPU-a, [N/A], 10, 80, [Not Supported], 400"));
+        assert!(!looks_like_header("12.5, 300"));
+        assert!(!looks_like_header("[Not Supported]"));
+    }
 }
