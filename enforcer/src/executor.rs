@@ -105,7 +105,7 @@ impl Webhook {
 fn alert_text(a: &Action, observe: bool) -> Option<String> {
     let tag = if observe { "[observe] " } else { "" };
     match a {
-        Action::Alert { reason, user, .. } => Some(format!("{tag}gpu-reaper: {reason} (user {user})")),
+        Action::Alert { reason, user, .. } => Some(format!("{tag}gpu-reaper: {reason} (user {})", policy::one_line(user, 64))),
         Action::AdminAlert { text } => Some(format!("{tag}{text}")),
         _ => None,
     }
