@@ -75,6 +75,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     pub kept: BTreeMap<String, Vec<u16>>,
     /// Metrics.
     pub metrics: Metrics,
+    /// When this process first saw each standing drain of ours (by job). Not persisted: after
+    /// a restart a drain counts as confirmed from the moment it is found again.
+    pub drain_found: BTreeMap<String, i64>,
     findings: Vec<Finding>,
 }
 
@@ -160,6 +163,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             actions,
             kept,
             metrics,
+            drain_found: BTreeMap::new(),
             findings: Vec::new(),
         }
     }
@@ -334,15 +338,23 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 None
             }
         };
+        // Every standing drain of ours is reported every cycle, stamped with the time this
+        // process first found it (the engine counts it from the later of that and the breach
+        // start). When scontrol fails, what was found before is kept but not reported.
         let mut drains = Vec::new();
         if mode == RunMode::Enforce {
-            if let Some(job) = node_state.as_ref().filter(|n| n.has_drain()).and_then(NodeState::our_reason_job) {
-                drains.push(DrainConfirmation {
-                    job_id: job,
-                    nodes: vec![self.this],
-                    confirmed_s: now_s,
-                    hypothetical: false,
-                });
+            if let Some(ns) = &node_state {
+                let ours = ns.has_drain().then(|| ns.our_reason_job()).flatten();
+                self.drain_found.retain(|j, _| ours.as_deref() == Some(j.as_str()));
+                if let Some(job) = ours {
+                    let found_s = *self.drain_found.entry(job.clone()).or_insert(now_s);
+                    drains.push(DrainConfirmation {
+                        job_id: job,
+                        nodes: vec![self.this],
+                        confirmed_s: found_s,
+                        hypothetical: false,
+                    });
+                }
             }
         }
 
