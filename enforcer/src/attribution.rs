@@ -155,11 +155,9 @@ pub fn attribute(
         let job = jobs[pos];
         let want = per_node_gpus(job).unwrap_or(0) as usize;
         let total: u32 = jobs.iter().map(|j| per_node_gpus(j).unwrap_or(u32::MAX / 4)).sum();
-        if jobs.len() == 1 && want == visible.len() && apps.is_some_and(|_| claims.keys().all(|g| claims[g].iter().all(|p| *p == pos))) {
-            assigned.insert(pos, visible.iter().copied().collect());
-            short.clear();
-        } else if jobs.len() == 1 && want == visible.len() && apps.is_none() {
-            // Node-exclusive: the only GPU job holds every GPU; no process list is needed.
+        if jobs.len() == 1 && want == visible.len() && claims.values().all(|c| c.iter().all(|p| *p == pos)) {
+            // Node-exclusive: the only GPU job holds every GPU, and no process of another job
+            // shows on any of them (with no process list there are no claims at all).
             assigned.insert(pos, visible.iter().copied().collect());
             short.clear();
         } else if apps.is_some() && total as usize == visible.len() {
