@@ -75,7 +75,10 @@ impl Baseline {
     pub fn judge(self, gpus_per_node: u16, nodes: usize) -> Option<Box<dyn Judge>> {
         let state = GpuTable::new(gpus_per_node, nodes);
         match self {
-            Baseline::Jds => Some(Box::new(Jds { gpus: state, jobs: HashMap::new() })),
+            Baseline::Jds => Some(Box::new(Jds {
+                gpus: state,
+                jobs: HashMap::new(),
+            })),
             Baseline::ReaperV01 => Some(Box::new(Ladder {
                 gpus: state,
                 jobs: HashMap::new(),

@@ -131,7 +131,11 @@ impl Choice {
     pub fn check(&self, key: &str, min: f64, max: f64) -> Result<(), WorkloadError> {
         let shown = || format!("values {:?} weights {:?}", self.values, self.weights);
         if self.values.is_empty() || self.values.len() != self.weights.len() {
-            return Err(WorkloadError::invalid(key, shown(), "values and weights need the same, non-zero length"));
+            return Err(WorkloadError::invalid(
+                key,
+                shown(),
+                "values and weights need the same, non-zero length",
+            ));
         }
         if self.weights.iter().any(|w| !w.is_finite() || *w < 0.0) || self.weights.iter().sum::<f64>() <= 0.0 {
             return Err(WorkloadError::invalid(key, shown(), "weights must be >= 0 with a positive sum"));
@@ -204,7 +208,9 @@ mod tests {
         assert!((q.at(0.65) - 50.0).abs() < 1e-9);
         assert_eq!(q.at(1.0), 100.0);
         assert!(q.check("k", 0.0, 100.0).is_ok());
-        let e = Quantiles(vec![[5.0, 0.0], [1.0, 1.0]]).check("telemetry.x", 0.0, 100.0).unwrap_err();
+        let e = Quantiles(vec![[5.0, 0.0], [1.0, 1.0]])
+            .check("telemetry.x", 0.0, 100.0)
+            .unwrap_err();
         assert!(e.to_string().contains("telemetry.x"), "{e}");
     }
 

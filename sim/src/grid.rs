@@ -101,7 +101,10 @@ pub struct GridConfig {
 /// [`GridError`] naming the file, the key and the value.
 pub fn load(path: &std::path::Path) -> Result<Vec<GridConfig>, GridError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| GridError::Io { file: file.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| GridError::Io {
+        file: file.clone(),
+        source,
+    })?;
     from_toml(&text, &file)
 }
 
@@ -150,10 +153,7 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
         let warmups = list(&b.warmup, base.warmup);
         let gaps = list(&b.max_sample_gap, base.max_sample_gap);
         let drains = list(&b.drain_after, base_drain);
-        let cancels_raw = list(
-            &b.cancel_after,
-            base_cancel.map_or("none".to_string(), |d| d.to_string()),
-        );
+        let cancels_raw = list(&b.cancel_after, base_cancel.map_or("none".to_string(), |d| d.to_string()));
         let notices = list(&b.notice, base.notice);
         let spins = list(
             &b.spin_ceiling,
@@ -281,15 +281,21 @@ mod tests {
 
     #[test]
     fn bad_values_name_file_key_and_value() {
-        let e = from_toml("[[sweep]]\nwindow = [\"20m\", \"0s\"]", "g.toml").unwrap_err().to_string();
+        let e = from_toml("[[sweep]]\nwindow = [\"20m\", \"0s\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("g.toml") && e.contains("sweep[0].window") && e.contains("0s"), "{e}");
-        let e = from_toml("[[sweep]]\nspin_ceiling = [\"explode\"]", "g.toml").unwrap_err().to_string();
+        let e = from_toml("[[sweep]]\nspin_ceiling = [\"explode\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("spin_ceiling") && e.contains("explode"), "{e}");
         let e = from_toml("[[sweep]]\ncancel_after = [\"soon\"]", "g.toml").unwrap_err().to_string();
         assert!(e.contains("sweep[0].cancel_after") && e.contains("soon"), "{e}");
         let e = from_toml("[[sweep]]\nwindw = [\"20m\"]", "g.toml").unwrap_err().to_string();
         assert!(e.contains("g.toml") && e.contains("windw"), "{e}");
-        let e = from_toml("[[sweep]]\nutil_threshold_pct = [150]", "g.toml").unwrap_err().to_string();
+        let e = from_toml("[[sweep]]\nutil_threshold_pct = [150]", "g.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("util_threshold_pct") && e.contains("150"), "{e}");
     }
 

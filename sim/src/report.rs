@@ -220,7 +220,11 @@ pub fn summary_md(rows: &[Row]) -> String {
                 describe(&a.first),
                 a.recovered_gpu_h,
                 a.oracle_gpu_h,
-                if a.oracle_gpu_h > 0.0 { 100.0 * a.recovered_gpu_h / a.oracle_gpu_h } else { 0.0 },
+                if a.oracle_gpu_h > 0.0 {
+                    100.0 * a.recovered_gpu_h / a.oracle_gpu_h
+                } else {
+                    0.0
+                },
                 a.false_cancels,
                 a.false_drains,
                 a.true_alerts,
@@ -228,7 +232,10 @@ pub fn summary_md(rows: &[Row]) -> String {
             );
         }
         None => {
-            let _ = writeln!(s, "No gpu-reaper configuration had zero false cancels on every seed of every workload.\n");
+            let _ = writeln!(
+                s,
+                "No gpu-reaper configuration had zero false cancels on every seed of every workload.\n"
+            );
         }
     }
 
@@ -307,7 +314,10 @@ pub fn summary_md(rows: &[Row]) -> String {
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
         for w in &workloads {
             let mut sums = [(0u64, 0u64, 0u64, 0f64); 6];
-            for r in rows.iter().filter(|r| r.workload == *w && r.policy == a.policy && r.config_id == a.config_id) {
+            for r in rows
+                .iter()
+                .filter(|r| r.workload == *w && r.policy == a.policy && r.config_id == a.config_id)
+            {
                 for (i, x) in r.by_signature().iter().enumerate() {
                     sums[i].0 += x.0;
                     sums[i].1 += x.1;
@@ -338,7 +348,11 @@ pub fn summary_md(rows: &[Row]) -> String {
         .iter()
         .filter(|a| trap_rows(a).iter().any(|r| r.false_cancels_spin > 0))
         .count();
-    let spin_fc_total: u64 = with_cancel_stage.iter().flat_map(|a| trap_rows(a)).map(|r| r.false_cancels_spin).sum();
+    let spin_fc_total: u64 = with_cancel_stage
+        .iter()
+        .flat_map(|a| trap_rows(a))
+        .map(|r| r.false_cancels_spin)
+        .sum();
     let spin_recovered: f64 = rows
         .iter()
         .filter(|r| r.policy == "gpu-reaper" && r.spin_ceiling == "cancel")
@@ -375,14 +389,24 @@ pub fn summary_md(rows: &[Row]) -> String {
             );
         }
     } else {
-        let _ = writeln!(s, "The trap workload was not part of this sweep, so the sweep says nothing about the spin ceiling.\n");
+        let _ = writeln!(
+            s,
+            "The trap workload was not part of this sweep, so the sweep says nothing about the spin ceiling.\n"
+        );
     }
 
     let _ = writeln!(s, "## Pareto front (gpu-reaper configurations)\n");
     let _ = writeln!(s, "| config | false cancels | recovered GPU-h | parameters |");
     let _ = writeln!(s, "|---|---:|---:|---|");
     for a in pareto(&aggs) {
-        let _ = writeln!(s, "| {} | {} | {:.1} | {} |", a.config_id, a.false_cancels, a.recovered_gpu_h, describe(&a.first));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {} |",
+            a.config_id,
+            a.false_cancels,
+            a.recovered_gpu_h,
+            describe(&a.first)
+        );
     }
     let _ = writeln!(s);
     let _ = writeln!(
@@ -441,7 +465,11 @@ pub fn frontier_svg(rows: &[Row]) -> anyhow::Result<String> {
             .label("Pareto front")
             .legend(|(x, y)| PathElement::new(vec![(x - 8, y), (x + 8, y)], RED.stroke_width(2)));
         chart
-            .draw_series(front.iter().map(|a| Circle::new((a.false_cancels as f64, a.recovered_gpu_h), 5, RED.filled())))
+            .draw_series(
+                front
+                    .iter()
+                    .map(|a| Circle::new((a.false_cancels as f64, a.recovered_gpu_h), 5, RED.filled())),
+            )
             .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
         let colours = [BLUE, GREEN, MAGENTA, BLACK];
         for (i, a) in aggs.iter().filter(|a| a.policy != "gpu-reaper").enumerate() {

@@ -71,11 +71,7 @@ impl Tally {
         Tally {
             jobs: world.jobs.len() as u64,
             wasted_gpu_ticks: world.wasted_gpu_ticks(),
-            starved_gpu_ticks: world
-                .jobs
-                .iter()
-                .map(|j| world.truth_ticks(j, traces::Truth::Starved))
-                .sum(),
+            starved_gpu_ticks: world.jobs.iter().map(|j| world.truth_ticks(j, traces::Truth::Starved)).sum(),
             oracle_gpu_ticks: world.oracle_gpu_ticks(),
             ..Tally::default()
         }
@@ -260,7 +256,10 @@ impl Row {
         // Map registry order to the fixed column order (they match today; this keeps the CSV
         // stable if the registry is reordered).
         let by = |arr: &[u64; SIG_BUCKETS], name: &str| -> u64 {
-            REGISTRY.iter().position(|s| s.name() == name).map_or(0, |i| arr[i.min(SIG_BUCKETS - 2)])
+            REGISTRY
+                .iter()
+                .position(|s| s.name() == name)
+                .map_or(0, |i| arr[i.min(SIG_BUCKETS - 2)])
         };
         let wasted = gpu_h(t.wasted_gpu_ticks);
         let recovered = gpu_h(t.recovered_gpu_ticks);
@@ -278,8 +277,7 @@ impl Row {
             jobs: t.jobs,
             wasted_gpu_h: wasted,
             recovered_gpu_h: recovered,
-            recovered_share: (t.wasted_gpu_ticks > 0)
-                .then(|| round3(t.recovered_gpu_ticks as f64 / t.wasted_gpu_ticks as f64)),
+            recovered_share: (t.wasted_gpu_ticks > 0).then(|| round3(t.recovered_gpu_ticks as f64 / t.wasted_gpu_ticks as f64)),
             oracle_recovered_gpu_h: gpu_h(t.oracle_gpu_ticks),
             false_cancels: t.false_cancels,
             false_cancel_lost_gpu_h: gpu_h(t.false_cancel_lost_gpu_ticks),
@@ -328,12 +326,42 @@ impl Row {
     /// Per-signature (alerts, cancels, false cancels, recovered GPU-h), in [`SIG_COLUMNS`] order.
     pub fn by_signature(&self) -> [(u64, u64, u64, f64); 6] {
         [
-            (self.alerts_spin, self.cancels_spin, self.false_cancels_spin, self.recovered_gpu_h_spin),
-            (self.alerts_hung, self.cancels_hung, self.false_cancels_hung, self.recovered_gpu_h_hung),
-            (self.alerts_idle, self.cancels_idle, self.false_cancels_idle, self.recovered_gpu_h_idle),
-            (self.alerts_starved, self.cancels_starved, self.false_cancels_starved, self.recovered_gpu_h_starved),
-            (self.alerts_partial, self.cancels_partial, self.false_cancels_partial, self.recovered_gpu_h_partial),
-            (self.alerts_unknown, self.cancels_unknown, self.false_cancels_unknown, self.recovered_gpu_h_unknown),
+            (
+                self.alerts_spin,
+                self.cancels_spin,
+                self.false_cancels_spin,
+                self.recovered_gpu_h_spin,
+            ),
+            (
+                self.alerts_hung,
+                self.cancels_hung,
+                self.false_cancels_hung,
+                self.recovered_gpu_h_hung,
+            ),
+            (
+                self.alerts_idle,
+                self.cancels_idle,
+                self.false_cancels_idle,
+                self.recovered_gpu_h_idle,
+            ),
+            (
+                self.alerts_starved,
+                self.cancels_starved,
+                self.false_cancels_starved,
+                self.recovered_gpu_h_starved,
+            ),
+            (
+                self.alerts_partial,
+                self.cancels_partial,
+                self.false_cancels_partial,
+                self.recovered_gpu_h_partial,
+            ),
+            (
+                self.alerts_unknown,
+                self.cancels_unknown,
+                self.false_cancels_unknown,
+                self.recovered_gpu_h_unknown,
+            ),
         ]
     }
 }

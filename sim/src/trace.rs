@@ -58,12 +58,14 @@ mod tests {
         let tr = to_trace(&world);
         assert_eq!(tr.samples.len(), world.samples.len());
         assert_eq!(tr.truth.len(), tr.samples.len());
-        for w in tr.samples.windows(2).zip(tr.sample_job.windows(2)) {
-            let ((a, b), (ja, jb)) = w;
-            assert!((a.t_s, *ja) <= (b.t_s, *jb));
+        for (s, j) in tr.samples.windows(2).zip(tr.sample_job.windows(2)) {
+            assert!((s[0].t_s, j[0]) <= (s[1].t_s, j[1]));
         }
         for p in tr.jobs.windows(2) {
-            assert!((p[0].facts.start_s, p[0].facts.job_id.len(), &p[0].facts.job_id) <= (p[1].facts.start_s, p[1].facts.job_id.len(), &p[1].facts.job_id));
+            assert!(
+                (p[0].facts.start_s, p[0].facts.job_id.len(), &p[0].facts.job_id)
+                    <= (p[1].facts.start_s, p[1].facts.job_id.len(), &p[1].facts.job_id)
+            );
         }
         assert!(tr.truth.iter().all(|t| t.is_some()));
         assert!(tr.truth.contains(&Some(traces::Truth::Wasted)));

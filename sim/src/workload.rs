@@ -318,7 +318,11 @@ impl Workload {
             WorkloadError::invalid(key, value, problem)
         }
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(inv("name", format!("{:?}", self.name), "a non-empty name of letters, digits, - and _"));
+            return Err(inv(
+                "name",
+                format!("{:?}", self.name),
+                "a non-empty name of letters, digits, - and _",
+            ));
         }
         let c = &self.cluster;
         if c.nodes == 0 || c.nodes > 9999 {
@@ -339,7 +343,10 @@ impl Workload {
         let t = &self.telemetry;
         let pw = c.power_limit_w * 1.25;
         t.idle_power_w.check("telemetry.idle_power_w", 1.0, pw)?;
-        for (k, v) in [("telemetry.power_noise_w", t.power_noise_w), ("telemetry.spin_power_noise_w", t.spin_power_noise_w)] {
+        for (k, v) in [
+            ("telemetry.power_noise_w", t.power_noise_w),
+            ("telemetry.spin_power_noise_w", t.spin_power_noise_w),
+        ] {
             if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
                 return Err(inv(k, v, "must be in [0, 100]"));
             }
@@ -376,7 +383,11 @@ impl Workload {
             total += k.share;
             k.gpus.check(&key("gpus"), 1.0, cap)?;
             if k.gpus.values.iter().any(|v| v.fract() != 0.0) {
-                return Err(inv(&key("gpus"), format!("{:?}", k.gpus.values), "GPU counts must be whole numbers"));
+                return Err(inv(
+                    &key("gpus"),
+                    format!("{:?}", k.gpus.values),
+                    "GPU counts must be whole numbers",
+                ));
             }
             if c.packing == Packing::Shared
                 && k.gpus
@@ -431,7 +442,11 @@ impl Workload {
         f.frozen_min.check("faults.frozen_min", 0.0, 7.0 * 1440.0)?;
         f.all_zero_min.check("faults.all_zero_min", 0.0, 7.0 * 1440.0)?;
         if f.mig_nodes > c.nodes {
-            return Err(inv("faults.mig_nodes", f.mig_nodes, format!("more than cluster.nodes ({})", c.nodes)));
+            return Err(inv(
+                "faults.mig_nodes",
+                f.mig_nodes,
+                format!("more than cluster.nodes ({})", c.nodes),
+            ));
         }
         share("faults.na_power_share", f.na_power_share)?;
         Ok(())
@@ -468,7 +483,7 @@ mod tests {
         let e = Workload::from_toml(&text, "w.toml").unwrap_err().to_string();
         assert!(e.contains("w.toml") && e.contains("arrivals.load") && e.contains("7.5"), "{e}");
 
-        let text = DEFAULT_TOML.replacen("share = ", "share = -1.0 # was ", 1);
+        let text = DEFAULT_TOML.replacen("\nshare = ", "\nshare = -1.0 # was ", 1);
         let e = Workload::from_toml(&text, "w.toml").unwrap_err().to_string();
         assert!(e.contains("kinds[0].share") && e.contains("-1"), "{e}");
 

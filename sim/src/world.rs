@@ -131,7 +131,10 @@ impl SimJob {
         if self.used < self.gpus {
             return self.start;
         }
-        let mut i = self.phases.partition_point(|p| p.end <= tick).min(self.phases.len().saturating_sub(1));
+        let mut i = self
+            .phases
+            .partition_point(|p| p.end <= tick)
+            .min(self.phases.len().saturating_sub(1));
         while i > 0 && self.phases[i - 1].kind.truth() != Truth::Productive {
             i -= 1;
         }

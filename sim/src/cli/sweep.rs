@@ -130,7 +130,9 @@ impl Args {
         let shard = match &self.shard {
             None => None,
             Some(s) => {
-                let (i, n) = s.split_once('/').with_context(|| format!("--shard {s:?}: expected i/N, e.g. 0/8"))?;
+                let (i, n) = s
+                    .split_once('/')
+                    .with_context(|| format!("--shard {s:?}: expected i/N, e.g. 0/8"))?;
                 let i: usize = i.trim().parse().with_context(|| format!("--shard {s:?}: i is not a number"))?;
                 let n: usize = n.trim().parse().with_context(|| format!("--shard {s:?}: N is not a number"))?;
                 Some((i, n))
@@ -155,7 +157,9 @@ impl Args {
 /// Bad input or output errors, with context.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.spec()?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if threads == 0 {
         bail!("--threads 0: need at least one thread");
     }
