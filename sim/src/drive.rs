@@ -100,11 +100,13 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
         }
         let now_s = tick as i64 * TICK_S;
         samples.clear();
-        for c in world.samples_at(tick) {
-            if !cancelled[c.job as usize] {
-                samples.push(world.expand(c, now_s));
-            }
-        }
+        samples.extend(
+            world
+                .samples_at(tick)
+                .iter()
+                .filter(|c| !cancelled[c.job as usize])
+                .map(|c| world.expand(c, now_s)),
+        );
         judge.judge(now_s, &running, &samples, &mut out);
         for (i, jd) in out.iter().enumerate() {
             let j = run_idx[i];

@@ -513,7 +513,8 @@ fn fill_samples(world: &mut World, w: &Workload, faults: &Faults) {
                 let mut s = CompactSample {
                     job: j,
                     mem_used_mib: mem.round() as u32,
-                    power_cw: (power.max(1.0) * 100.0).round() as u32,
+                    // Two decimals, as nvidia-smi prints; rounded once here so expansion is a plain copy.
+                    power_w: (power.max(1.0) * 100.0).round() / 100.0,
                     node: g.node.0 as u16,
                     gpu: g.gpu as u8,
                     util_pct: util.clamp(0.0, 100.0) as u8,
@@ -531,7 +532,7 @@ fn fill_samples(world: &mut World, w: &Workload, faults: &Faults) {
                     Some(FaultKind::AllZero) => {
                         s.util_pct = 0;
                         s.mem_used_mib = 0;
-                        s.power_cw = 0;
+                        s.power_w = 0.0;
                         s.procs = 0;
                         s.flags |= na::PROCS;
                     }

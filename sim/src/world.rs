@@ -1,5 +1,5 @@
 //! The compact in-memory form of one generated workload: jobs with their phase scripts and
-//! ground truth, and every GPU sample of every tick in 20 bytes. One `World` is generated per
+//! ground truth, and every GPU sample of every tick in 24 bytes. One `World` is generated per
 //! (workload, seed, days) and shared read-only by every policy configuration of a sweep.
 
 use policy::{JobFacts, NodeTable, Sample};
@@ -165,15 +165,15 @@ pub mod na {
     pub const PROCS: u8 = 8;
 }
 
-/// One GPU sample in 20 bytes. `memory.total` and `power.limit` are the cluster's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// One GPU sample in 24 bytes. `memory.total` and `power.limit` are the cluster's.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct CompactSample {
     /// Index of the job in [`World::jobs`].
     pub job: u32,
     /// `memory.used`, MiB.
     pub mem_used_mib: u32,
-    /// `power.draw`, centiwatts (nvidia-smi prints two decimals).
-    pub power_cw: u32,
+    /// `power.draw`, watts, two decimals (as nvidia-smi prints it).
+    pub power_w: f64,
     /// Node id (index into [`World::nodes`]).
     pub node: u16,
     /// GPU index on the node.
@@ -242,7 +242,7 @@ impl World {
             util_pct: (f & na::UTIL == 0).then_some(c.util_pct as f64),
             mem_used_mib: (f & na::MEM == 0).then_some(c.mem_used_mib as f64),
             mem_total_mib: Some(self.mem_total_mib),
-            power_w: (f & na::POWER == 0).then_some(c.power_cw as f64 / 100.0),
+            power_w: (f & na::POWER == 0).then_some(c.power_w),
             power_limit_w: Some(self.power_limit_w),
             procs: (f & na::PROCS == 0).then_some(c.procs as u32),
             sm_active: None,

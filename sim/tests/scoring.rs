@@ -199,13 +199,13 @@ fn busy_or_hung(j: &SimJob, t: u32, slot: usize) -> Option<CompactSample> {
     // Compute: 95 %, 40,000 MiB, ~300 W; hung: 0 %, 40,000 MiB, ~65 W. Power moves a little
     // every sample, as real power does (a bit-identical window would be a frozen collector).
     let wiggle = ((t as usize * 7 + slot * 3) % 11) as u32 * 10;
-    let (util, power_cw) = match j.phase_at(t) {
-        PhaseKind::Hung => (0, 6500 + wiggle),
-        _ => (95, 30000 + wiggle),
+    let (util, power_w) = match j.phase_at(t) {
+        PhaseKind::Hung => (0, 65.0 + wiggle as f64 / 100.0),
+        _ => (95, 300.0 + wiggle as f64 / 100.0),
     };
     Some(CompactSample {
         mem_used_mib: 40_000,
-        power_cw,
+        power_w,
         util_pct: util,
         procs: 1,
         ..CompactSample::default()
@@ -270,7 +270,7 @@ fn a_checkpoint_stall_shorter_than_the_cancel_stage_is_never_cancelled() {
         let mut s = busy_or_hung(j, t, slot)?;
         if j.phase_at(t) == Checkpoint {
             s.util_pct = 0;
-            s.power_cw = 7000 + (t % 9) * 10;
+            s.power_w = 70.0 + (t % 9) as f64 / 10.0;
         }
         Some(s)
     };
