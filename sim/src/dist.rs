@@ -85,7 +85,7 @@ impl Quantiles {
             return bad("a quantile table needs >= 2 [value, cdf] points, the first at cdf 0 and the last at cdf 1");
         }
         for w in q.windows(2) {
-            if !(w[1][1] > w[0][1]) || w[1][0] < w[0][0] {
+            if w[1][1].partial_cmp(&w[0][1]) != Some(std::cmp::Ordering::Greater) || w[1][0] < w[0][0] {
                 return bad("cdf must strictly increase and values must not decrease");
             }
         }

@@ -112,10 +112,8 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
             let j = run_idx[i];
             let before = prev[i];
             prev[i] = jd.verdict;
-            if jd.verdict >= Verdict::Alert || before >= Verdict::Alert {
-                if tally.observe(world, tick, j, before, *jd) {
-                    cancelled[j as usize] = true;
-                }
+            if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert) && tally.observe(world, tick, j, before, *jd) {
+                cancelled[j as usize] = true;
             }
         }
         tally.job_gpu_ticks += running_gpus;

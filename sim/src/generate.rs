@@ -160,8 +160,8 @@ pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
                     .filter(|&n| free_n[n] >= spec.gpus)
                     .min_by_key(|&n| (free_n[n], n));
                 if let Some(n) = best {
-                    for g in 0..gpn as usize {
-                        if take.len() < spec.gpus as usize && free[n][g] {
+                    for (g, &is_free) in free[n].iter().enumerate() {
+                        if take.len() < spec.gpus as usize && is_free {
                             take.push((n as u16, g as u8));
                         }
                     }

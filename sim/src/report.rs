@@ -116,10 +116,6 @@ pub fn pareto(aggs: &[Aggregate]) -> Vec<&Aggregate> {
     front
 }
 
-fn opt(v: Option<i64>) -> String {
-    v.map_or("–".into(), |x| x.to_string())
-}
-
 fn dur(v: Option<i64>) -> String {
     match v {
         None => "none".into(),
@@ -333,66 +329,94 @@ pub fn summary_md(rows: &[Row]) -> String {
         let _ = writeln!(s);
     }
 
+    let _ = writeln!(s, "## False cancels of gpu-reaper configurations, by signature\n");
+    let _ = writeln!(
+        s,
+        "Summed over every gpu-reaper configuration with a cancel stage and every seed; a configuration qualifies for the \
+         recommendation only with zero false cancels on every row.\n"
+    );
+    let _ = writeln!(s, "| workload | configurations with false cancels | {} |", SIG_COLUMNS.join(" | "));
+    let _ = writeln!(s, "|---|---:|{}", "---:|".repeat(SIG_COLUMNS.len()));
+    for w in &workloads {
+        let mut by = [0u64; 6];
+        let mut configs_fc: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.workload == *w && r.policy == "gpu-reaper" && r.cancel_after_s.is_some())
+        {
+            for (i, x) in r.by_signature().iter().enumerate() {
+                by[i] += x.2;
+            }
+            if r.false_cancels > 0 {
+                configs_fc.insert(&r.config_id);
+            }
+        }
+        let cells: Vec<String> = by.iter().map(|x| x.to_string()).collect();
+        let _ = writeln!(s, "| {w} | {} | {} |", configs_fc.len(), cells.join(" | "));
+    }
+    let _ = writeln!(s);
+
     let _ = writeln!(s, "## Spin ceiling\n");
     let spin_up: Vec<&Aggregate> = aggs
         .iter()
-        .filter(|a| a.policy == "gpu-reaper" && (a.first.spin_ceiling == "drain" || a.first.spin_ceiling == "cancel"))
+        .filter(|a| {
+            a.policy == "gpu-reaper"
+                && a.first.cancel_after_s.is_some()
+                && (a.first.spin_ceiling == "drain" || a.first.spin_ceiling == "cancel")
+        })
         .collect();
-    let with_cancel_stage: Vec<&&Aggregate> = spin_up.iter().filter(|a| a.first.cancel_after_s.is_some()).collect();
-    let trap_rows = |a: &Aggregate| -> Vec<&Row> {
+    let shortest = spin_up.iter().filter_map(|a| a.first.cancel_after_s).min();
+    let trap_spin_fc = |a: &Aggregate| -> u64 {
         rows.iter()
             .filter(|r| r.workload == "traps" && r.policy == a.policy && r.config_id == a.config_id)
-            .collect()
+            .map(|r| r.false_cancels_spin)
+            .sum()
     };
-    let spin_fc_configs = with_cancel_stage
+    let with_fc = spin_up.iter().filter(|a| trap_spin_fc(a) > 0).count();
+    let total_fc: u64 = spin_up.iter().map(|a| trap_spin_fc(a)).sum();
+    let best_spin = spin_up
         .iter()
-        .filter(|a| trap_rows(a).iter().any(|r| r.false_cancels_spin > 0))
-        .count();
-    let spin_fc_total: u64 = with_cancel_stage
-        .iter()
-        .flat_map(|a| trap_rows(a))
-        .map(|r| r.false_cancels_spin)
-        .sum();
-    let spin_recovered: f64 = rows
-        .iter()
-        .filter(|r| r.policy == "gpu-reaper" && r.spin_ceiling == "cancel")
-        .map(|r| r.recovered_gpu_h_spin)
-        .sum();
-    if workloads.iter().any(|w| w == "traps") {
+        .map(|a| {
+            let rec: f64 = rows
+                .iter()
+                .filter(|r| r.policy == a.policy && r.config_id == a.config_id)
+                .map(|r| r.recovered_gpu_h_spin)
+                .sum();
+            (round3(rec), a.config_id.as_str())
+        })
+        .max_by(|x, y| x.0.total_cmp(&y.0).then(y.1.cmp(x.1)));
+    if workloads.iter().any(|w| w == "traps") && !spin_up.is_empty() {
         let _ = writeln!(
             s,
-            "{} configurations raise the spin ceiling above alert and have a cancel stage. On the trap workload (brief spins of \
-             5–40 minutes), {} of them made spin false cancels ({} in all).",
-            with_cancel_stage.len(),
-            spin_fc_configs,
-            spin_fc_total
+            "{} configurations raise the spin ceiling above alert and have a cancel stage (the shortest swept: {}). On the trap \
+             workload, whose brief spins last 5–40 minutes, {} of them made spin false cancels ({} in all).",
+            spin_up.len(),
+            dur(shortest),
+            with_fc,
+            total_fc
         );
-        let safe = spin_fc_configs == 0 && !with_cancel_stage.is_empty();
-        let _ = writeln!(
-            s,
-            "Spin cancels recovered {:.1} GPU-hours in all across those configurations' rows.\n",
-            round3(spin_recovered)
-        );
-        if safe {
+        if let Some((rec, id)) = best_spin {
             let _ = writeln!(
                 s,
-                "**Recommendation:** on this evidence a spin ceiling of `cancel` made no false cancel on the trap workload, with \
-                 any of the swept cancel stages. The recommended configuration's spin ceiling is `{}`.\n",
-                rec.map_or("–", |a| a.first.spin_ceiling.as_str())
+                "The most spin recovery among them: {rec:.1} GPU-hours from spin cancels ({id}, all workloads and seeds).\n"
+            );
+        }
+        if with_fc == 0 {
+            let _ = writeln!(
+                s,
+                "**Finding:** a spin ceiling of `cancel` caused no spin false cancel on the trap workload with any swept cancel \
+                 stage of {} or more. Raising the spin ceiling above alert is safe on this evidence wherever a cancel stage of at \
+                 least that dwell is itself safe (see the recommended configuration and the false-cancel table above).\n",
+                dur(shortest)
             );
         } else {
             let _ = writeln!(
                 s,
-                "**Recommendation:** keep the spin ceiling at `alert` unless the configuration in use is one whose trap rows show \
-                 zero spin false cancels above; the recommended configuration's spin ceiling is `{}`.\n",
-                rec.map_or("–", |a| a.first.spin_ceiling.as_str())
+                "**Finding:** spin false cancels occurred on the trap workload: keep the spin ceiling at `alert`.\n"
             );
         }
     } else {
-        let _ = writeln!(
-            s,
-            "The trap workload was not part of this sweep, so the sweep says nothing about the spin ceiling.\n"
-        );
+        let _ = writeln!(s, "The sweep had no trap workload or no configuration raising the spin ceiling with a cancel stage, so it says nothing about the spin ceiling.\n");
     }
 
     let _ = writeln!(s, "## Pareto front (gpu-reaper configurations)\n");
@@ -412,8 +436,8 @@ pub fn summary_md(rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "GPU-hours are counted within the simulated span. Alert latencies are from the onset of a job's non-productive \
-         episode; cancel latencies from the onset of whole waste. {} rows of baselines carry no per-signature counts.",
-        opt(Some(rows.iter().filter(|r| r.policy != "gpu-reaper").count() as i64))
+         episode; cancel latencies from the onset of whole waste. Baselines name no signature, so their per-signature \
+         columns are 0."
     );
     s
 }

@@ -471,9 +471,10 @@ mod tests {
         assert_eq!((d.cluster.nodes, d.cluster.gpus_per_node), (64, 8));
         let t = Workload::builtin_traps();
         assert_eq!(t.name, "traps");
+        // No trap job ever becomes wholly wasted, so any cancel there is false.
         for k in &t.kinds {
             assert_eq!((k.outcomes.hung, k.outcomes.spin, k.outcomes.idle), (0.0, 0.0, 0.0), "{}", k.name);
-            assert_eq!(k.unused_gpu_share, Range::constant(0.0), "{}", k.name);
+            assert!(k.unused_gpu_share.0[1] < 1.0, "{}", k.name);
         }
     }
 

@@ -281,3 +281,40 @@ fn a_checkpoint_stall_shorter_than_the_cancel_stage_is_never_cancelled() {
     assert_eq!((t.true_alerts, t.false_alerts), (0, 1));
     assert_eq!(t.drains, 0, "dwell reached only 144 - 100 = 44 min < 60 min");
 }
+
+#[test]
+#[ignore = "fails with the current policy engine: a breach's dwell carries over when the signature \
+            changes from `partial` (ceiling alert) to `hung` (ceiling cancel), so a partial job that \
+            stalls for a checkpoint is cancelled minutes into the stall; see sim/NOTES-FOR-LEAD.md"]
+fn a_partial_job_that_checkpoints_is_never_cancelled() {
+    use PhaseKind::*;
+    // 8 GPUs, 4 used. GPUs 4-7 are idle from the start (a `partial` breach, ceiling alert).
+    // At tick 300 the used GPUs stall 45 minutes for a checkpoint: for that while every GPU
+    // looks low and the allocation matches `hung` (ceiling cancel). The job is never wholly
+    // wasted, so any cancel is false. With a cancel stage at 2h, a 45-minute stall must not be
+    // enough: dwell for the cancel-ceiling signature is at most 45 minutes.
+    let jobs = vec![job(
+        0,
+        &[0, 1, 2, 3, 4, 5, 6, 7],
+        4,
+        0,
+        600,
+        &[(0, 300, Compute), (300, 345, Checkpoint), (345, 600, Compute)],
+    )];
+    let sampler = |j: &SimJob, t: u32, slot: usize| {
+        let mut s = busy_or_hung(j, t, slot)?;
+        if slot >= j.used as usize {
+            s.util_pct = 0;
+            s.mem_used_mib = 0;
+            s.procs = 0;
+            s.power_w = 60.0 + (t % 13) as f64 / 10.0;
+        } else if j.phase_at(t) == Checkpoint {
+            s.util_pct = 0;
+            s.power_w = 70.0 + (t % 9) as f64 / 10.0;
+        }
+        Some(s)
+    };
+    let w = world(jobs, 600, sampler);
+    let t = drive::run(&w, &mut EngineJudge::new(policy_with_cancel_after(7200)));
+    assert_eq!(t.false_cancels, 0, "a 45-minute checkpoint of a partial job was cancelled");
+}
