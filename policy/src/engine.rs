@@ -22,6 +22,11 @@ pub enum Mode {
     /// Enforce mode: only real confirmations passed in [`Observation::drains`] count;
     /// hypothetical ones are ignored.
     Enforce,
+    /// Observe mode for a driver that decides itself which would-drains it would really have
+    /// made (the enforcer skips some: damage limits, a node drained for another job). Only
+    /// the hypothetical confirmations it passes in count; nothing is confirmed automatically.
+    /// Drain and cancel findings are marked hypothetical.
+    ObserveReported,
 }
 
 /// Counters over the engine's life.
@@ -453,8 +458,9 @@ impl Engine {
         // 3. Drain confirmations.
         for d in obs.drains {
             let accepted = (|| {
-                if self.mode == Mode::Enforce && d.hypothetical {
-                    return false;
+                match (self.mode, d.hypothetical) {
+                    (Mode::Enforce, true) | (Mode::ObserveReported, false) => return false,
+                    _ => {}
                 }
                 let Some(&ji) = self.by_id.get(d.job_id.as_str()) else {
                     return false;
@@ -541,7 +547,9 @@ impl Engine {
                 continue;
             }
             w.evict(now_s, &th);
-            let (s, cov, freeze_undetectable) = w.stats(now_s, &th);
+            self.scratch.push(GpuStats::default());
+            let slot = self.scratch.last_mut().expect("just pushed");
+            let (cov, freeze_undetectable) = w.stats(now_s, &th, slot);
             if freeze_undetectable {
                 ev.freeze_undetectable_gpus += 1;
             }
@@ -555,7 +563,6 @@ impl Engine {
                     problem = Some(problem.map_or(p, |q| q.min(p)));
                 }
             }
-            self.scratch.push(s);
         }
         ev.late_samples = late;
         ev.gpus_observed = self.scratch.len() as u16;
@@ -681,7 +688,7 @@ impl Engine {
         st.rung = v;
         f.verdict = v;
         f.cap = cap;
-        f.hypothetical = self.mode == Mode::Observe && v >= Verdict::Drain;
+        f.hypothetical = self.mode != Mode::Enforce && v >= Verdict::Drain;
         f
     }
 }
