@@ -226,6 +226,14 @@ pub fn summary_md(rows: &[Row]) -> String {
                 a.true_alerts,
                 a.false_alerts
             );
+            if a.first.cancel_after_s.is_none() {
+                let _ = writeln!(
+                    s,
+                    "It has no cancel stage: no configuration with a cancel stage had zero false cancels on every seed of every \
+                     workload. The section \"False cancels of gpu-reaper configurations, by signature\" shows which signature \
+                     made them, and the Pareto front below what cancelling would recover at what cost.\n"
+                );
+            }
         }
         None => {
             let _ = writeln!(

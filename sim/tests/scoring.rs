@@ -318,3 +318,56 @@ fn a_partial_job_that_checkpoints_is_never_cancelled() {
     let t = drive::run(&w, &mut EngineJudge::new(policy_with_cancel_after(7200)));
     assert_eq!(t.false_cancels, 0, "a 45-minute checkpoint of a partial job was cancelled");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A job of 1–4 GPUs on its own GPUs of node 0, computing, with a checkpoint, and ending
+    /// either productive or in a wasted phase held to its end.
+    fn arb_job() -> impl Strategy<Value = (u32, u32, u32, u8, u16)> {
+        // (start, length, turn point, terminal kind 0..=3, gpus)
+        (0u32..50, 20u32..150, 5u32..140, 0u8..4, 1u16..=2)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever a judge does: every cancel is either correct or false; recovery never beats
+        /// the oracle (which cancels at onset); alerts split into true and false.
+        #[test]
+        fn scoring_is_consistent_for_any_verdicts(specs in prop::collection::vec(arb_job(), 1..4),
+                                                  script in prop::collection::vec((0usize..4, 0u32..200, 0u8..4), 0..12)) {
+            use PhaseKind::*;
+            let mut jobs = Vec::new();
+            let mut next_gpu = 0u16;
+            for (i, &(start, len, turn, term, gpus)) in specs.iter().enumerate() {
+                let end = start + len;
+                let turn = start + 1 + turn % (len - 1);
+                let last = [Compute, Hung, Idle, Spin][term as usize];
+                let alloc: Vec<u16> = (next_gpu..next_gpu + gpus).collect();
+                next_gpu += gpus;
+                jobs.push(job(i, &alloc, gpus, start, end, &[(start, turn, Checkpoint), (turn, end, last)]));
+            }
+            let w = world(jobs, 220, |_, _, _| None);
+            let verdicts = [Verdict::Watching, Verdict::Alert, Verdict::Drain, Verdict::Cancel];
+            let table: Vec<(&'static str, u32, Verdict)> = {
+                let mut t: Vec<(usize, u32, Verdict)> = script
+                    .iter()
+                    .map(|&(j, at, v)| (j % specs.len(), at, verdicts[v as usize]))
+                    .collect();
+                t.sort_by_key(|x| (x.0, x.1));
+                t.into_iter()
+                    .map(|(j, at, v)| (&*Box::leak(format!("{}", 100 + j).into_boxed_str()), at, v))
+                    .collect()
+            };
+            let t = drive::run(&w, &mut Scripted(table));
+            let correct = t.cancel_latency.len() as u64;
+            prop_assert_eq!(t.cancels, correct + t.false_cancels);
+            prop_assert!(t.recovered_gpu_ticks <= t.oracle_gpu_ticks);
+            prop_assert!(t.oracle_gpu_ticks <= t.wasted_gpu_ticks);
+            prop_assert_eq!(t.alert_latency.len() as u64, t.true_alerts);
+            prop_assert!(t.false_drains <= t.drains);
+        }
+    }
+}
