@@ -69,6 +69,7 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
     let mut run_idx: Vec<u32> = Vec::new();
     let mut prev: Vec<Verdict> = Vec::new();
     let mut cancelled = vec![false; world.jobs.len()];
+    let mut cancelled_live: Vec<u32> = Vec::new();
     let mut samples: Vec<Sample> = Vec::with_capacity(world.jobs.len().min(4096));
     let mut out: Vec<Judgement> = Vec::new();
     let mut running_gpus = 0u64;
@@ -100,13 +101,19 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
         }
         let now_s = tick as i64 * TICK_S;
         samples.clear();
-        samples.extend(
-            world
-                .samples_at(tick)
-                .iter()
-                .filter(|c| !cancelled[c.job as usize])
-                .map(|c| world.expand(c, now_s)),
-        );
+        // Cancelled jobs' samples stay in the world until their natural end; skip them.
+        cancelled_live.retain(|&j| world.jobs[j as usize].end > tick);
+        let tick_samples = world.samples_at(tick);
+        // A tick's samples are sorted by job index, so each cancelled job's samples form one
+        // run: copy the stretches between those runs.
+        let mut from = 0;
+        for &j in &cancelled_live {
+            let lo = from + tick_samples[from..].partition_point(|c| c.job < j);
+            let hi = lo + tick_samples[lo..].partition_point(|c| c.job <= j);
+            samples.extend(tick_samples[from..lo].iter().map(|c| world.expand(c, now_s)));
+            from = hi;
+        }
+        samples.extend(tick_samples[from..].iter().map(|c| world.expand(c, now_s)));
         judge.judge(now_s, &running, &samples, &mut out);
         for (i, jd) in out.iter().enumerate() {
             let j = run_idx[i];
@@ -114,6 +121,8 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
             prev[i] = jd.verdict;
             if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert) && tally.observe(world, tick, j, before, *jd) {
                 cancelled[j as usize] = true;
+                let at = cancelled_live.partition_point(|&x| x < j);
+                cancelled_live.insert(at, j);
             }
         }
         tally.job_gpu_ticks += running_gpus;

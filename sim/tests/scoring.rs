@@ -371,3 +371,42 @@ mod properties {
         }
     }
 }
+
+/// Records how many samples of each job the judge saw per tick, and cancels on a script.
+struct Recorder {
+    script: Scripted,
+    seen: Vec<(u32, Vec<usize>)>,
+}
+
+impl Judge for Recorder {
+    fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>) {
+        let per_gpu: Vec<usize> = (0..8u16).map(|g| samples.iter().filter(|s| s.gpu == g).count()).collect();
+        self.seen.push(((now_s / 60) as u32, per_gpu));
+        self.script.judge(now_s, jobs, samples, out);
+    }
+}
+
+#[test]
+fn a_cancelled_job_leaves_and_its_samples_stop() {
+    use PhaseKind::*;
+    // Three jobs on GPUs {0,1}, {2,3}, {4,5}, all [0, 100). The middle one is cancelled at 40:
+    // from tick 41 the judge sees no sample from GPUs 2-3, and still sees the others'.
+    let jobs = vec![
+        job(0, &[0, 1], 2, 0, 100, &[(0, 100, Compute)]),
+        job(1, &[2, 3], 2, 0, 100, &[(0, 100, Compute)]),
+        job(2, &[4, 5], 2, 0, 100, &[(0, 100, Compute)]),
+    ];
+    let w = world(jobs, 100, busy_or_hung);
+    let mut r = Recorder {
+        script: Scripted(vec![("101", 40, Verdict::Cancel)]),
+        seen: Vec::new(),
+    };
+    let t = drive::run(&w, &mut r);
+    assert_eq!((t.cancels, t.false_cancels), (1, 1));
+    for (tick, per_gpu) in &r.seen {
+        let middle = if *tick <= 40 { 1 } else { 0 };
+        assert_eq!(per_gpu[..6], [1, 1, middle, middle, 1, 1], "tick {tick}");
+    }
+    // 3 jobs × 2 GPUs for ticks 0..=40, then 2 jobs × 2 GPUs for 41..100.
+    assert_eq!(t.job_gpu_ticks, 6 * 41 + 4 * 59);
+}
