@@ -610,5 +610,42 @@ mod tests {
         let valid: Vec<_> = world.samples.iter().filter(|s| s.flags & na::UTIL == 0).collect();
         let zero = valid.iter().filter(|s| s.util_pct == 0).count() as f64 / valid.len() as f64;
         assert!((0.25..=0.34).contains(&zero), "zero-util share {zero:.3}");
+        // Issue 3: an idle A100 draws about 60 W; p90 power is about 400 W (Seren: 395 W).
+        let mut idle: Vec<f64> = valid
+            .iter()
+            .filter(|s| s.util_pct == 0 && s.mem_used_mib == 0 && s.flags & na::POWER == 0 && s.power_w > 0.0)
+            .map(|s| s.power_w)
+            .collect();
+        idle.sort_by(f64::total_cmp);
+        let idle_median = idle[idle.len() / 2];
+        assert!((55.0..=65.0).contains(&idle_median), "idle power median {idle_median}");
+        let mut power: Vec<f64> = world
+            .samples
+            .iter()
+            .filter(|s| s.flags & na::POWER == 0 && s.power_w > 0.0)
+            .map(|s| s.power_w)
+            .collect();
+        power.sort_by(f64::total_cmp);
+        let p90 = power[power.len() * 9 / 10];
+        assert!((360.0..=440.0).contains(&p90), "power p90 {p90}");
+    }
+
+    #[test]
+    fn exclusive_packing_gives_each_job_whole_nodes() {
+        let mut w = Workload::builtin_default();
+        w.cluster.packing = Packing::Exclusive;
+        let world = generate(&w, 4, 0.5);
+        for t in (0..world.horizon).step_by(29) {
+            let mut owner = std::collections::BTreeMap::new();
+            for (i, j) in world.jobs.iter().enumerate().filter(|(_, j)| j.start <= t && t < j.end) {
+                for g in &j.facts.alloc {
+                    assert_eq!(*owner.entry(g.node).or_insert(i), i, "node {:?} shared at tick {t}", g.node);
+                }
+            }
+        }
+        assert!(world
+            .jobs
+            .iter()
+            .any(|j| j.gpus < w.cluster.gpus_per_node && j.drain_extra_gpus > 0));
     }
 }
