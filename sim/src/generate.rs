@@ -93,6 +93,9 @@ fn draw_spec(w: &Workload, rng: &mut ChaCha8Rng) -> Spec {
 /// `days` is the simulated span (`days × 1440` ticks, rounded). The cluster starts empty.
 /// The same arguments always give the same world, bit for bit.
 pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
+    let world_seed = seed;
+    // Streams depend on the workload's name too, so two workloads with one seed are independent.
+    let seed = seed ^ w.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     let horizon = (days * 86_400.0 / TICK_S as f64).round().max(1.0) as u32;
     let c = &w.cluster;
     let gpn = c.gpus_per_node;
@@ -199,9 +202,11 @@ pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
         nodes.intern(&format!("node{:03}", n + 1));
     }
     let mut jobs: Vec<SimJob> = Vec::with_capacity(placed.len());
+    let mut job_seeds: Vec<u64> = Vec::with_capacity(placed.len());
     for (idx, (start, si, alloc)) in placed.into_iter().enumerate() {
         let spec = &specs[si].1;
         let kind = &w.kinds[spec.kind as usize];
+        job_seeds.push(spec.seed);
         let mut rng = stream(spec.seed, 3);
         let phases = script(kind, spec, start, &mut rng);
         let unused = (kind.unused_gpu_share.draw(&mut rng) * spec.gpus as f64).floor() as u16;
@@ -243,7 +248,7 @@ pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
     // 5. Samples, tick-major, jobs in index order, slots in allocation order.
     let mut world = World {
         workload: w.name.clone(),
-        seed,
+        seed: world_seed,
         horizon,
         nodes,
         gpus_per_node: gpn,
@@ -255,7 +260,7 @@ pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
         start_offsets: Vec::with_capacity(horizon as usize + 1),
         samples: Vec::new(),
     };
-    fill_samples(&mut world, w, &faults);
+    fill_samples(&mut world, w, &faults, &job_seeds);
     world
 }
 
@@ -430,7 +435,7 @@ fn noise(rng: &mut ChaCha8Rng, sd: f64) -> f64 {
     (rng.random::<f64>() + rng.random::<f64>() - 1.0) * sd * 6f64.sqrt()
 }
 
-fn fill_samples(world: &mut World, w: &Workload, faults: &Faults) {
+fn fill_samples(world: &mut World, w: &Workload, faults: &Faults, job_seeds: &[u64]) {
     let t = &w.telemetry;
     let total = w.cluster.mem_total_mib;
     let gpn = w.cluster.gpus_per_node as usize;
@@ -444,8 +449,7 @@ fn fill_samples(world: &mut World, w: &Workload, faults: &Faults) {
         world.start_offsets.push(next_job as u32);
         running.retain(|&j| world.jobs[j as usize].end > tick);
         while next_job < world.jobs.len() && world.jobs[next_job].start == tick {
-            let job = &world.jobs[next_job];
-            let mut rng = stream(job.facts.start_s as u64 ^ ((next_job as u64) << 32), 5);
+            let mut rng = stream(job_seeds[next_job], 5);
             let idle_w = t.idle_power_w.draw(&mut rng);
             tele[next_job] = Some(JobTele {
                 idle_w,
