@@ -2,6 +2,8 @@
 //! synthetic /proc and a simulated clock. Enforce-mode actions go through the real executor
 //! into the fake cluster, so what Slurm would have been asked is checked call by call.
 
+mod common;
+
 use enforcer::attribution::ProcReader;
 use enforcer::config::Config;
 use enforcer::daemon::Daemon;
@@ -586,4 +588,39 @@ fn attribution_by_process_through_proc_cgroup() {
         v["3001_1"]
     );
     assert_eq!(d.kept.get("3001_1"), Some(&vec![1u16]));
+}
+
+/// smi-util-without-processes (samples/README.md A9): "GPU is busy although no process is
+/// listed; empty process list != idle". The sample's reading (14 % util, 11637 MiB used) with
+/// an empty compute-apps list, for two hours through the whole daemon: never `idle`, never a
+/// drain or a cancel.
+#[test]
+fn util_without_processes_is_never_idle_end_to_end() {
+    let Some(t) = common::sample("smi-util-without-processes.txt") else {
+        return;
+    };
+    let row = t.lines().find(|l| l.contains("MiB /")).unwrap();
+    let util: f64 = row.split('|').nth(3).unwrap().split('%').next().unwrap().trim().parse().unwrap();
+    let used: f64 = row.split('|').nth(2).unwrap().split("MiB").next().unwrap().trim().parse().unwrap();
+    // The process table is empty: the line after its `|===` rule closes the table.
+    let lines: Vec<&str> = t.lines().collect();
+    let rule = lines.iter().rposition(|l| l.starts_with("|===")).unwrap();
+    assert!(t.contains("Processes:") && lines[rule + 1].starts_with("+---"));
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("900", 900, 1, &[NODE])], 1);
+    *w.gpus.gpus.borrow_mut() = vec![(Some(util), Some(used))];
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let mut judged = 0;
+    for i in 0..120 {
+        for f in d.cycle(T0 + i * 60).findings {
+            judged += 1;
+            // 14 % is under the default 15 % threshold, so the policy may alert (signature
+            // `unknown`, ceiling alert), but the empty list never makes it `idle`, and nothing
+            // beyond an alert ever follows.
+            assert_ne!(f.signature, "idle", "{}", f.reason);
+            assert!(f.verdict <= Verdict::Alert, "{}", f.reason);
+        }
+    }
+    assert_eq!(judged, 120);
+    assert!(w.cluster.borrow().calls.is_empty(), "{:?}", w.cluster.borrow().calls);
 }

@@ -233,6 +233,14 @@ fn squeue_json_v0040_shape() {
         (o.jobs[0].job_id.as_str(), o.jobs[0].start_s, o.jobs[0].gpus),
         ("7", Some(1_700_000_000), 1)
     );
+    // `set` is checked, and so is `infinite`: neither an unset nor an infinite start_time is
+    // a start time, whatever its `number` says.
+    for (set, inf) in [(false, false), (true, true), (false, true)] {
+        let t = format!(
+            r#"{{"jobs": [{{"job_id": 8, "job_state": ["RUNNING"], "start_time": {{"set": {set}, "infinite": {inf}, "number": 1700000000}}}}]}}"#
+        );
+        assert_eq!(squeue_json::parse(&t).unwrap().jobs[0].start_s, None, "set {set}, infinite {inf}");
+    }
 }
 
 #[test]
@@ -609,4 +617,12 @@ fn tres_gpu_counts() {
         .next()
         .unwrap();
     assert_eq!(tres::parse(shard).unwrap().gpus, 0, "shard is a fraction of a GPU, not a GPU");
+    // AutoDetect=nvml type names: lower case, '_' for spaces, hyphens and dots kept, MIG
+    // profiles such as nvidia_a100_3g.20gb; typed entries still only count without an untyped one.
+    assert!(raw.contains("nvidia_a100_3g.20gb") && raw.contains("hyphen"));
+    let typed = "cpu=4,gres/gpu:nvidia_a100_3g.20gb=2,gres/gpu:a100-pcie-40gb=1";
+    let t = tres::parse(typed).unwrap();
+    assert_eq!(t.gpus, 3, "{typed}");
+    assert_eq!(t.entries["gres/gpu:a100-pcie-40gb"], "1");
+    assert_eq!(tres::parse(&format!("{typed},gres/gpu=3")).unwrap().gpus, 3);
 }
