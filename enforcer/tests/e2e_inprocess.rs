@@ -9,7 +9,7 @@ use enforcer::config::Config;
 use enforcer::daemon::Daemon;
 use enforcer::executor::{Executor, RealExecutor, RecordingExecutor};
 use enforcer::parse::scontrol_node::{self, NodeState};
-use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
+use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading, RowError};
 use enforcer::parse::{JobsRead, SlurmJob};
 use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
 use enforcer::telemetry::{Telemetry, TelemetryRead};
@@ -104,6 +104,8 @@ struct FakeGpus {
     n: u32,
     /// List one compute process per GPU, PID 100 + index.
     with_procs: bool,
+    /// The compute-apps table has one row that could not be read.
+    apps_row_error: bool,
 }
 
 impl Telemetry for FakeGpus {
@@ -143,10 +145,20 @@ impl Telemetry for FakeGpus {
         } else {
             Vec::new()
         };
+        let row_errors = if self.apps_row_error {
+            vec![RowError {
+                line: 2,
+                text: "GPU-0, 4242".into(),
+                problem: "2 fields, expected 3".into(),
+            }]
+        } else {
+            Vec::new()
+        };
         TelemetryRead {
             gpus,
             apps: Some(AppsTable {
                 apps,
+                row_errors,
                 ..Default::default()
             }),
             ..Default::default()
@@ -214,6 +226,7 @@ fn world(jobs: Vec<SlurmJob>, ngpus: usize) -> World {
             no_data: Rc::new(RefCell::new(None)),
             n: 0,
             with_procs: false,
+            apps_row_error: false,
         },
     }
 }
@@ -623,4 +636,41 @@ fn util_without_processes_is_never_idle_end_to_end() {
     }
     assert_eq!(judged, 120);
     assert!(w.cluster.borrow().calls.is_empty(), "{:?}", w.cluster.borrow().calls);
+}
+
+/// A compute-apps row that could not be read may be a process on any GPU, so no GPU's
+/// process count is known: it must reach the policy as unknown, never as 0. (A known 0
+/// would, for example, rule out `hung`, which needs processes not known to be absent.)
+#[test]
+fn unreadable_compute_apps_row_makes_process_counts_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("950", 950, 1, &[NODE])], 1);
+    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0))];
+    let mut g = w.gpus.clone();
+    g.apps_row_error = true;
+    let exec = RecordingExecutor {
+        observe: true,
+        ..Default::default()
+    };
+    let mut d = Daemon::new(
+        config(dir.path(), "observe", ""),
+        FakeSlurm(w.cluster.clone()),
+        g,
+        exec,
+        Box::new(NoProc),
+        T0,
+    );
+    let mut sigs = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        for f in d.cycle(T0 + i * 60).findings {
+            if f.verdict >= Verdict::Alert {
+                sigs.insert(f.signature);
+            }
+        }
+    }
+    assert_eq!(
+        sigs.into_iter().collect::<Vec<_>>(),
+        vec!["hung"],
+        "0 % util with memory held and processes unknown is the hung signature"
+    );
 }
