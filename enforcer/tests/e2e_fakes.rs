@@ -401,6 +401,9 @@ fn check_config_and_parse_commands() {
     );
     assert!(ok);
     assert_eq!(v["jobs"][0]["job_id"], "5");
+    for missing in ["user", "account", "partition", "qos", "name", "comment", "start_s", "sluid"] {
+        assert_eq!(v["jobs"][0][missing], serde_json::Value::Null, "{missing} is missing: null");
+    }
     let (ok, v) = parse(
         "scontrol-node",
         "NodeName=n1 State=MIXED+DRAIN\n   Reason=gpu-reaper: idle job 5 [root@2026-01-01T00:00:00]\n",
