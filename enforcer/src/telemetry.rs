@@ -18,7 +18,8 @@ pub struct TelemetryRead {
     /// `--query-compute-apps` rows; `None` when that query failed (process counts unknown).
     pub apps: Option<AppsTable>,
     /// Why there is no GPU data this cycle: `timeout`, `exit_N`, `hung_child`, an error-text
-    /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`.
+    /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`, `no_gpus` (a
+    /// table with no row), `no_readable_rows`.
     pub no_data: Option<String>,
     /// Other problems (bad rows, the compute-apps query failing), as `source:kind` labels.
     pub errors: Vec<String>,
@@ -109,6 +110,12 @@ impl Telemetry for NvidiaSmi {
                         } else {
                             r.errors.push("nvidia-smi:no_index".into());
                         }
+                    }
+                    // No GPU listed on a GPU node is a configuration or driver problem
+                    // (smi-no-devices), the same as the error texts: no data, never idle.
+                    if r.gpus.is_empty() {
+                        r.no_data = Some(if r.errors.is_empty() { "no_gpus" } else { "no_readable_rows" }.into());
+                        return r;
                     }
                 }
                 Err(smi::SmiError::NoData { kind, .. }) => {

@@ -76,6 +76,19 @@ fn smi_error_texts_mean_no_data() {
         }
         assert!(matches!(smi::parse_apps(&t, None), Err(SmiError::NoData { .. })), "{file}");
     }
+    // Zero GPUs visible is no data even when nvidia-smi exits 0 with an empty table, and so
+    // is a table none of whose rows can be read.
+    let dir = tempfile::tempdir().unwrap();
+    let header = "index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]";
+    for (body, kind) in [
+        (format!("echo '{header}'"), "no_gpus"),
+        (String::new(), "no_gpus"),
+        (format!("echo '{header}'\necho '0, GPU-1, 0'"), "no_readable_rows"),
+    ] {
+        let r = smi_script(dir.path(), &body).read(0);
+        assert_eq!(r.no_data.as_deref(), Some(kind), "{body:?}");
+        assert!(r.gpus.is_empty());
+    }
     // The mismatch sample documents rc 18 after the error text.
     let raw = sample_raw("smi-nvml-driver-mismatch.txt").unwrap();
     assert!(raw.lines().any(|l| l.trim() == "18"));
