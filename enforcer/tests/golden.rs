@@ -142,6 +142,43 @@ fn smi_hang_is_unknown_not_idle() {
     assert!(start.elapsed() < Duration::from_secs(3));
 }
 
+/// smi-hang-timeout: "is nvidia-smi unkillable (stuck in 'D' state)?". A child that survives
+/// the kill is abandoned at once (counted), and no new nvidia-smi starts while it lives: the
+/// next reads are `hung_child`, without running anything. Once it is gone, reads work again.
+#[test]
+fn smi_unkillable_child_is_abandoned_and_not_restarted() {
+    let Some(t) = sample_raw("smi-hang-timeout.txt") else { return };
+    assert!(t.contains("unkillable"));
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let mut smi = smi_script(
+        dir.path(),
+        &format!(
+            "echo x >> '{}'\n[ -e '{}.done' ] && exec echo 'index, uuid, utilization.gpu [%]' && exit 0\nexec sleep 1",
+            starts.display(),
+            starts.display()
+        ),
+    );
+    smi.timeout = Duration::from_millis(100);
+    smi.kill = KillMode::Ignore;
+    let before = enforcer::run::abandoned_total();
+    let t0 = std::time::Instant::now();
+    assert_eq!(smi.read(0).no_data.as_deref(), Some("abandoned"));
+    for _ in 0..3 {
+        assert_eq!(smi.read(0).no_data.as_deref(), Some("hung_child"));
+    }
+    assert!(t0.elapsed() < Duration::from_millis(900), "never blocks on the hung child");
+    assert!(enforcer::run::abandoned_total() > before, "counted");
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 1, "started once");
+    std::fs::write(format!("{}.done", starts.display()), "").unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    assert_eq!(
+        smi.read(0).no_data.as_deref(),
+        Some("no_gpus"),
+        "a new nvidia-smi runs once it died"
+    );
+}
+
 #[test]
 fn smi_util_without_processes_is_not_idle() {
     let Some(t) = sample("smi-util-without-processes.txt") else {
