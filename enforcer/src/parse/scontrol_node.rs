@@ -72,6 +72,14 @@ impl NodeState {
             .any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD")
     }
 
+    /// True when some state word is neither ordinary nor a drain: the node is also down,
+    /// failed, not responding, in maintenance, rebooting, powered off, reserved, ...
+    pub fn is_special_besides_drain(&self) -> bool {
+        self.state
+            .iter()
+            .any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD" && !s.starts_with("DRAIN"))
+    }
+
     /// The job named in the Reason when the Reason is exactly one of ours.
     pub fn our_reason_job(&self) -> Option<String> {
         parse_reason(self.reason.as_deref()?).map(|(_, job)| job)
