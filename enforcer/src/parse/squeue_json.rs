@@ -110,6 +110,18 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         Some(other) => return Err(fail(format!("nodes is not a string: {other}"))),
     };
     let nodes = hostlist::parse(&nodes_text).map_err(|e| fail(e.to_string()))?;
+    // The comment may carry the user's opt-out marker: one we cannot read is never read as
+    // "no comment" (sacct's JSON, for one, makes it an object).
+    let comment = match j.get("comment") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => String::new(),
+        Some(other) => {
+            return Err(fail(format!(
+                "comment is not a string: {}",
+                policy::one_line(&other.to_string(), 120)
+            )))
+        }
+    };
     let tres_text = string(j.get("tres_alloc_str"));
     let gpus = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?.gpus;
     let sluid = j.get("sluid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
@@ -123,7 +135,7 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         partition: string(j.get("partition")),
         qos: string(j.get("qos")),
         name: string(j.get("name")),
-        comment: string(j.get("comment")),
+        comment,
         start_s: number(j.get("start_time")).filter(|t| *t > 0),
         nodes,
         gpus,
@@ -150,5 +162,16 @@ mod tests {
         assert_eq!(r.jobs[0].job_id, "1230");
         let r = one(r#""array_job_id": 0, "array_task_id": 4294967294, "het_job_id": 0, "het_job_offset": 4294967294"#);
         assert_eq!(r.jobs[0].job_id, "1230");
+    }
+
+    #[test]
+    fn a_comment_that_cannot_be_read_is_a_row_error_not_an_empty_comment() {
+        let one = |c: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 5, "job_state": "RUNNING", "comment": {c}}}]}}"#)).unwrap();
+        assert_eq!(one(r#""gpu-reaper:exempt""#).jobs[0].comment, "gpu-reaper:exempt");
+        assert_eq!(one("null").jobs[0].comment, "");
+        for bad in [r#"{"job": "gpu-reaper:exempt"}"#, r#"["gpu-reaper:exempt"]"#, "7"] {
+            let r = one(bad);
+            assert!(r.jobs.is_empty() && r.row_errors[0].problem.contains("comment"), "{bad}: {r:?}");
+        }
     }
 }
