@@ -440,6 +440,49 @@ fn squeue_timeout_with_exit_0_is_a_failed_read() {
     assert!(s.jobs().unwrap().jobs.is_empty());
 }
 
+/// The `--Format` fallback through the real command path: our own argv (width-0 fields, Name
+/// last), the name-with-pipe row read whole, and the same failed-read rules as JSON.
+#[test]
+fn squeue_format_fallback_end_to_end() {
+    let Some(t) = sample("squeue-name-with-pipe.txt") else { return };
+    let name = t
+        .lines()
+        .find(|l| l.starts_with("4321"))
+        .unwrap()
+        .split('|')
+        .skip(1)
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("|");
+    assert_eq!(name, "crazy|name");
+    let dir = tempfile::tempdir().unwrap();
+    let row = format!(
+        "4321|4321|N/A|N/A|RUNNING|user1|acct1|gpu|normal|2025-11-06T10:00:00|node001|cpu=1,mem=4G,node=1,billing=1,gres/gpu=1|{name}"
+    );
+    let mut s = slurm_with(
+        dir.path(),
+        &format!("printf '%s\\n' \"$@\" > \"$(dirname \"$0\")/argv\"\necho '{row}'"),
+    );
+    s.source = JobSource::Format;
+    let r = s.jobs().unwrap();
+    assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
+    assert_eq!(
+        (r.jobs[0].job_id.as_str(), r.jobs[0].name.as_str(), r.jobs[0].gpus),
+        ("4321", "crazy|name", 1)
+    );
+    let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap();
+    assert!(
+        argv.lines().any(|a| a == "--noheader") && argv.lines().any(|a| a == squeue_format::format_arg()),
+        "{argv}"
+    );
+    let mut s = slurm_with(
+        dir.path(),
+        "echo 'CLUSTER: cluster1'\necho 'slurm_load_jobs error: Socket timed out on send/recv operation' >&2",
+    );
+    s.source = JobSource::Format;
+    assert_eq!(s.jobs().unwrap_err().kind, "controller_error");
+}
+
 #[test]
 fn squeue_env_overrides_are_scrubbed() {
     let Some(t) = sample("squeue-env-overrides.txt") else { return };
