@@ -188,8 +188,9 @@ pub fn attribute(
 }
 
 /// Maps a compute-app `gpu_uuid` to a GPU index: a GPU UUID directly, or an old-style
-/// `MIG-GPU-<uuid>/gi/ci` through its embedded parent.
-fn resolve_uuid(uuid: &str, map: &BTreeMap<&str, u16>) -> Option<u16> {
+/// `MIG-GPU-<uuid>/gi/ci` through its embedded parent. `None` for anything else (a new-style
+/// `MIG-<uuid>` names no parent).
+pub fn resolve_uuid(uuid: &str, map: &BTreeMap<&str, u16>) -> Option<u16> {
     if let Some(&i) = map.get(uuid) {
         return Some(i);
     }

@@ -208,6 +208,17 @@ impl Config {
                 return Err(e(k, "the program must not be empty".into()));
             }
         }
+        // The --Format fallback cannot read job comments, so a user's opt-out marker would go
+        // unseen: enforce mode refuses it unless the marker is switched off explicitly.
+        if c.mode == RunMode::Enforce && c.job_source == JobSource::Format && !raw.policy.exempt.comment_marker.is_empty() {
+            return Err(e(
+                "enforcer.job_source",
+                format!(
+                    "\"format\" cannot read job comments, so the opt-out marker policy.exempt.comment_marker = {:?} would never be seen in enforce mode; use \"json\", or set comment_marker = \"\" to accept that",
+                    raw.policy.exempt.comment_marker
+                ),
+            ));
+        }
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
         if node.is_empty() {
             return Err(e("enforcer.node", "empty, and the host name could not be read".into()));
@@ -261,5 +272,9 @@ mod tests {
         assert!(err("[enforcer]\nnode = \"n\"\nsuspect_frac = 2.0").contains("enforcer.suspect_frac"));
         assert!(err("[enforcer]\nnode = \"n\"\nnvidia_smi_timeout = \"2m\"").contains("enforcer.nvidia_smi_timeout"));
         assert!(err("[polcy]\n").contains("polcy"));
+        let fmt = "[enforcer]\nnode = \"n\"\nmode = \"enforce\"\njob_source = \"format\"\n";
+        assert!(err(fmt).contains("enforcer.job_source"), "enforce would miss opt-out markers");
+        assert!(Config::from_text(&format!("[policy.exempt]\ncomment_marker = \"\"\n{fmt}"), "t").is_ok());
+        assert!(Config::from_text(&fmt.replace("\"enforce\"", "\"observe\""), "t").is_ok());
     }
 }

@@ -311,12 +311,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
         // 4. Samples.
         let mut samples = Vec::with_capacity(tel.gpus.len());
-        for g in &tel.gpus {
+        let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
+        for (g, &procs) in tel.gpus.iter().zip(&proc_counts) {
             let Some(idx) = g.index else { continue };
-            let procs = tel
-                .apps
-                .as_ref()
-                .map(|a| a.apps.iter().filter(|p| p.gpu_uuid.is_some() && p.gpu_uuid == g.uuid).count() as u32);
             samples.push(Sample {
                 t_s: now_s,
                 node: self.this,

@@ -266,7 +266,14 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
             let c = cols.clone().or_else(|| (!header).then(|| smi::GPU_QUERY.to_vec()));
             smi::parse_gpus(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
         }
-        Kind::ComputeApps => smi::parse_apps(&text, cols.as_deref()).map(to_json).map_err(|e| e.to_string()),
+        Kind::ComputeApps => {
+            let header = text
+                .lines()
+                .find(|l| !l.trim().is_empty() && l.trim() != "No running processes found")
+                .is_none_or(smi::looks_like_apps_header);
+            let c = cols.clone().or_else(|| (!header).then(|| smi::APPS_QUERY.to_vec()));
+            smi::parse_apps(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
+        }
         Kind::SqueueJson => squeue_json::parse(&text).map(to_json).map_err(|e| e.to_string()),
         Kind::Squeue => {
             let c: Vec<&str> = match cols {

@@ -445,13 +445,20 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
     }
 
-    // Undrain: our Reason, job no longer running (only when squeue answered).
+    // Undrain: our Reason, job no longer running (only when squeue answered). A node that
+    // has meanwhile gone down, failed, stopped responding, entered maintenance or a reboot
+    // keeps its drain: Slurm keeps an existing Reason when it marks a node down, so our Reason
+    // alone does not say the node is fit to return; an admin decides.
     if let (Some(job), Some(running)) = (ours, inp.running) {
         if !running.contains(&job) {
-            p.actions.push(Action::Resume {
-                node: inp.node.into(),
-                job_id: job,
-            });
+            if inp.node_state.is_some_and(NodeState::is_special_besides_drain) {
+                skip(&mut p, SkipKind::NodeSpecial, "resume", &job);
+            } else {
+                p.actions.push(Action::Resume {
+                    node: inp.node.into(),
+                    job_id: job,
+                });
+            }
         }
     }
 

@@ -18,10 +18,39 @@ pub struct TelemetryRead {
     /// `--query-compute-apps` rows; `None` when that query failed (process counts unknown).
     pub apps: Option<AppsTable>,
     /// Why there is no GPU data this cycle: `timeout`, `exit_N`, `hung_child`, an error-text
-    /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`.
+    /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`, `no_gpus` (a
+    /// table with no row), `no_readable_rows`.
     pub no_data: Option<String>,
     /// Other problems (bad rows, the compute-apps query failing), as `source:kind` labels.
     pub errors: Vec<String>,
+}
+
+/// Compute processes per GPU, in the order of `gpus`, for the policy's `Sample::procs`
+/// (from `--query-compute-apps`). A 0 is only given when it is known: when the query failed,
+/// when one of its rows could not be read, or when a process's `gpu_uuid` is missing or names
+/// no GPU of `gpus` (a new-style MIG UUID, say), that process may sit on any GPU, so every GPU
+/// without a process of its own is `None`; a GPU with processes keeps its count (a lower
+/// bound, still proof that processes are there). A GPU whose own UUID is missing is `None`.
+pub fn process_counts(gpus: &[GpuReading], apps: Option<&AppsTable>) -> Vec<Option<u32>> {
+    let Some(apps) = apps else {
+        return vec![None; gpus.len()];
+    };
+    let by_uuid: std::collections::BTreeMap<&str, u16> = gpus.iter().filter_map(|g| Some((g.uuid.as_deref()?, g.index?))).collect();
+    let mut per_index: std::collections::BTreeMap<u16, u32> = std::collections::BTreeMap::new();
+    let mut stray = !apps.row_errors.is_empty();
+    for a in &apps.apps {
+        match a.gpu_uuid.as_deref().and_then(|u| crate::attribution::resolve_uuid(u, &by_uuid)) {
+            Some(i) => *per_index.entry(i).or_insert(0) += 1,
+            None => stray = true,
+        }
+    }
+    gpus.iter()
+        .map(|g| match (g.uuid.as_ref(), g.index.and_then(|i| per_index.get(&i))) {
+            (_, Some(&n)) => Some(n),
+            (Some(_), None) if !stray => Some(0),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A source of this node's GPU readings.
@@ -82,6 +111,12 @@ impl Telemetry for NvidiaSmi {
                             r.errors.push("nvidia-smi:no_index".into());
                         }
                     }
+                    // No GPU listed on a GPU node is a configuration or driver problem
+                    // (smi-no-devices), the same as the error texts: no data, never idle.
+                    if r.gpus.is_empty() {
+                        r.no_data = Some(if r.errors.is_empty() { "no_gpus" } else { "no_readable_rows" }.into());
+                        return r;
+                    }
                 }
                 Err(smi::SmiError::NoData { kind, .. }) => {
                     r.no_data = Some(kind.to_string());
@@ -105,5 +140,54 @@ impl Telemetry for NvidiaSmi {
             Query::NoData(k) => r.errors.push(format!("compute-apps:{k}")),
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::smi::{ComputeApp, RowError};
+
+    fn gpu(i: u16, uuid: Option<&str>) -> GpuReading {
+        GpuReading {
+            index: Some(i),
+            uuid: uuid.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn apps(uuids: &[Option<&str>]) -> AppsTable {
+        AppsTable {
+            apps: uuids
+                .iter()
+                .map(|u| ComputeApp {
+                    gpu_uuid: u.map(str::to_string),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn process_counts_are_known_or_none_never_a_guessed_zero() {
+        let g = [gpu(0, Some("GPU-a")), gpu(1, Some("GPU-b"))];
+        let ok = apps(&[Some("GPU-a"), Some("MIG-GPU-a/1/0"), Some("GPU-a")]);
+        assert_eq!(process_counts(&g, Some(&ok)), vec![Some(3), Some(0)]);
+        assert_eq!(process_counts(&g, None), vec![None, None]);
+        let mut bad_row = ok.clone();
+        bad_row.row_errors.push(RowError {
+            line: 3,
+            text: "GPU-b".into(),
+            problem: "1 fields, expected 3".into(),
+        });
+        // GPU-a's processes are still known to be there; GPU-b's 0 no longer is.
+        assert_eq!(process_counts(&g, Some(&bad_row)), vec![Some(3), None]);
+        for stray in [None, Some("MIG-33333333-3333-3333-3333-333333333330"), Some("GPU-gone")] {
+            let a = apps(&[Some("GPU-a"), stray]);
+            assert_eq!(process_counts(&g, Some(&a)), vec![Some(1), None], "{stray:?}");
+        }
+        let no_uuid = [gpu(0, Some("GPU-a")), gpu(1, None)];
+        assert_eq!(process_counts(&no_uuid, Some(&apps(&[]))), vec![Some(0), None]);
     }
 }

@@ -401,6 +401,9 @@ fn check_config_and_parse_commands() {
     );
     assert!(ok);
     assert_eq!(v["jobs"][0]["job_id"], "5");
+    for missing in ["user", "account", "partition", "qos", "name", "comment", "start_s", "sluid"] {
+        assert_eq!(v["jobs"][0][missing], serde_json::Value::Null, "{missing} is missing: null");
+    }
     let (ok, v) = parse(
         "scontrol-node",
         "NodeName=n1 State=MIXED+DRAIN\n   Reason=gpu-reaper: idle job 5 [root@2026-01-01T00:00:00]\n",
@@ -411,6 +414,17 @@ fn check_config_and_parse_commands() {
     let (ok, v) = parse("compute-apps", "gpu_uuid, pid, used_memory [MiB]\nGPU-a, 12, 300\n", &[]);
     assert!(ok);
     assert_eq!(v["apps"][0]["pid"], 12);
+    // Headerless compute-apps text defaults to the enforcer's own query order.
+    let (ok, v) = parse("compute-apps", "GPU-a, 12, [N/A]\n", &[]);
+    assert!(ok, "{v}");
+    assert_eq!(
+        (v["apps"][0]["gpu_uuid"].as_str(), v["apps"][0]["pid"].as_u64()),
+        (Some("GPU-a"), Some(12))
+    );
+    assert_eq!(v["apps"][0]["used_memory_mib"], serde_json::Value::Null);
+    let (ok, v) = parse("compute-apps", "No running processes found\n", &[]);
+    assert!(ok, "{v}");
+    assert_eq!(v["apps"], serde_json::json!([]));
     let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n", &[]);
     assert!(ok);
     assert_eq!(v["jobs"][0]["name"], "a|b");

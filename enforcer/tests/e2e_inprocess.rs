@@ -2,12 +2,14 @@
 //! synthetic /proc and a simulated clock. Enforce-mode actions go through the real executor
 //! into the fake cluster, so what Slurm would have been asked is checked call by call.
 
+mod common;
+
 use enforcer::attribution::ProcReader;
 use enforcer::config::Config;
 use enforcer::daemon::Daemon;
 use enforcer::executor::{Executor, RealExecutor, RecordingExecutor};
 use enforcer::parse::scontrol_node::{self, NodeState};
-use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
+use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading, RowError};
 use enforcer::parse::{JobsRead, SlurmJob};
 use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
 use enforcer::telemetry::{Telemetry, TelemetryRead};
@@ -102,6 +104,8 @@ struct FakeGpus {
     n: u32,
     /// List one compute process per GPU, PID 100 + index.
     with_procs: bool,
+    /// The compute-apps table has one row that could not be read.
+    apps_row_error: bool,
 }
 
 impl Telemetry for FakeGpus {
@@ -141,10 +145,20 @@ impl Telemetry for FakeGpus {
         } else {
             Vec::new()
         };
+        let row_errors = if self.apps_row_error {
+            vec![RowError {
+                line: 2,
+                text: "GPU-0, 4242".into(),
+                problem: "2 fields, expected 3".into(),
+            }]
+        } else {
+            Vec::new()
+        };
         TelemetryRead {
             gpus,
             apps: Some(AppsTable {
                 apps,
+                row_errors,
                 ..Default::default()
             }),
             ..Default::default()
@@ -212,6 +226,7 @@ fn world(jobs: Vec<SlurmJob>, ngpus: usize) -> World {
             no_data: Rc::new(RefCell::new(None)),
             n: 0,
             with_procs: false,
+            apps_row_error: false,
         },
     }
 }
@@ -586,4 +601,76 @@ fn attribution_by_process_through_proc_cgroup() {
         v["3001_1"]
     );
     assert_eq!(d.kept.get("3001_1"), Some(&vec![1u16]));
+}
+
+/// smi-util-without-processes (samples/README.md A9): "GPU is busy although no process is
+/// listed; empty process list != idle". The sample's reading (14 % util, 11637 MiB used) with
+/// an empty compute-apps list, for two hours through the whole daemon: never `idle`, never a
+/// drain or a cancel.
+#[test]
+fn util_without_processes_is_never_idle_end_to_end() {
+    let Some(t) = common::sample("smi-util-without-processes.txt") else {
+        return;
+    };
+    let row = t.lines().find(|l| l.contains("MiB /")).unwrap();
+    let util: f64 = row.split('|').nth(3).unwrap().split('%').next().unwrap().trim().parse().unwrap();
+    let used: f64 = row.split('|').nth(2).unwrap().split("MiB").next().unwrap().trim().parse().unwrap();
+    // The process table is empty: the line after its `|===` rule closes the table.
+    let lines: Vec<&str> = t.lines().collect();
+    let rule = lines.iter().rposition(|l| l.starts_with("|===")).unwrap();
+    assert!(t.contains("Processes:") && lines[rule + 1].starts_with("+---"));
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("900", 900, 1, &[NODE])], 1);
+    *w.gpus.gpus.borrow_mut() = vec![(Some(util), Some(used))];
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let mut judged = 0;
+    for i in 0..120 {
+        for f in d.cycle(T0 + i * 60).findings {
+            judged += 1;
+            // 14 % is under the default 15 % threshold, so the policy may alert (signature
+            // `unknown`, ceiling alert), but the empty list never makes it `idle`, and nothing
+            // beyond an alert ever follows.
+            assert_ne!(f.signature, "idle", "{}", f.reason);
+            assert!(f.verdict <= Verdict::Alert, "{}", f.reason);
+        }
+    }
+    assert_eq!(judged, 120);
+    assert!(w.cluster.borrow().calls.is_empty(), "{:?}", w.cluster.borrow().calls);
+}
+
+/// A compute-apps row that could not be read may be a process on any GPU, so no GPU's
+/// process count is known: it must reach the policy as unknown, never as 0. (A known 0
+/// would, for example, rule out `hung`, which needs processes not known to be absent.)
+#[test]
+fn unreadable_compute_apps_row_makes_process_counts_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("950", 950, 1, &[NODE])], 1);
+    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0))];
+    let mut g = w.gpus.clone();
+    g.apps_row_error = true;
+    let exec = RecordingExecutor {
+        observe: true,
+        ..Default::default()
+    };
+    let mut d = Daemon::new(
+        config(dir.path(), "observe", ""),
+        FakeSlurm(w.cluster.clone()),
+        g,
+        exec,
+        Box::new(NoProc),
+        T0,
+    );
+    let mut sigs = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        for f in d.cycle(T0 + i * 60).findings {
+            if f.verdict >= Verdict::Alert {
+                sigs.insert(f.signature);
+            }
+        }
+    }
+    assert_eq!(
+        sigs.into_iter().collect::<Vec<_>>(),
+        vec!["hung"],
+        "0 % util with memory held and processes unknown is the hung signature"
+    );
 }

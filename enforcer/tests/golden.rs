@@ -76,6 +76,19 @@ fn smi_error_texts_mean_no_data() {
         }
         assert!(matches!(smi::parse_apps(&t, None), Err(SmiError::NoData { .. })), "{file}");
     }
+    // Zero GPUs visible is no data even when nvidia-smi exits 0 with an empty table, and so
+    // is a table none of whose rows can be read.
+    let dir = tempfile::tempdir().unwrap();
+    let header = "index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]";
+    for (body, kind) in [
+        (format!("echo '{header}'"), "no_gpus"),
+        (String::new(), "no_gpus"),
+        (format!("echo '{header}'\necho '0, GPU-1, 0'"), "no_readable_rows"),
+    ] {
+        let r = smi_script(dir.path(), &body).read(0);
+        assert_eq!(r.no_data.as_deref(), Some(kind), "{body:?}");
+        assert!(r.gpus.is_empty());
+    }
     // The mismatch sample documents rc 18 after the error text.
     let raw = sample_raw("smi-nvml-driver-mismatch.txt").unwrap();
     assert!(raw.lines().any(|l| l.trim() == "18"));
@@ -127,6 +140,43 @@ fn smi_hang_is_unknown_not_idle() {
     assert_eq!(r.no_data.as_deref(), Some("timeout"));
     assert!(r.gpus.is_empty());
     assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+/// smi-hang-timeout: "is nvidia-smi unkillable (stuck in 'D' state)?". A child that survives
+/// the kill is abandoned at once (counted), and no new nvidia-smi starts while it lives: the
+/// next reads are `hung_child`, without running anything. Once it is gone, reads work again.
+#[test]
+fn smi_unkillable_child_is_abandoned_and_not_restarted() {
+    let Some(t) = sample_raw("smi-hang-timeout.txt") else { return };
+    assert!(t.contains("unkillable"));
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let mut smi = smi_script(
+        dir.path(),
+        &format!(
+            "echo x >> '{}'\n[ -e '{}.done' ] && exec echo 'index, uuid, utilization.gpu [%]' && exit 0\nexec sleep 1",
+            starts.display(),
+            starts.display()
+        ),
+    );
+    smi.timeout = Duration::from_millis(100);
+    smi.kill = KillMode::Ignore;
+    let before = enforcer::run::abandoned_total();
+    let t0 = std::time::Instant::now();
+    assert_eq!(smi.read(0).no_data.as_deref(), Some("abandoned"));
+    for _ in 0..3 {
+        assert_eq!(smi.read(0).no_data.as_deref(), Some("hung_child"));
+    }
+    assert!(t0.elapsed() < Duration::from_millis(900), "never blocks on the hung child");
+    assert!(enforcer::run::abandoned_total() > before, "counted");
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 1, "started once");
+    std::fs::write(format!("{}.done", starts.display()), "").unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    assert_eq!(
+        smi.read(0).no_data.as_deref(),
+        Some("no_gpus"),
+        "a new nvidia-smi runs once it died"
+    );
 }
 
 #[test]
@@ -233,6 +283,14 @@ fn squeue_json_v0040_shape() {
         (o.jobs[0].job_id.as_str(), o.jobs[0].start_s, o.jobs[0].gpus),
         ("7", Some(1_700_000_000), 1)
     );
+    // `set` is checked, and so is `infinite`: neither an unset nor an infinite start_time is
+    // a start time, whatever its `number` says.
+    for (set, inf) in [(false, false), (true, true), (false, true)] {
+        let t = format!(
+            r#"{{"jobs": [{{"job_id": 8, "job_state": ["RUNNING"], "start_time": {{"set": {set}, "infinite": {inf}, "number": 1700000000}}}}]}}"#
+        );
+        assert_eq!(squeue_json::parse(&t).unwrap().jobs[0].start_s, None, "set {set}, infinite {inf}");
+    }
 }
 
 #[test]
@@ -380,6 +438,49 @@ fn squeue_timeout_with_exit_0_is_a_failed_read() {
     // And an empty but clean answer is an empty job list, not an error.
     let mut s = slurm_with(dir.path(), "echo '{\"jobs\": [], \"errors\": []}'");
     assert!(s.jobs().unwrap().jobs.is_empty());
+}
+
+/// The `--Format` fallback through the real command path: our own argv (width-0 fields, Name
+/// last), the name-with-pipe row read whole, and the same failed-read rules as JSON.
+#[test]
+fn squeue_format_fallback_end_to_end() {
+    let Some(t) = sample("squeue-name-with-pipe.txt") else { return };
+    let name = t
+        .lines()
+        .find(|l| l.starts_with("4321"))
+        .unwrap()
+        .split('|')
+        .skip(1)
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("|");
+    assert_eq!(name, "crazy|name");
+    let dir = tempfile::tempdir().unwrap();
+    let row = format!(
+        "4321|4321|N/A|N/A|RUNNING|user1|acct1|gpu|normal|2025-11-06T10:00:00|node001|cpu=1,mem=4G,node=1,billing=1,gres/gpu=1|{name}"
+    );
+    let mut s = slurm_with(
+        dir.path(),
+        &format!("printf '%s\\n' \"$@\" > \"$(dirname \"$0\")/argv\"\necho '{row}'"),
+    );
+    s.source = JobSource::Format;
+    let r = s.jobs().unwrap();
+    assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
+    assert_eq!(
+        (r.jobs[0].job_id.as_str(), r.jobs[0].name.as_str(), r.jobs[0].gpus),
+        ("4321", "crazy|name", 1)
+    );
+    let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap();
+    assert!(
+        argv.lines().any(|a| a == "--noheader") && argv.lines().any(|a| a == squeue_format::format_arg()),
+        "{argv}"
+    );
+    let mut s = slurm_with(
+        dir.path(),
+        "echo 'CLUSTER: cluster1'\necho 'slurm_load_jobs error: Socket timed out on send/recv operation' >&2",
+    );
+    s.source = JobSource::Format;
+    assert_eq!(s.jobs().unwrap_err().kind, "controller_error");
 }
 
 #[test]
@@ -609,4 +710,12 @@ fn tres_gpu_counts() {
         .next()
         .unwrap();
     assert_eq!(tres::parse(shard).unwrap().gpus, 0, "shard is a fraction of a GPU, not a GPU");
+    // AutoDetect=nvml type names: lower case, '_' for spaces, hyphens and dots kept, MIG
+    // profiles such as nvidia_a100_3g.20gb; typed entries still only count without an untyped one.
+    assert!(raw.contains("nvidia_a100_3g.20gb") && raw.contains("hyphen"));
+    let typed = "cpu=4,gres/gpu:nvidia_a100_3g.20gb=2,gres/gpu:a100-pcie-40gb=1";
+    let t = tres::parse(typed).unwrap();
+    assert_eq!(t.gpus, 3, "{typed}");
+    assert_eq!(t.entries["gres/gpu:a100-pcie-40gb"], "1");
+    assert_eq!(tres::parse(&format!("{typed},gres/gpu=3")).unwrap().gpus, 3);
 }

@@ -345,6 +345,28 @@ fn resume_only_our_drain_of_a_gone_job_and_only_when_squeue_answered() {
         )
         .actions
         .is_empty());
+    // Our drain of a gone job, but the node has since gone down, failed, stopped responding
+    // or entered maintenance: it stays drained (skipped and counted), for an admin.
+    let gone: BTreeSet<String> = BTreeSet::new();
+    let ours_gone = |st: &str| {
+        let ns = node(st, Some("gpu-reaper: hung job 55_2"));
+        c.plan(RunMode::Enforce, Some(&ns), &ActionState::default(), false, limits(), Some(&gone))
+    };
+    for st in [
+        "DOWN+DRAIN",
+        "IDLE*+DRAIN",
+        "IDLE+DRAIN+MAINT",
+        "FAIL+DRAIN",
+        "IDLE+DRAIN+REBOOT_REQUESTED",
+    ] {
+        let p = ours_gone(st);
+        assert!(p.actions.is_empty(), "{st}: {:?}", p.actions);
+        assert_eq!(p.skips.len(), 1, "{st}");
+        assert_eq!((p.skips[0].kind, p.skips[0].action), (SkipKind::NodeSpecial, "resume"), "{st}");
+    }
+    for st in ["MIXED+DRAIN", "ALLOCATED+DRAIN", "IDLE+DRAIN+PLANNED"] {
+        assert_eq!(kinds(&ours_gone(st)), vec!["resume"], "{st}");
+    }
     let admin = node("IDLE+DRAIN", Some("gpu-reaper: hung job 55_2 plus disk errors"));
     assert!(c
         .plan(

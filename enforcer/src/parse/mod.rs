@@ -12,7 +12,18 @@ pub mod tres;
 
 use serde::Serialize;
 
-/// One Slurm job as squeue reports it, whatever the source (JSON or `--Format`).
+/// Serializes an empty text field as `null`: `enforcer parse` shows a field the source did not
+/// give (or gave empty) as null, never as a value.
+fn empty_as_null<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_empty() {
+        s.serialize_none()
+    } else {
+        s.serialize_str(v)
+    }
+}
+
+/// One Slurm job as squeue reports it, whatever the source (JSON or `--Format`). Text fields
+/// the source does not give are empty here and `null` in `enforcer parse` output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct SlurmJob {
     /// The exact job id: `N`, array task `N_M`, het component `N+K`. This is what scancel
@@ -24,20 +35,27 @@ pub struct SlurmJob {
     /// The Slurm 26.05 SLUID (`s` + 13 Crockford base32 characters), when the source has it.
     pub sluid: Option<String>,
     /// Base state, e.g. `RUNNING`, `PENDING`.
+    #[serde(serialize_with = "empty_as_null")]
     pub state: String,
     /// State flags, e.g. `CONFIGURING`, `COMPLETING`.
     pub state_flags: Vec<String>,
     /// User name.
+    #[serde(serialize_with = "empty_as_null")]
     pub user: String,
     /// Account.
+    #[serde(serialize_with = "empty_as_null")]
     pub account: String,
     /// Partition.
+    #[serde(serialize_with = "empty_as_null")]
     pub partition: String,
     /// QOS.
+    #[serde(serialize_with = "empty_as_null")]
     pub qos: String,
     /// Job name; any characters.
+    #[serde(serialize_with = "empty_as_null")]
     pub name: String,
     /// Job comment; empty when the source does not carry it (the `--Format` fallback).
+    #[serde(serialize_with = "empty_as_null")]
     pub comment: String,
     /// Start time, epoch seconds; `None` when Slurm prints none (N/A, Unknown, None, unset).
     pub start_s: Option<i64>,

@@ -72,6 +72,14 @@ impl NodeState {
             .any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD")
     }
 
+    /// True when some state word is neither ordinary nor a drain: the node is also down,
+    /// failed, not responding, in maintenance, rebooting, powered off, reserved, ...
+    pub fn is_special_besides_drain(&self) -> bool {
+        self.state
+            .iter()
+            .any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD" && !s.starts_with("DRAIN"))
+    }
+
     /// The job named in the Reason when the Reason is exactly one of ours.
     pub fn our_reason_job(&self) -> Option<String> {
         parse_reason(self.reason.as_deref()?).map(|(_, job)| job)
@@ -116,9 +124,27 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
     }
     let mut fields: BTreeMap<String, String> = BTreeMap::new();
     let mut reason: Option<String> = None;
+    // Reason state: not seen yet / its lines are being read / done. scontrol prints a
+    // multi-line Reason as its first line (with the author) and each further line indented
+    // deeper than a key line (src/api/node_info.c); they are kept, so such a Reason is never
+    // exactly one of ours. Only the first Reason counts: a later `Reason=` line can only be
+    // free text (a node Comment or Extra with a newline in it).
+    let (mut reason_seen, mut in_reason) = (false, false);
+    let key_indent = t.lines().nth(1).map_or(3, |l| l.len() - l.trim_start().len());
     for line in t.lines() {
         let l = line.trim_start();
-        if let Some(r) = l.strip_prefix("Reason=") {
+        let indent = line.len() - l.len();
+        if in_reason && indent > key_indent && !l.is_empty() {
+            if let Some(r) = reason.as_mut() {
+                r.push('\n');
+                r.push_str(l.trim_end());
+            }
+            continue;
+        }
+        in_reason = false;
+        if let Some(r) = l.strip_prefix("Reason=").filter(|_| !reason_seen) {
+            reason_seen = true;
+            in_reason = true;
             let r = strip_author(r);
             if !r.is_empty() && r != "(null)" && !r.eq_ignore_ascii_case("none") {
                 reason = Some(r.to_string());
@@ -128,7 +154,9 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
         let mut last: Option<String> = None;
         for word in l.split_whitespace() {
             match word.split_once('=') {
-                Some((k, v)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+                // scontrol prints each key once, before the free-text Comment and Extra lines:
+                // a key seen again is text inside a value (`Extra=State=IDLE`), never the key.
+                Some((k, v)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') && !fields.contains_key(k) => {
                     fields.insert(k.to_string(), v.to_string());
                     last = Some(k.to_string());
                 }
@@ -213,6 +241,28 @@ mod tests {
             let n = parse(&format!("NodeName=n State={st}\n")).unwrap();
             assert_eq!(n.is_special(), special, "{st}");
         }
+    }
+
+    #[test]
+    fn free_text_never_overrides_the_state_or_the_reason() {
+        // Comment and Extra come after State and Reason (src/api/node_info.c) and are free text.
+        let n = parse(
+            "NodeName=gpu001 Arch=x86_64\n   State=IDLE+DRAIN ThreadsPerCore=1\n   Reason=bad PSU [admin@2026-01-01T00:00:00]\n   Comment=moved State=IDLE\nReason=gpu-reaper: idle job 5\n   Extra=State=MIXED\n",
+        )
+        .unwrap();
+        assert_eq!(n.state, vec!["IDLE", "DRAIN"]);
+        assert_eq!(n.reason.as_deref(), Some("bad PSU"));
+        assert_eq!(n.our_reason_job(), None);
+        assert_eq!(n.fields["Comment"], "moved State=IDLE");
+        // A multi-line Reason whose first line looks like ours is not exactly ours.
+        let m = parse(
+            "NodeName=gpu001 Arch=x86_64\n   State=IDLE+DRAIN ThreadsPerCore=1\n   Reason=gpu-reaper: idle job 5 [admin@2026-01-01T00:00:00]\n          and a bad PSU, ticket 4411\n   Comment=x\n",
+        )
+        .unwrap();
+        assert_eq!(m.reason.as_deref(), Some("gpu-reaper: idle job 5\nand a bad PSU, ticket 4411"));
+        assert_eq!(m.our_reason_job(), None);
+        assert_eq!(m.fields["Comment"], "x");
+        assert_eq!(parse(NODE).unwrap().our_reason_job().as_deref(), Some("1230_4"));
     }
 
     #[test]

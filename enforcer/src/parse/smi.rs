@@ -262,11 +262,26 @@ pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiE
     Ok(GpuTable { columns, gpus, row_errors })
 }
 
+fn known_apps_column(c: &str) -> bool {
+    matches!(c, "gpu_uuid" | "pid" | "used_memory" | "used_gpu_memory" | "process_name" | "name")
+}
+
+/// True when `line` looks like a `--query-compute-apps` header rather than a data row: some
+/// field is a known column name or carries a unit in brackets (`used_memory [MiB]`).
+pub fn looks_like_apps_header(line: &str) -> bool {
+    line.split(',').any(|f| {
+        let f = f.trim();
+        known_apps_column(&header_name(f)) || (f.contains(" [") && f.ends_with(']') && !f.starts_with('['))
+    })
+}
+
+/// The line nvidia-smi may print instead of compute-app rows.
+const NO_PROCESSES: &str = "No running processes found";
+
 /// Parses `--query-compute-apps` CSV, header first (or headerless with `columns`). No rows
-/// means no process was listed, which is not the same as an idle GPU (see
-/// smi-util-without-processes: PIDs in another namespace are not listed).
+/// (or only "No running processes found") means no process was listed, which is not the same
+/// as an idle GPU (see smi-util-without-processes: PIDs in another namespace are not listed).
 pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, SmiError> {
-    let known = |c: &str| matches!(c, "gpu_uuid" | "pid" | "used_memory" | "used_gpu_memory" | "process_name" | "name");
     let fill = |a: &mut ComputeApp, c: &str, v: &str| match c {
         "gpu_uuid" => a.gpu_uuid = value(v).map(str::to_string),
         "pid" => a.pid = value(v).and_then(|v| v.parse().ok()),
@@ -274,7 +289,12 @@ pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, Smi
         "process_name" | "name" => a.process_name = value(v).map(str::to_string),
         _ => {}
     };
-    let (columns, apps, row_errors) = read_table(text, columns, &known, &|l| l == "No running processes found", &fill)?;
+    let text: String = text
+        .lines()
+        .filter(|l| l.trim() != NO_PROCESSES)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (columns, apps, row_errors) = read_table(&text, columns, &known_apps_column, &|_| false, &fill)?;
     Ok(AppsTable { columns, apps, row_errors })
 }
 

@@ -84,23 +84,44 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
     let het_off = number(j.get("het_job_offset"));
     let arr_id = number(j.get("array_job_id")).filter(|n| *n > 0);
     let arr_task = number(j.get("array_task_id"));
-    let job_id = match (het_id, het_off, arr_id, arr_task) {
-        (Some(h), Some(o), _, _) => format!("{h}+{o}"),
-        (_, _, Some(a), Some(t)) => format!("{a}_{t}"),
-        _ => raw.to_string(),
-    };
-    let fail = |p: String| (Some(job_id.clone()), p);
     let (state, state_flags) = match j.get("job_state") {
         Some(Value::String(s)) => split_state(s.split('+')),
         Some(Value::Array(a)) => split_state(a.iter().filter_map(Value::as_str)),
-        _ => return Err(fail("no job_state".into())),
+        _ => return Err((Some(raw.to_string()), "no job_state".into())),
     };
+    let job_id = match (het_id, het_off, arr_id, arr_task) {
+        (Some(h), Some(o), _, _) => format!("{h}+{o}"),
+        // The raw id of a het component can cancel every component (whole_hetjob), and a
+        // running array task without its task id may carry the array's base id: neither is
+        // ever written down as the job's exact id.
+        (Some(h), None, _, _) => {
+            return Err((Some(raw.to_string()), format!("het_job_id {h} without het_job_offset")));
+        }
+        (_, _, Some(a), Some(t)) => format!("{a}_{t}"),
+        (_, _, Some(a), None) if state == "RUNNING" => {
+            return Err((Some(raw.to_string()), format!("running task of array {a} without array_task_id")));
+        }
+        _ => raw.to_string(),
+    };
+    let fail = |p: String| (Some(job_id.clone()), p);
     let nodes_text = match j.get("nodes") {
         Some(Value::String(s)) => s.clone(),
         None | Some(Value::Null) => String::new(),
         Some(other) => return Err(fail(format!("nodes is not a string: {other}"))),
     };
     let nodes = hostlist::parse(&nodes_text).map_err(|e| fail(e.to_string()))?;
+    // The comment may carry the user's opt-out marker: one we cannot read is never read as
+    // "no comment" (sacct's JSON, for one, makes it an object).
+    let comment = match j.get("comment") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => String::new(),
+        Some(other) => {
+            return Err(fail(format!(
+                "comment is not a string: {}",
+                policy::one_line(&other.to_string(), 120)
+            )))
+        }
+    };
     let tres_text = string(j.get("tres_alloc_str"));
     let gpus = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?.gpus;
     let sluid = j.get("sluid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
@@ -114,10 +135,43 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         partition: string(j.get("partition")),
         qos: string(j.get("qos")),
         name: string(j.get("name")),
-        comment: string(j.get("comment")),
+        comment,
         start_s: number(j.get("start_time")).filter(|t| *t > 0),
         nodes,
         gpus,
         job_id,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_a_base_or_raw_id_for_an_array_task_or_het_component() {
+        let one = |fields: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], {fields}}}]}}"#)).unwrap();
+        let r = one(r#""het_job_id": {"set": true, "number": 1229}, "het_job_offset": {"set": false, "number": 0}"#);
+        assert!(r.jobs.is_empty() && r.row_errors[0].problem.contains("het_job_offset"), "{r:?}");
+        let r = one(r#""array_job_id": {"set": true, "number": 1230}, "array_task_id": {"set": false, "number": 0}"#);
+        assert!(r.jobs.is_empty() && r.row_errors[0].problem.contains("array_task_id"), "{r:?}");
+        // The pending record of a whole array has no task id; it is read (never judged).
+        let p = parse(r#"{"jobs": [{"job_id": 1230, "job_state": ["PENDING"], "array_job_id": {"set": true, "number": 1230}, "array_task_id": {"set": false, "number": 0}, "array_task_string": "3-4%2"}]}"#).unwrap();
+        assert!(p.row_errors.is_empty() && !p.jobs[0].is_judgeable());
+        // Non-array, non-het jobs in both shapes keep their plain id.
+        let r = one(r#""array_job_id": {"set": true, "number": 0}, "het_job_id": {"set": true, "number": 0}"#);
+        assert_eq!(r.jobs[0].job_id, "1230");
+        let r = one(r#""array_job_id": 0, "array_task_id": 4294967294, "het_job_id": 0, "het_job_offset": 4294967294"#);
+        assert_eq!(r.jobs[0].job_id, "1230");
+    }
+
+    #[test]
+    fn a_comment_that_cannot_be_read_is_a_row_error_not_an_empty_comment() {
+        let one = |c: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 5, "job_state": "RUNNING", "comment": {c}}}]}}"#)).unwrap();
+        assert_eq!(one(r#""gpu-reaper:exempt""#).jobs[0].comment, "gpu-reaper:exempt");
+        assert_eq!(one("null").jobs[0].comment, "");
+        for bad in [r#"{"job": "gpu-reaper:exempt"}"#, r#"["gpu-reaper:exempt"]"#, "7"] {
+            let r = one(bad);
+            assert!(r.jobs.is_empty() && r.row_errors[0].problem.contains("comment"), "{bad}: {r:?}");
+        }
+    }
 }
