@@ -258,6 +258,8 @@ pub struct Engine {
     order: Vec<u32>,
     /// Last cycle's `order`: the state index of each input position, tried first.
     prev_order: Vec<u32>,
+    /// Scratch: old job state index → new, when jobs leave.
+    remap: Vec<u32>,
     scratch: Vec<GpuStats>,
     counters: EngineCounters,
 }
@@ -279,6 +281,7 @@ impl Engine {
             last_now_s: None,
             order: Vec::new(),
             prev_order: Vec::new(),
+            remap: Vec::new(),
             scratch: Vec::new(),
             counters: EngineCounters::default(),
         }
@@ -402,22 +405,27 @@ impl Engine {
             self.order.push(idx);
         }
         if self.jobs.iter().any(|j| j.seen != cycle) {
+            // Forget the jobs that left, and renumber the rest without rehashing their ids.
+            let mut remap = std::mem::take(&mut self.remap);
+            remap.clear();
+            let mut next = 0u32;
+            for j in &self.jobs {
+                if j.seen == cycle {
+                    remap.push(next);
+                    next += 1;
+                } else {
+                    remap.push(u32::MAX);
+                    self.by_id.remove(j.job_id.as_str());
+                }
+            }
             self.jobs.retain(|j| j.seen == cycle);
-            self.by_id.clear();
-            for (i, j) in self.jobs.iter().enumerate() {
-                self.by_id.insert(j.job_id.clone(), i as u32);
+            for v in self.by_id.values_mut() {
+                *v = remap[*v as usize];
             }
-            for o in self.order.iter_mut() {
-                if *o != u32::MAX {
-                    // Jobs in `order` were all seen; find their new index.
-                    *o = u32::MAX - 1;
-                }
+            for o in self.order.iter_mut().filter(|o| **o != u32::MAX) {
+                *o = remap[*o as usize];
             }
-            for (pos, job) in obs.jobs.iter().enumerate() {
-                if self.order[pos] == u32::MAX - 1 {
-                    self.order[pos] = self.by_id[job.job_id.as_str()];
-                }
-            }
+            self.remap = remap;
             changed = true;
         }
         if changed {

@@ -336,6 +336,29 @@ proptest! {
         prop_assert_eq!(strip(&base), strip(&h));
     }
 
+    /// Jobs that leave are forgotten without disturbing the others: dropping one job from the
+    /// input at some cycle leaves every other job's findings unchanged.
+    #[test]
+    fn prop_jobs_leaving_do_not_disturb_the_others(spec in scenario(), leave_tick in 1i64..200, who in 0usize..3) {
+        let who = who % spec.len();
+        let jobs = jobs_of(&spec);
+        let full = run(&spec);
+        let mut r = Run::new(test_cfg(), Mode::Observe, jobs.clone());
+        for tick in 1..=TICKS as i64 {
+            if tick == leave_tick {
+                r.jobs.remove(who);
+            }
+            let samples = samples_at(&spec, &jobs, tick);
+            r.now_s = tick * 60;
+            r.tick_with(samples);
+            let kept: Vec<usize> = (0..spec.len()).filter(|&j| tick < leave_tick || j != who).collect();
+            for (k, &j) in kept.iter().enumerate() {
+                let (a, b) = (&full[tick as usize - 1].1[j], &r.out[k]);
+                prop_assert_eq!((a.verdict, a.signature, a.dwell_s), (b.verdict, b.signature, b.dwell_s));
+            }
+        }
+    }
+
     /// A stricter (lower) util threshold never produces more cancels.
     #[test]
     fn prop_stricter_threshold_never_cancels_more(spec in scenario(), lo in 1u8..15, hi in 15u8..60) {
