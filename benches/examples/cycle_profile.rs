@@ -1,6 +1,6 @@
 //! Runs engine cycles over a synthetic cluster, for profilers that count instructions
 //! (`valgrind --tool=callgrind`), which stay repeatable on a busy machine.
-//! Usage: `cycle_profile [jobs] [cycles]`.
+//! Usage: `cycle_profile [jobs] [cycles] [gpus_per_job]`.
 
 use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Sample, Scope};
 
@@ -8,11 +8,12 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let jobs_n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(64);
     let cycles: i64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let per_job: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
     let jobs: Vec<JobFacts> = (0..jobs_n)
         .map(|j| JobFacts {
             job_id: format!("{}", 1_000_000 + j),
             start_s: 0,
-            alloc: (0..8)
+            alloc: (0..per_job as u16)
                 .map(|g| GpuRef {
                     node: NodeId(j as u32),
                     gpu: g,
@@ -21,10 +22,10 @@ fn main() {
             ..Default::default()
         })
         .collect();
-    let mut samples: Vec<Sample> = (0..jobs_n * 8)
+    let mut samples: Vec<Sample> = (0..jobs_n * per_job)
         .map(|i| Sample {
-            node: NodeId((i / 8) as u32),
-            gpu: (i % 8) as u16,
+            node: NodeId((i / per_job) as u32),
+            gpu: (i % per_job) as u16,
             util_pct: Some(if i % 80 < 8 { 0.0 } else { 95.0 }),
             mem_used_mib: Some(if i % 80 < 8 { 0.0 } else { 60_000.0 }),
             mem_total_mib: Some(81_920.0),
@@ -55,5 +56,9 @@ fn main() {
         );
         verdicts += out.iter().filter(|f| f.verdict.is_actionable()).count();
     }
-    println!("{} cycles × {} GPU-samples, {verdicts} actionable findings", cycles, jobs_n * 8);
+    println!(
+        "{} cycles × {} GPU-samples, {verdicts} actionable findings",
+        cycles,
+        jobs_n * per_job
+    );
 }
