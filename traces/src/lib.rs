@@ -5,6 +5,15 @@
 //! optionally labelled with ground truth. The simulator generates traces, `sim replay` reads
 //! them, and the importers turn public traces and operators' own logs into them.
 
+pub mod alloc;
+pub mod error;
+pub mod format;
+pub mod import;
+pub mod replay;
+pub mod score;
+
+pub use error::{RowProblem, TraceError};
+pub use format::{read_trace, write_trace, ReadReport};
 pub use policy::{GpuRef, JobFacts, NodeId, NodeTable, Sample};
 use serde::{Deserialize, Serialize};
 
