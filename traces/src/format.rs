@@ -13,6 +13,7 @@
 
 use crate::alloc::{format_alloc, parse_alloc};
 use crate::error::{RowLog, RowProblem, TraceError};
+use crate::records::{check_width, each_record};
 use crate::{JobFacts, Sample, Trace, TraceJob, Truth};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -127,7 +128,8 @@ impl Csv {
 
 /// One record with its position, for field access that reports file, line and column.
 struct Row<'a> {
-    csv: &'a Csv,
+    path: &'a Path,
+    cols: &'a HashMap<String, usize>,
     rec: &'a csv::StringRecord,
     line: u64,
 }
@@ -135,16 +137,16 @@ struct Row<'a> {
 impl Row<'_> {
     fn problem(&self, col: &str, problem: String) -> RowProblem {
         RowProblem {
-            file: self.csv.path.clone(),
+            file: self.path.to_path_buf(),
             line: self.line,
             column: col.to_string(),
-            column_number: self.csv.cols.get(col).map_or(0, |i| i + 1),
+            column_number: self.cols.get(col).map_or(0, |i| i + 1),
             problem,
         }
     }
 
     fn text(&self, col: &str) -> &str {
-        self.csv.cols.get(col).and_then(|&i| self.rec.get(i)).unwrap_or("")
+        self.cols.get(col).and_then(|&i| self.rec.get(i)).unwrap_or("")
     }
 
     fn int<T: std::str::FromStr>(&self, col: &str) -> Result<T, RowProblem> {
@@ -176,54 +178,16 @@ impl Row<'_> {
 }
 
 fn rows_of(csv: &mut Csv, log: &mut RowLog, mut each: impl FnMut(&Row<'_>) -> Result<(), RowProblem>) -> Result<(), TraceError> {
-    let mut rec = csv::StringRecord::new();
-    loop {
-        let ok = match csv.reader.read_record(&mut rec) {
-            Ok(ok) => ok,
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                let p = RowProblem {
-                    file: csv.path.clone(),
-                    line,
-                    column: "-".into(),
-                    column_number: 0,
-                    problem: format!("unreadable row: {e}"),
-                };
-                // An I/O error or invalid UTF-8 cannot be skipped reliably past its position
-                // unless the reader reports one.
-                if line == 0 {
-                    return Err(TraceError::Row(p));
-                }
-                log.bad_row(p)?;
-                continue;
-            }
-        };
-        if !ok {
-            return Ok(());
-        }
-        let line = rec.position().map_or(0, |p| p.line());
-        let n = csv.header.len();
-        if rec.len() != n {
-            let col = if rec.len() < n { csv.header[rec.len()].clone() } else { "-".into() };
-            let p = RowProblem {
-                file: csv.path.clone(),
-                line,
-                column_number: if rec.len() < n { rec.len() + 1 } else { n + 1 },
-                column: col,
-                problem: format!("{} fields, the header has {n}", rec.len()),
-            };
-            log.bad_row(p)?;
-            continue;
-        }
-        let row = Row {
-            csv: &*csv,
-            rec: &rec,
-            line,
-        };
-        if let Err(p) = each(&row) {
-            log.bad_row(p)?;
-        }
-    }
+    let Csv {
+        path,
+        reader,
+        cols,
+        header,
+    } = csv;
+    each_record(reader, path, log, |rec, line| {
+        check_width(path, header, rec, line)?;
+        each(&Row { path, cols, rec, line })
+    })
 }
 
 /// Reads a `jobs.csv` alone (for importers' `--jobs`): the nodes and jobs of a trace with no

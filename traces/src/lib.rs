@@ -9,6 +9,7 @@ pub mod alloc;
 pub mod error;
 pub mod format;
 pub mod import;
+mod records;
 pub mod replay;
 pub mod score;
 

@@ -14,6 +14,7 @@
 
 use super::ImportReport;
 use crate::error::{RowLog, RowProblem, TraceError};
+use crate::records::{fixed_csv, problem_at};
 use crate::{GpuRef, JobFacts, Sample, Trace, TraceJob};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,54 +24,11 @@ use std::path::Path;
 pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, ImportReport), TraceError> {
     let mut report = ImportReport::default();
     let mut log = RowLog::new(lenient);
-    let file = std::fs::File::open(csv_path).map_err(|e| TraceError::io(csv_path, e))?;
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(file);
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| TraceError::file(csv_path, format!("cannot read the header: {e}")))?
-        .iter()
-        .map(str::to_string)
-        .collect();
     let want = ["t_rel_s", "pod", "gpu_duty_cycle_pct", "gpu_mem_used_bytes"];
-    if header != want {
-        return Err(TraceError::file(
-            csv_path,
-            format!("header is {:?}, expected {}", header.join(","), want.join(",")),
-        ));
-    }
-    let mut pods: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
-    let mut rec = csv::StringRecord::new();
-    loop {
-        match rdr.read_record(&mut rec) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                log.bad_row(RowProblem {
-                    file: csv_path.into(),
-                    line,
-                    column: "-".into(),
-                    column_number: 0,
-                    problem: format!("unreadable row: {e}"),
-                })?;
-                if line == 0 {
-                    break;
-                }
-                continue;
-            }
-        }
-        let line = rec.position().map_or(0, |p| p.line());
-        let problem = |col: usize, what: String| RowProblem {
-            file: csv_path.into(),
-            line,
-            column: want[col.min(3)].into(),
-            column_number: col + 1,
-            problem: what,
-        };
-        if rec.len() != 4 {
-            log.bad_row(problem(rec.len().min(3), format!("{} fields, expected 4", rec.len())))?;
-            continue;
-        }
+    let names: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    let mut rows = Vec::new();
+    fixed_csv(csv_path, &want, &mut log, |rec, line| {
+        let problem = |col: usize, what: String| problem_at(csv_path, &names, line, col, what);
         let num = |col: usize| -> Result<Option<f64>, RowProblem> {
             let t = rec[col].trim();
             if t.is_empty() {
@@ -81,24 +39,19 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
                 _ => Err(problem(col, format!("{t:?} is not a number (empty means missing)"))),
             }
         };
-        let row = (|| {
-            let t: i64 = rec[0]
-                .trim()
-                .parse()
-                .map_err(|_| problem(0, format!("{:?} is not integer seconds", &rec[0])))?;
-            let pod = rec[1].trim();
-            if pod.is_empty() || pod.contains([':', ';', ',']) {
-                return Err(problem(1, format!("bad pod name {pod:?}")));
-            }
-            Ok((t, pod.to_string(), num(2)?, num(3)?))
-        })();
-        let (t, pod, util, mem_bytes) = match row {
-            Ok(r) => r,
-            Err(p) => {
-                log.bad_row(p)?;
-                continue;
-            }
-        };
+        let t: i64 = rec[0]
+            .trim()
+            .parse()
+            .map_err(|_| problem(0, format!("{:?} is not integer seconds", &rec[0])))?;
+        let pod = rec[1].trim();
+        if pod.is_empty() || pod.contains([':', ';', ',']) {
+            return Err(problem(1, format!("bad pod name {pod:?}")));
+        }
+        rows.push((t, pod.to_string(), num(2)?, num(3)?));
+        Ok(())
+    })?;
+    let mut pods: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    for (t, pod, util, mem_bytes) in rows {
         if util.is_none() {
             report.bump("missing_util");
         }
@@ -116,9 +69,7 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
     for (pod, mut samples) in pods {
         samples.sort_by_key(|s| s.t_s);
         let node = trace.nodes.intern(&pod);
-        let mut steps: Vec<i64> = samples.windows(2).map(|w| w[1].t_s - w[0].t_s).filter(|d| *d > 0).collect();
-        steps.sort_unstable();
-        let step = steps.get(steps.len() / 2).copied().unwrap_or(57);
+        let step = super::median_step_s(&samples).unwrap_or(57);
         let ji = trace.jobs.len() as u32;
         trace.jobs.push(TraceJob {
             facts: JobFacts {

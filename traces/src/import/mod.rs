@@ -79,9 +79,7 @@ fn pseudo_jobs(raw: Vec<RawSample>) -> Trace {
         let id = trace.nodes.intern(&node);
         let first = samples[0].t_s;
         let last = samples[samples.len() - 1].t_s;
-        let mut steps: Vec<i64> = samples.windows(2).map(|w| w[1].t_s - w[0].t_s).filter(|d| *d > 0).collect();
-        steps.sort_unstable();
-        let step = steps.get(steps.len() / 2).copied().unwrap_or(1).max(1);
+        let step = median_step_s(&samples).unwrap_or(1);
         let ji = trace.jobs.len() as u32;
         trace.jobs.push(TraceJob {
             facts: JobFacts {
@@ -105,6 +103,14 @@ fn pseudo_jobs(raw: Vec<RawSample>) -> Trace {
     }
     trace.normalize();
     trace
+}
+
+/// The median positive step between consecutive samples (sorted by time), seconds; `None`
+/// with fewer than two distinct times.
+pub fn median_step_s(samples: &[Sample]) -> Option<i64> {
+    let mut steps: Vec<i64> = samples.windows(2).map(|w| w[1].t_s - w[0].t_s).filter(|d| *d > 0).collect();
+    steps.sort_unstable();
+    steps.get(steps.len() / 2).copied()
 }
 
 fn attribute(raw: Vec<RawSample>, jobs: Trace, report: &mut ImportReport) -> Trace {

@@ -20,6 +20,7 @@
 
 use super::{build_trace, Attribution, ImportReport, RawSample, Zone};
 use crate::error::{RowLog, RowProblem, TraceError};
+use crate::records::{check_width, each_record, problem_at};
 use crate::{Sample, Trace};
 use std::path::Path;
 
@@ -74,29 +75,9 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
     let mut fields: Option<Vec<String>> = None;
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
-    let mut rec = csv::StringRecord::new();
-    loop {
-        match rdr.read_record(&mut rec) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                log.bad_row(RowProblem {
-                    file: path.into(),
-                    line,
-                    column: "-".into(),
-                    column_number: 0,
-                    problem: format!("unreadable row: {e}"),
-                })?;
-                if line == 0 {
-                    break;
-                }
-                continue;
-            }
-        }
-        let line = rec.position().map_or(0, |p| p.line());
+    each_record(&mut rdr, path, &mut log, |rec, line| {
         if rec.len() == 1 && rec[0].is_empty() {
-            continue;
+            return Ok(());
         }
         let raw_fields: Vec<String> = rec.iter().map(str::to_string).collect();
         if rec.get(0).is_some_and(|f| f.starts_with("timestamp")) {
@@ -105,33 +86,18 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             }
             fields = Some(raw_fields.iter().map(|h| field_name(h)).collect());
             header_line = Some(raw_fields);
-            continue;
+            return Ok(());
         }
         let names = fields
             .get_or_insert_with(|| opts.query.split(',').map(|s| s.trim().to_string()).collect())
             .clone();
         let col = |name: &str| names.iter().position(|n| n == name);
-        let problem = |i: usize, what: String| RowProblem {
-            file: path.into(),
-            line,
-            column: names.get(i).cloned().unwrap_or_else(|| "-".into()),
-            column_number: i + 1,
-            problem: what,
-        };
-        if rec.len() != names.len() {
-            log.bad_row(problem(
-                rec.len().min(names.len()),
-                format!("{} fields, the header has {}", rec.len(), names.len()),
-            ))?;
-            continue;
-        }
+        let problem = |i: usize, what: String| problem_at(path, &names, line, i, what);
+        check_width(path, &names, rec, line)?;
         let (Some(ti), Some(ii)) = (col("timestamp"), col("index")) else {
-            return Err(TraceError::file(
-                path,
-                format!("the fields {:?} lack timestamp or index", names.join(",")),
-            ));
+            return Err(problem(0, format!("the fields {:?} lack timestamp or index", names.join(","))));
         };
-        let row = (|| -> Result<RawSample, RowProblem> {
+        {
             let ts = &rec[ti];
             let local = chrono::NaiveDateTime::parse_from_str(ts, "%Y/%m/%d %H:%M:%S%.f")
                 .map_err(|_| problem(ti, format!("{ts:?} is not YYYY/MM/DD HH:MM:SS.mmm")))?;
@@ -152,18 +118,13 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                     report.bump(missing_key);
                     return Ok(None);
                 }
-                let num = v
-                    .trim_end_matches(" %")
-                    .trim_end_matches(" MiB")
-                    .trim_end_matches(" W")
-                    .trim_end_matches('%')
-                    .trim();
+                let num = [" %", " MiB", " W"].iter().find_map(|u| v.strip_suffix(u)).unwrap_or(v).trim();
                 match num.parse::<f64>() {
                     Ok(x) if x.is_finite() => Ok(Some(x)),
                     _ => Err(problem(i, format!("{v:?} is not a number, a unit-suffixed number or [N/A]"))),
                 }
             };
-            Ok(RawSample {
+            let r = RawSample {
                 node: opts.node.trim().to_string(),
                 gpu,
                 sample: Sample {
@@ -176,13 +137,11 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                     power_limit_w: value("power.limit", "missing_power_limit")?,
                     ..Sample::default()
                 },
-            })
-        })();
-        match row {
-            Ok(r) => out.push(r),
-            Err(p) => log.bad_row(p)?,
+            };
+            out.push(r);
+            Ok(())
         }
-    }
+    })?;
     report.skipped.extend(log.skipped);
     Ok(out)
 }

@@ -14,6 +14,7 @@
 
 use super::ImportReport;
 use crate::error::{RowLog, RowProblem, TraceError};
+use crate::records::{fixed_csv, problem_at};
 use crate::{GpuRef, JobFacts, Sample, Trace, TraceJob};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -110,91 +111,41 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
     }
 
     let mut log = RowLog::new(lenient);
-    let file = std::fs::File::open(util_csv).map_err(|e| TraceError::io(util_csv, e))?;
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(file);
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| TraceError::file(util_csv, format!("cannot read the header: {e}")))?
-        .iter()
-        .map(str::to_string)
-        .collect();
     let want = ["jobid", "status", "gpu", "minute_rel_to_job_start", "gpu_util_pct"];
-    if header != want {
-        return Err(TraceError::file(
-            util_csv,
-            format!("header is {:?}, expected {}", header.join(","), want.join(",")),
-        ));
-    }
-    let mut rec = csv::StringRecord::new();
-    loop {
-        match rdr.read_record(&mut rec) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                log.bad_row(RowProblem {
-                    file: util_csv.into(),
-                    line,
-                    column: "-".into(),
-                    column_number: 0,
-                    problem: format!("unreadable row: {e}"),
-                })?;
-                if line == 0 {
-                    break;
-                }
-                continue;
-            }
-        }
-        let line = rec.position().map_or(0, |p| p.line());
-        let problem = |col: usize, what: String| RowProblem {
-            file: util_csv.into(),
-            line,
-            column: want[col.min(4)].into(),
-            column_number: col + 1,
-            problem: what,
-        };
-        if rec.len() != want.len() {
-            log.bad_row(problem(rec.len().min(4), format!("{} fields, expected 5", rec.len())))?;
-            continue;
-        }
-        let row = (|| {
-            let jobid = rec[0].trim();
-            let &ji = by_id
-                .get(jobid)
-                .ok_or_else(|| problem(0, format!("job {jobid:?} is not in the job file")))?;
-            let (machine, g) = rec[2]
-                .trim()
-                .rsplit_once('_')
-                .ok_or_else(|| problem(2, format!("{:?} is not <machine>_gpu<N>", &rec[2])))?;
-            let gpu = gpu_index(g).ok_or_else(|| problem(2, format!("{:?} is not <machine>_gpu<N>", &rec[2])))?;
-            let job = &trace.jobs[ji as usize];
-            let node = trace
-                .nodes
-                .get(machine)
-                .filter(|n| job.facts.alloc.contains(&GpuRef { node: *n, gpu }))
-                .ok_or_else(|| problem(2, format!("{:?} is not in the allocation of job {jobid}", &rec[2])))?;
-            let minute: i64 = rec[3]
-                .trim()
-                .parse()
-                .map_err(|_| problem(3, format!("{:?} is not an integer minute", &rec[3])))?;
-            let u = rec[4].trim();
-            let util = if u.is_empty() || u == "-1" {
-                None
-            } else {
-                match u.parse::<f64>() {
-                    Ok(x) if x.is_finite() => Some(x),
-                    _ => return Err(problem(4, format!("{u:?} is not a number, empty or -1"))),
-                }
-            };
-            Ok((ji, node, gpu, minute, util))
-        })();
-        let (ji, node, gpu, minute, util) = match row {
-            Ok(r) => r,
-            Err(p) => {
-                log.bad_row(p)?;
-                continue;
+    let names: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    let mut rows = Vec::new();
+    fixed_csv(util_csv, &want, &mut log, |rec, line| {
+        let problem = |col: usize, what: String| problem_at(util_csv, &names, line, col, what);
+        let jobid = rec[0].trim();
+        let &ji = by_id
+            .get(jobid)
+            .ok_or_else(|| problem(0, format!("job {jobid:?} is not in the job file")))?;
+        let bad_gpu = || problem(2, format!("{:?} is not <machine>_gpu<N>", &rec[2]));
+        let (machine, g) = rec[2].trim().rsplit_once('_').ok_or_else(bad_gpu)?;
+        let gpu = gpu_index(g).ok_or_else(bad_gpu)?;
+        let job = &trace.jobs[ji as usize];
+        let node = trace
+            .nodes
+            .get(machine)
+            .filter(|n| job.facts.alloc.contains(&GpuRef { node: *n, gpu }))
+            .ok_or_else(|| problem(2, format!("{:?} is not in the allocation of job {jobid}", &rec[2])))?;
+        let minute: i64 = rec[3]
+            .trim()
+            .parse()
+            .map_err(|_| problem(3, format!("{:?} is not an integer minute", &rec[3])))?;
+        let u = rec[4].trim();
+        let util = if u.is_empty() || u == "-1" {
+            None
+        } else {
+            match u.parse::<f64>() {
+                Ok(x) if x.is_finite() => Some(x),
+                _ => return Err(problem(4, format!("{u:?} is not a number, empty or -1"))),
             }
         };
+        rows.push((ji, node, gpu, minute, util));
+        Ok(())
+    })?;
+    for (ji, node, gpu, minute, util) in rows {
         if minute < 0 {
             report.bump("rows_before_start");
             continue;
