@@ -6,6 +6,7 @@
 //! them, and the importers turn public traces and operators' own logs into them.
 
 pub mod alloc;
+pub mod cdf;
 pub mod error;
 pub mod format;
 pub mod import;
