@@ -10,8 +10,8 @@ use std::hint::black_box;
 const JOBS: usize = 10_000;
 const GPUS: usize = 8;
 
-fn setup() -> (Engine, Vec<JobFacts>, Vec<Sample>) {
-    let jobs: Vec<JobFacts> = (0..JOBS)
+fn setup(n_jobs: usize) -> (Engine, Vec<JobFacts>, Vec<Sample>) {
+    let jobs: Vec<JobFacts> = (0..n_jobs)
         .map(|j| JobFacts {
             job_id: format!("{}", 1_000_000 + j),
             user: format!("user{}", j % 97),
@@ -29,8 +29,8 @@ fn setup() -> (Engine, Vec<JobFacts>, Vec<Sample>) {
                 .collect(),
         })
         .collect();
-    let mut samples = Vec::with_capacity(JOBS * GPUS);
-    for j in 0..JOBS {
+    let mut samples = Vec::with_capacity(n_jobs * GPUS);
+    for j in 0..n_jobs {
         for g in 0..GPUS {
             // A mix: most jobs busy, every 10th idle, every 17th hung.
             let (util, mem, power) = if j % 10 == 0 {
@@ -59,15 +59,23 @@ fn setup() -> (Engine, Vec<JobFacts>, Vec<Sample>) {
 }
 
 fn bench(c: &mut Criterion) {
-    let (mut engine, jobs, mut samples) = setup();
+    cycle(c, JOBS, "cycle_10k_jobs_x_8_gpus");
+    // The simulator's default cluster (64 nodes × 8 GPUs): the working set fits in cache.
+    cycle(c, 64, "cycle_64_jobs_x_8_gpus");
+}
+
+fn cycle(c: &mut Criterion, n_jobs: usize, name: &str) {
+    let (mut engine, jobs, mut samples) = setup(n_jobs);
+    let base_power_w: Vec<f64> = samples.iter().map(|s| s.power_w.unwrap_or(0.0)).collect();
     let mut out = Vec::with_capacity(JOBS);
     let mut now = 0i64;
     let mut tick = |engine: &mut Engine, samples: &mut Vec<Sample>, out: &mut Vec<_>| {
         now += 60;
+        let k = (now / 60) as usize;
         for (i, s) in samples.iter_mut().enumerate() {
             s.t_s = now;
             // Power always fluctuates a little on real GPUs.
-            s.power_w = s.power_w.map(|p| p.floor() + ((now / 60 + i as i64) % 7) as f64 * 0.1);
+            s.power_w = Some(base_power_w[i] + ((k + i) & 7) as f64 * 0.1);
         }
         let obs = Observation {
             jobs: &jobs,
@@ -82,9 +90,9 @@ fn bench(c: &mut Criterion) {
         tick(&mut engine, &mut samples, &mut out);
     }
     let mut g = c.benchmark_group("policy");
-    g.throughput(Throughput::Elements((JOBS * GPUS) as u64));
+    g.throughput(Throughput::Elements((n_jobs * GPUS) as u64));
     g.sample_size(30);
-    g.bench_function("cycle_10k_jobs_x_8_gpus", |b| {
+    g.bench_function(name, |b| {
         b.iter(|| {
             tick(&mut engine, &mut samples, &mut out);
             black_box(out.len());

@@ -4,6 +4,7 @@
 use crate::config::Policy;
 use crate::finding::{Cap, Cause, Evidence, Finding};
 use crate::input::{GpuRef, JobFacts, NodeId, Observation, Scope};
+use crate::sample_check;
 use crate::signature;
 use crate::verdict::Verdict;
 use crate::window::{Coverage, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
@@ -75,11 +76,92 @@ impl FxHasher {
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 const CONFLICT: u32 = u32::MAX;
+const VACANT: u32 = u32::MAX - 1;
+/// Node ids below this are routed through a dense table; larger ones through a map.
+const DENSE_NODES: u32 = 1 << 20;
+
+/// Maps (node, GPU) to (job state index, allocation slot). A GPU claimed by two running jobs
+/// maps to neither: its samples are unattributed, and both jobs see a gap.
+#[derive(Default)]
+struct Router {
+    dense: Vec<Vec<(u32, u16)>>,
+    sparse: FxMap<(u32, u16), (u32, u16)>,
+}
+
+impl Router {
+    fn clear(&mut self) {
+        for row in &mut self.dense {
+            row.clear();
+        }
+        self.sparse.clear();
+    }
+
+    fn insert(&mut self, g: GpuRef, val: (u32, u16)) {
+        let claim = |cell: &mut (u32, u16)| *cell = if cell.0 == VACANT { val } else { (CONFLICT, 0) };
+        if g.node.0 < DENSE_NODES {
+            let n = g.node.0 as usize;
+            if self.dense.len() <= n {
+                self.dense.resize_with(n + 1, Vec::new);
+            }
+            let row = &mut self.dense[n];
+            if row.len() <= g.gpu as usize {
+                row.resize(g.gpu as usize + 1, (VACANT, 0));
+            }
+            claim(&mut row[g.gpu as usize]);
+        } else {
+            claim(self.sparse.entry((g.node.0, g.gpu)).or_insert((VACANT, 0)));
+        }
+    }
+
+    #[inline]
+    fn get(&self, node: NodeId, gpu: u16) -> Option<(u32, u16)> {
+        let v = if node.0 < DENSE_NODES {
+            *self.dense.get(node.0 as usize)?.get(gpu as usize)?
+        } else {
+            *self.sparse.get(&(node.0, gpu))?
+        };
+        (v.0 < VACANT).then_some(v)
+    }
+}
+
+/// A job id kept inline for fast comparison (ids up to 24 bytes, which covers Slurm's
+/// `N`, `N_M` and `N+K` forms); longer ids fall back to comparing the full string.
+#[derive(Clone, Copy, Debug, Default)]
+struct IdKey {
+    bytes: [u8; 24],
+    /// Length, or `u8::MAX` when the id is too long to keep inline.
+    len: u8,
+}
+
+impl IdKey {
+    fn new(id: &str) -> IdKey {
+        let mut k = IdKey {
+            bytes: [0; 24],
+            len: u8::MAX,
+        };
+        if id.len() <= 24 {
+            k.bytes[..id.len()].copy_from_slice(id.as_bytes());
+            k.len = id.len() as u8;
+        }
+        k
+    }
+
+    fn matches(&self, full: &str, candidate: &str) -> bool {
+        if self.len == u8::MAX {
+            full == candidate
+        } else {
+            candidate.len() == self.len as usize && self.bytes[..self.len as usize] == *candidate.as_bytes()
+        }
+    }
+}
 
 /// Per-job state kept across cycles.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct JobState {
     job_id: String,
+    #[serde(skip)]
+    id_key: IdKey,
+    start_s: i64,
     #[serde(skip)]
     seen: u64,
     alloc: Vec<GpuRef>,
@@ -88,8 +170,10 @@ struct JobState {
     rung: Verdict,
     first_alert_s: Option<i64>,
     drain_confirmed_s: Option<i64>,
+    /// The job's user, account, partition, QOS, name and comment when exemptions were last
+    /// decided; exemptions are decided again when any of them changes.
     #[serde(skip)]
-    facts_fingerprint: u64,
+    facts_seen: Option<[String; 6]>,
     #[serde(skip)]
     exempt: Option<String>,
 }
@@ -98,6 +182,8 @@ impl JobState {
     fn new(job: &JobFacts) -> JobState {
         JobState {
             job_id: job.job_id.clone(),
+            id_key: IdKey::new(&job.job_id),
+            start_s: job.start_s,
             seen: 0,
             alloc: job.alloc.clone(),
             gpus: vec![GpuWindow::default(); job.alloc.len()],
@@ -105,7 +191,7 @@ impl JobState {
             rung: Verdict::Healthy,
             first_alert_s: None,
             drain_confirmed_s: None,
-            facts_fingerprint: 0,
+            facts_seen: None,
             exempt: None,
         }
     }
@@ -141,10 +227,16 @@ pub struct Engine {
     mode: Mode,
     jobs: Vec<JobState>,
     by_id: FxMap<String, u32>,
-    gpu_owner: FxMap<(u32, u16), (u32, u16)>,
+    router: Router,
+    /// This cycle's samples as (job state index << 16 | slot, index into the samples).
+    routed: Vec<(u64, u32)>,
+    /// Per job state, its range in `routed`.
+    ranges: Vec<(u32, u32)>,
     cycle: u64,
     last_now_s: Option<i64>,
     order: Vec<u32>,
+    /// Last cycle's `order`: the state index of each input position, tried first.
+    prev_order: Vec<u32>,
     scratch: Vec<GpuStats>,
     counters: EngineCounters,
 }
@@ -159,10 +251,13 @@ impl Engine {
             mode,
             jobs: Vec::new(),
             by_id: FxMap::default(),
-            gpu_owner: FxMap::default(),
+            router: Router::default(),
+            routed: Vec::new(),
+            ranges: Vec::new(),
             cycle: 0,
             last_now_s: None,
             order: Vec::new(),
+            prev_order: Vec::new(),
             scratch: Vec::new(),
             counters: EngineCounters::default(),
         }
@@ -206,23 +301,22 @@ impl Engine {
                 continue;
             }
             j.end_breach();
+            j.id_key = IdKey::new(&j.job_id);
             for g in &mut j.gpus {
                 g.restore_trim(now_s, &e.th);
             }
             e.by_id.insert(j.job_id.clone(), e.jobs.len() as u32);
             e.jobs.push(j);
         }
-        e.rebuild_gpu_owner();
+        e.rebuild_router();
         e
     }
 
-    fn rebuild_gpu_owner(&mut self) {
-        self.gpu_owner.clear();
+    fn rebuild_router(&mut self) {
+        self.router.clear();
         for (ji, j) in self.jobs.iter().enumerate() {
             for (slot, g) in j.alloc.iter().enumerate() {
-                let key = (g.node.0, g.gpu);
-                let val = (ji as u32, slot as u16);
-                self.gpu_owner.entry(key).and_modify(|v| *v = (CONFLICT, 0)).or_insert(val);
+                self.router.insert(*g, (ji as u32, slot as u16));
             }
         }
     }
@@ -243,13 +337,24 @@ impl Engine {
         // 1. Reconcile the job set.
         let mut changed = false;
         self.order.clear();
-        for job in obs.jobs {
-            let idx = match self.by_id.get(job.job_id.as_str()) {
-                Some(&i) if self.jobs[i as usize].seen != cycle => {
+        for (pos, job) in obs.jobs.iter().enumerate() {
+            // Drivers usually pass the same jobs in the same order each cycle: try the state
+            // this position had last cycle before hashing the id.
+            let hint = self.prev_order.get(pos).copied().filter(|&i| {
+                (i as usize) < self.jobs.len() && self.jobs[i as usize].id_key.matches(&self.jobs[i as usize].job_id, &job.job_id)
+            });
+            let found = hint.or_else(|| self.by_id.get(job.job_id.as_str()).copied());
+            let idx = match found {
+                Some(i) if self.jobs[i as usize].seen != cycle => {
                     let st = &mut self.jobs[i as usize];
-                    if st.alloc != job.alloc {
-                        *st = JobState::new(job);
-                        changed = true;
+                    // A running job's GPUs do not move; a requeued job gets a new start time.
+                    // The allocation itself is compared only when either changes.
+                    if st.start_s != job.start_s || st.alloc.len() != job.alloc.len() {
+                        if st.alloc != job.alloc || st.start_s != job.start_s {
+                            *st = JobState::new(job);
+                            changed = true;
+                        }
+                        st.start_s = job.start_s;
                     }
                     i
                 }
@@ -269,11 +374,6 @@ impl Engine {
             if idx != u32::MAX {
                 let st = &mut self.jobs[idx as usize];
                 st.seen = cycle;
-                let fp = fingerprint(job);
-                if fp != st.facts_fingerprint || st.facts_fingerprint == 0 {
-                    st.facts_fingerprint = fp;
-                    st.exempt = self.policy.exemption(job);
-                }
                 if clock_went_back {
                     st.end_breach();
                 }
@@ -300,15 +400,39 @@ impl Engine {
             changed = true;
         }
         if changed {
-            self.rebuild_gpu_owner();
+            self.rebuild_router();
         }
 
-        // 2. Route samples to their GPU's pending list (sorted at ingest).
-        for s in obs.samples {
-            match self.gpu_owner.get(&(s.node.0, s.gpu)) {
-                Some(&(ji, slot)) if ji != CONFLICT => self.jobs[ji as usize].gpus[slot as usize].pending.push(*s),
-                _ => self.counters.unattributed_samples += 1,
+        // 2. Route samples to their job and slot, and put them in (job, slot, time, readings)
+        //    order, so that verdicts do not depend on arrival order. Drivers usually hand
+        //    samples in that order already; then the sort is skipped.
+        self.routed.clear();
+        for (i, s) in obs.samples.iter().enumerate() {
+            match self.router.get(s.node, s.gpu) {
+                Some((ji, slot)) => self.routed.push(((ji as u64) << 16 | slot as u64, i as u32)),
+                None => self.counters.unattributed_samples += 1,
             }
+        }
+        let samples = obs.samples;
+        let cmp = |a: &(u64, u32), b: &(u64, u32)| {
+            let (x, y) = (&samples[a.1 as usize], &samples[b.1 as usize]);
+            a.0.cmp(&b.0)
+                .then(x.t_s.cmp(&y.t_s))
+                .then_with(|| sample_check::raw_key(x).0.cmp(&sample_check::raw_key(y).0))
+        };
+        if self.routed.windows(2).any(|w| cmp(&w[0], &w[1]) == std::cmp::Ordering::Greater) {
+            self.routed.sort_unstable_by(cmp);
+        }
+        self.ranges.clear();
+        self.ranges.resize(self.jobs.len(), (0, 0));
+        let mut i = 0;
+        while i < self.routed.len() {
+            let ji = (self.routed[i].0 >> 16) as usize;
+            let start = i;
+            while i < self.routed.len() && (self.routed[i].0 >> 16) as usize == ji {
+                i += 1;
+            }
+            self.ranges[ji] = (start as u32, i as u32);
         }
 
         // 3. Drain confirmations.
@@ -341,10 +465,11 @@ impl Engine {
             let f = if ji == u32::MAX {
                 self.duplicate_finding(pos as u32, &obs.jobs[pos])
             } else {
-                self.evaluate(ji as usize, pos as u32, &obs.jobs[pos], now_s, obs.scope)
+                self.evaluate(ji as usize, pos as u32, &obs.jobs[pos], now_s, obs)
             };
             out.push(f);
         }
+        std::mem::swap(&mut self.prev_order, &mut order);
         order.clear();
         self.order = order;
     }
@@ -367,10 +492,15 @@ impl Engine {
         }
     }
 
-    fn evaluate(&mut self, ji: usize, pos: u32, job: &JobFacts, now_s: i64, scope: Scope) -> Finding {
+    fn evaluate(&mut self, ji: usize, pos: u32, job: &JobFacts, now_s: i64, obs: &Observation<'_>) -> Finding {
         let th = self.th;
+        let scope = obs.scope;
         let cfg = self.policy.config();
         let st = &mut self.jobs[ji];
+        let (from, to) = self.ranges[ji];
+        for &(key, idx) in &self.routed[from as usize..to as usize] {
+            st.gpus[(key & 0xffff) as usize].ingest(&obs.samples[idx as usize], now_s, &th);
+        }
         let mut ev = Evidence {
             gpus_allocated: st.alloc.len() as u16,
             ..Evidence::default()
@@ -388,7 +518,6 @@ impl Engine {
         let mut late = 0;
         for (slot, g) in st.alloc.iter().enumerate() {
             let w = &mut st.gpus[slot];
-            w.ingest_pending(now_s, &th);
             late += w.late;
             if !observed(g) {
                 whole = false;
@@ -428,7 +557,7 @@ impl Engine {
             evidence: ev,
             wasted_gpu_h: 0.0,
             hypothetical: false,
-            exempt: st.exempt.clone(),
+            exempt: None,
         };
 
         // Guard 1: warmup.
@@ -460,7 +589,20 @@ impl Engine {
             return f;
         }
 
-        // A confirmed breach over a full window.
+        // A confirmed breach over a full window. Exemptions matter only now, so the job's
+        // facts are read (and compared with the last decision) only for breaching jobs.
+        if !facts_unchanged(&st.facts_seen, job) {
+            st.facts_seen = Some([
+                job.user.clone(),
+                job.account.clone(),
+                job.partition.clone(),
+                job.qos.clone(),
+                job.name.clone(),
+                job.comment.clone(),
+            ]);
+            st.exempt = self.policy.exemption(job);
+        }
+        f.exempt = st.exempt.clone();
         f.cause = Cause::Breach;
         let breach_start = *st.breach_start_s.get_or_insert(f.evidence.window_start_s);
         let dwell = now_s - breach_start;
@@ -527,44 +669,43 @@ impl Engine {
     }
 }
 
-fn fingerprint(job: &JobFacts) -> u64 {
-    let mut h = FxHasher(0x9e37_79b9_7f4a_7c15);
-    for s in [&job.user, &job.account, &job.partition, &job.qos, &job.name, &job.comment] {
-        h.write(s.as_bytes());
-        h.write_u64(s.len() as u64);
+fn facts_unchanged(seen: &Option<[String; 6]>, job: &JobFacts) -> bool {
+    match seen {
+        Some([u, a, p, q, n, c]) => {
+            *u == job.user && *a == job.account && *p == job.partition && *q == job.qos && *n == job.name && *c == job.comment
+        }
+        None => false,
     }
-    h.finish() | 1
 }
 
+/// Fills the evidence from the observed GPUs' stats. Means are pooled over samples (one
+/// division each per job, none per GPU).
 fn summarise(gpus: &[GpuStats], ev: &mut Evidence) {
     if gpus.is_empty() {
         return;
     }
     let mut start = i64::MAX;
     let mut end = i64::MIN;
-    let (mut smin, mut smax) = (u32::MAX, 0);
-    let (mut mem_sum, mut mem_n, mut pw_sum, mut pw_n, mut mean_sum) = (0.0, 0u32, 0.0, 0u32, 0.0);
+    let (mut smin, mut smax, mut n) = (u32::MAX, 0u32, 0u64);
+    let (mut peak, mut util_sum, mut mem_sum, mut mem_n, mut pw_sum, mut pw_n) = (0u32, 0u64, 0u64, 0u64, 0u64, 0u64);
     for g in gpus {
         if g.samples > 0 {
             start = start.min(g.first_t_s);
             end = end.max(g.last_t_s);
+            if g.mem_held == g.samples {
+                ev.mem_held_gpus += 1;
+            }
         }
         smin = smin.min(g.samples);
         smax = smax.max(g.samples);
+        n += g.samples as u64;
         ev.invalid_samples += g.invalid;
-        ev.peak_util_pct = ev.peak_util_pct.max(g.peak_util_pct);
-        mean_sum += g.mean_util_pct;
-        if let Some(m) = g.mem_used_mean_mib {
-            mem_sum += m;
-            mem_n += 1;
-        }
-        if let Some(p) = g.power_mean_w {
-            pw_sum += p;
-            pw_n += 1;
-        }
-        if g.samples > 0 && g.mem_held == g.samples {
-            ev.mem_held_gpus += 1;
-        }
+        peak = peak.max(g.peak_util_milli);
+        util_sum += g.sum_util_milli;
+        mem_sum += g.sum_mem_mib;
+        mem_n += g.mem_known as u64;
+        pw_sum += g.sum_power_dw;
+        pw_n += g.power_known as u64;
     }
     if start != i64::MAX {
         ev.window_start_s = start;
@@ -572,9 +713,10 @@ fn summarise(gpus: &[GpuStats], ev: &mut Evidence) {
     }
     ev.samples_min_per_gpu = smin;
     ev.samples_max_per_gpu = smax;
-    ev.mean_util_pct = mean_sum / gpus.len() as f64;
-    ev.mem_used_mean_mib = (mem_n > 0).then(|| mem_sum / mem_n as f64);
-    ev.power_mean_w = (pw_n > 0).then(|| pw_sum / pw_n as f64);
+    ev.peak_util_pct = peak as f64 / 1000.0;
+    ev.mean_util_pct = if n > 0 { util_sum as f64 / n as f64 / 1000.0 } else { 0.0 };
+    ev.mem_used_mean_mib = (mem_n > 0).then(|| mem_sum as f64 / mem_n as f64);
+    ev.power_mean_w = (pw_n > 0).then(|| pw_sum as f64 / pw_n as f64 / 10.0);
 }
 
 /// The nodes of an allocation, in first-seen order without repeats.

@@ -78,13 +78,13 @@ pub struct Evidence {
     pub freeze_undetectable_gpus: u16,
     /// Highest compute reading on any observed GPU, percent.
     pub peak_util_pct: f64,
-    /// Mean of the observed GPUs' mean compute readings, percent.
+    /// Mean compute reading over every valid sample of the observed GPUs, percent.
     pub mean_util_pct: f64,
-    /// Mean `memory.used` over observed GPUs where known, MiB.
+    /// Mean `memory.used` over every sample of the observed GPUs where known, MiB.
     pub mem_used_mean_mib: Option<f64>,
     /// Observed GPUs with memory held on every sample.
     pub mem_held_gpus: u16,
-    /// Mean power over observed GPUs where known, watts.
+    /// Mean power over every sample of the observed GPUs where known, watts.
     pub power_mean_w: Option<f64>,
     /// No sample carried a process count.
     pub procs_unknown: bool,

@@ -3,11 +3,13 @@
 //!
 //! Every valid sample becomes an [`Entry`] whose predicates (memory held, power at idle …) are
 //! decided once, at ingest, against the policy's fixed thresholds; the window keeps counts of
-//! each predicate, sums for means and variance, and a monotonic deque for the peak.
+//! each predicate, sums for means and variance, and a two-stack sliding maximum for the peak
+//! (the ring's front part holds suffix maxima, its back part a running maximum; the front
+//! part is rebuilt once per window's worth of evictions, so O(1) amortised).
 
 use crate::config::PolicyConfig;
 use crate::input::Sample;
-use crate::sample_check::{self, RawKey};
+use crate::sample_check;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -25,13 +27,19 @@ const GAP_BEFORE: u16 = 1 << 10;
 const MEM_KNOWN: u16 = 1 << 11;
 const NFLAGS: usize = 12;
 
+/// One valid sample in a window: 20 bytes. Time is an offset from the window's `base_t_s`;
+/// power is kept in tenths of a watt (decisions use full precision at ingest; only the
+/// evidence's mean and the spin CV see the rounding).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Entry {
-    t_s: i64,
+    t_off: u32,
     util_milli: u32,
-    power_mw: u32,
     mem_mib: u32,
+    power_dw: u16,
     flags: u16,
+    /// For entries in the front ("out") part of the ring: the highest util from this entry to
+    /// the end of the front part. Unused in the back part.
+    suffix_max_milli: u32,
 }
 
 /// Thresholds decided at ingest, copied out of the policy config.
@@ -46,6 +54,8 @@ pub(crate) struct IngestThresholds {
     idle_power_w: f64,
     spin_power_frac: f64,
     spin_util_milli: u32,
+    /// Ring capacity to reserve: the samples a window holds at the configured interval.
+    ring_hint: usize,
 }
 
 impl IngestThresholds {
@@ -60,12 +70,14 @@ impl IngestThresholds {
             idle_power_w: c.idle_power_w,
             spin_power_frac: c.spin_power_frac,
             spin_util_milli: (c.spin_util_pct * 1000.0).round() as u32,
+            ring_hint: (c.window.0 / c.interval.0.max(1)).clamp(1, 4096) as usize + 2,
         }
     }
 }
 
 /// What one GPU's window shows at evaluation time. Counts are over valid samples in the
-/// window `(now − window_s, now]`.
+/// window `(now − window_s, now]`. Kept as integer sums so that building it costs no
+/// division; the float views are methods.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuStats {
     /// Valid samples in the window.
@@ -74,18 +86,18 @@ pub struct GpuStats {
     pub first_t_s: i64,
     /// Time of the last valid sample in the window, epoch seconds (0 when none).
     pub last_t_s: i64,
-    /// Highest compute reading, percent.
-    pub peak_util_pct: f64,
-    /// Mean compute reading, percent.
-    pub mean_util_pct: f64,
+    /// Highest compute reading, thousandths of a percent.
+    pub peak_util_milli: u32,
+    /// Sum of compute readings, thousandths of a percent.
+    pub sum_util_milli: u64,
     /// Samples with memory known.
     pub mem_known: u32,
     /// Samples with memory held (≥ `mem_held_frac` of total, or ≥ `mem_held_mib`).
     pub mem_held: u32,
     /// Samples with memory known and not held.
     pub mem_free: u32,
-    /// Mean `memory.used` over samples where it is known, MiB.
-    pub mem_used_mean_mib: Option<f64>,
+    /// Sum of `memory.used` where known, MiB (rounded per sample).
+    pub sum_mem_mib: u64,
     /// Samples with a process count > 0.
     pub procs_pos: u32,
     /// Samples with a process count of exactly 0.
@@ -99,13 +111,50 @@ pub struct GpuStats {
     pub power_spin_low: u32,
     /// Samples with util ≥ `spin_util_pct`.
     pub util_spin: u32,
-    /// Mean power where known, watts.
-    pub power_mean_w: Option<f64>,
-    /// Coefficient of variation of power where known (population std / mean).
-    pub power_cv: Option<f64>,
+    /// Sum of power where known, tenths of a watt.
+    pub sum_power_dw: u64,
+    /// Sum of squared power where known, in (tenths of a watt)².
+    pub sum_power_sq: u64,
     /// Samples in the window with at least one rejected field, or no valid compute reading,
     /// or stamped in the future.
     pub invalid: u32,
+}
+
+impl GpuStats {
+    /// Highest compute reading, percent.
+    pub fn peak_util_pct(&self) -> f64 {
+        self.peak_util_milli as f64 / 1000.0
+    }
+
+    /// Mean compute reading, percent (0 without samples).
+    pub fn mean_util_pct(&self) -> f64 {
+        if self.samples == 0 {
+            0.0
+        } else {
+            self.sum_util_milli as f64 / self.samples as f64 / 1000.0
+        }
+    }
+
+    /// Mean `memory.used` where known, MiB.
+    pub fn mem_used_mean_mib(&self) -> Option<f64> {
+        (self.mem_known > 0).then(|| self.sum_mem_mib as f64 / self.mem_known as f64)
+    }
+
+    /// Mean power where known, watts.
+    pub fn power_mean_w(&self) -> Option<f64> {
+        (self.power_known > 0).then(|| self.sum_power_dw as f64 / self.power_known as f64 / 10.0)
+    }
+
+    /// Coefficient of variation of power where known (population std / mean).
+    pub fn power_cv(&self) -> Option<f64> {
+        if self.power_known == 0 {
+            return None;
+        }
+        let k = self.power_known as f64;
+        let mean = self.sum_power_dw as f64 / k;
+        let var = (self.sum_power_sq as f64 / k - mean * mean).max(0.0);
+        Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
+    }
 }
 
 /// Why one GPU's window cannot be judged.
@@ -151,90 +200,97 @@ pub(crate) enum Coverage {
     Broken(EvidenceProblem),
 }
 
+const NO_TIME: i64 = i64::MIN;
+
 /// One GPU's window state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct GpuWindow {
     entries: VecDeque<Entry>,
-    /// Monotonic deque of (t, util) with decreasing util: front is the window peak.
-    peak: VecDeque<(i64, u32)>,
+    /// How many entries at the front of `entries` form the "out" part (with suffix maxima).
+    out_len: u32,
+    /// Highest util among the entries after the "out" part.
+    in_max_milli: u32,
     /// Times of invalid samples still in the window.
     invalid: VecDeque<i64>,
-    #[serde(skip)]
-    pub(crate) pending: Vec<Sample>,
     counts: [u32; NFLAGS],
     sum_util_milli: u64,
-    sum_power_mw: u64,
-    sum_power_sq: u128,
+    sum_power_dw: u64,
+    sum_power_sq: u64,
     sum_mem_mib: u64,
-    newest_t: Option<i64>,
-    last_valid_t: Option<i64>,
-    prev_raw: Option<RawKey>,
+    /// Entry times are offsets from this (the first ingested sample's time).
+    base_t_s: i64,
+    newest_t_s: i64,
+    last_valid_t_s: i64,
+    /// A hash of the previous valid sample's readings, for frozen-collector detection. A hash
+    /// collision can only make a window look frozen, which is the safe direction.
+    prev_raw: u64,
     /// Samples dropped as late over the GPU's life.
     pub(crate) late: u32,
 }
 
-impl GpuWindow {
-    fn add_counts(&mut self, e: &Entry, sign: i64) {
-        for (bit, c) in self.counts.iter_mut().enumerate() {
-            if e.flags & (1 << bit) != 0 {
-                *c = (*c as i64 + sign) as u32;
-            }
+impl Default for GpuWindow {
+    fn default() -> Self {
+        GpuWindow {
+            entries: VecDeque::new(),
+            out_len: 0,
+            in_max_milli: 0,
+            invalid: VecDeque::new(),
+            counts: [0; NFLAGS],
+            sum_util_milli: 0,
+            sum_power_dw: 0,
+            sum_power_sq: 0,
+            sum_mem_mib: 0,
+            base_t_s: NO_TIME,
+            newest_t_s: NO_TIME,
+            last_valid_t_s: NO_TIME,
+            prev_raw: 0,
+            late: 0,
         }
+    }
+}
+
+impl GpuWindow {
+    #[inline]
+    fn add_counts(&mut self, e: &Entry, sign: i64) {
+        let d = sign as u32;
+        for (bit, c) in self.counts.iter_mut().enumerate() {
+            *c = c.wrapping_add(((e.flags as u32 >> bit) & 1).wrapping_mul(d));
+        }
+        let pk = (e.flags & POWER_KNOWN != 0) as u64;
+        let mk = (e.flags & MEM_KNOWN != 0) as u64;
+        let p = e.power_dw as u64 * pk;
+        let m = e.mem_mib as u64 * mk;
         if sign > 0 {
             self.sum_util_milli += e.util_milli as u64;
-            if e.flags & POWER_KNOWN != 0 {
-                self.sum_power_mw += e.power_mw as u64;
-                self.sum_power_sq += (e.power_mw as u128) * (e.power_mw as u128);
-            }
-            if e.flags & MEM_KNOWN != 0 {
-                self.sum_mem_mib += e.mem_mib as u64;
-            }
+            self.sum_power_dw += p;
+            self.sum_power_sq += p * p;
+            self.sum_mem_mib += m;
         } else {
             self.sum_util_milli -= e.util_milli as u64;
-            if e.flags & POWER_KNOWN != 0 {
-                self.sum_power_mw -= e.power_mw as u64;
-                self.sum_power_sq -= (e.power_mw as u128) * (e.power_mw as u128);
-            }
-            if e.flags & MEM_KNOWN != 0 {
-                self.sum_mem_mib -= e.mem_mib as u64;
-            }
+            self.sum_power_dw -= p;
+            self.sum_power_sq -= p * p;
+            self.sum_mem_mib -= m;
         }
     }
 
-    /// Sorts and ingests the pending samples of this cycle. Returns nothing; late samples are
-    /// counted in `self.late`.
-    pub(crate) fn ingest_pending(&mut self, now_s: i64, th: &IngestThresholds) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let mut pending = std::mem::take(&mut self.pending);
-        if pending.len() > 1 {
-            // Order-independent: by time, then by the bit pattern of the readings.
-            pending.sort_by(|a, b| {
-                a.t_s
-                    .cmp(&b.t_s)
-                    .then_with(|| sample_check::raw_key(a).0.cmp(&sample_check::raw_key(b).0))
-            });
-        }
-        for s in &pending {
-            self.ingest(s, now_s, th);
-        }
-        pending.clear();
-        self.pending = pending;
-    }
-
-    fn ingest(&mut self, s: &Sample, now_s: i64, th: &IngestThresholds) {
+    /// Ingests one sample. Callers hand a GPU's samples of one cycle in (time, readings)
+    /// order; a sample not newer than the newest ingested is dropped and counted in `late`.
+    pub(crate) fn ingest(&mut self, s: &Sample, now_s: i64, th: &IngestThresholds) {
         if s.t_s > now_s + th.skew_s {
             // Guard 10: a sample from the future is invalid evidence; it must not move
             // `newest_t`, or every later real sample would be dropped as late.
             self.invalid.push_back(now_s);
             return;
         }
-        if self.newest_t.is_some_and(|n| s.t_s <= n) {
+        if self.newest_t_s != NO_TIME && s.t_s <= self.newest_t_s {
             self.late += 1;
             return;
         }
-        self.newest_t = Some(s.t_s);
+        self.newest_t_s = s.t_s;
+        if self.base_t_s == NO_TIME {
+            self.base_t_s = s.t_s;
+            self.entries.reserve(th.ring_hint);
+        }
         let c = sample_check::check(s);
         let Some(util_milli) = c.util_milli else {
             self.invalid.push_back(s.t_s);
@@ -276,45 +332,73 @@ impl GpuWindow {
         if c.all_zero_raw {
             flags |= ALL_ZERO;
         }
-        let key = sample_check::raw_key(s);
-        if self.prev_raw != Some(key) {
+        let key = sample_check::raw_key(s).hash();
+        if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
             flags |= CHANGED;
         }
-        self.prev_raw = Some(key);
-        if self.last_valid_t.is_some_and(|prev| s.t_s - prev > th.max_gap_s) {
+        self.prev_raw = key;
+        if self.last_valid_t_s != NO_TIME && s.t_s - self.last_valid_t_s > th.max_gap_s {
             flags |= GAP_BEFORE;
         }
-        self.last_valid_t = Some(s.t_s);
+        self.last_valid_t_s = s.t_s;
+        // Offsets beyond u32 (136 years) cannot occur for one running job; saturate anyway.
+        let t_off = (s.t_s - self.base_t_s).clamp(0, u32::MAX as i64) as u32;
         let e = Entry {
-            t_s: s.t_s,
+            t_off,
             util_milli,
-            power_mw: c.power_w.map_or(0, |p| (p * 1000.0).round() as u32),
-            mem_mib: c.mem_used_mib.map_or(0, |m| m.round() as u32),
+            // Both are bounded (guard 3) and non-negative: +0.5 and truncation rounds.
+            power_dw: c.power_w.map_or(0, |p| (p * 10.0 + 0.5) as u16),
+            mem_mib: c.mem_used_mib.map_or(0, |m| (m + 0.5) as u32),
             flags,
+            suffix_max_milli: 0,
         };
-        while self.peak.back().is_some_and(|&(_, u)| u <= util_milli) {
-            self.peak.pop_back();
-        }
-        self.peak.push_back((s.t_s, util_milli));
+        self.in_max_milli = self.in_max_milli.max(util_milli);
         self.add_counts(&e, 1);
         self.entries.push_back(e);
+    }
+
+    /// Moves every entry into the "out" part, computing suffix maxima back to front.
+    fn rebuild_suffix_max(&mut self) {
+        let mut m = 0;
+        for e in self.entries.iter_mut().rev() {
+            m = m.max(e.util_milli);
+            e.suffix_max_milli = m;
+        }
+        self.out_len = self.entries.len() as u32;
+        self.in_max_milli = 0;
+    }
+
+    /// Highest util in the window, thousandths of a percent.
+    fn peak_milli(&self) -> u32 {
+        let out = if self.out_len > 0 {
+            self.entries.front().map_or(0, |e| e.suffix_max_milli)
+        } else {
+            0
+        };
+        out.max(self.in_max_milli)
     }
 
     /// Drops everything at or before `now − window`.
     pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
         let cutoff = now_s - th.window_s;
+        while self.invalid.front().is_some_and(|&t| t <= cutoff) {
+            self.invalid.pop_front();
+        }
+        if self.base_t_s == NO_TIME || cutoff < self.base_t_s {
+            return;
+        }
+        // Entries at offset ≤ off_cut are at or before the cutoff.
+        let off_cut = (cutoff - self.base_t_s).min(u32::MAX as i64) as u32;
         while let Some(e) = self.entries.front().copied() {
-            if e.t_s > cutoff {
+            if e.t_off > off_cut {
                 break;
+            }
+            if self.out_len == 0 {
+                self.rebuild_suffix_max();
             }
             self.add_counts(&e, -1);
             self.entries.pop_front();
-        }
-        while self.peak.front().is_some_and(|&(t, _)| t <= cutoff) {
-            self.peak.pop_front();
-        }
-        while self.invalid.front().is_some_and(|&t| t <= cutoff) {
-            self.invalid.pop_front();
+            self.out_len -= 1;
         }
     }
 
@@ -330,31 +414,25 @@ impl GpuWindow {
         let (Some(first), Some(last)) = (self.entries.front(), self.entries.back()) else {
             return (st, Coverage::Broken(EvidenceProblem::NoSamples));
         };
-        st.first_t_s = first.t_s;
-        st.last_t_s = last.t_s;
-        st.peak_util_pct = self.peak.front().map_or(0, |p| p.1) as f64 / 1000.0;
-        st.mean_util_pct = self.sum_util_milli as f64 / n as f64 / 1000.0;
+        let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.base_t_s + last.t_off as i64);
+        st.first_t_s = first_t;
+        st.last_t_s = last_t;
+        st.peak_util_milli = self.peak_milli();
+        st.sum_util_milli = self.sum_util_milli;
         st.mem_known = cnt(MEM_KNOWN);
         st.mem_held = cnt(MEM_HELD);
         st.mem_free = cnt(MEM_FREE);
-        if st.mem_known > 0 {
-            st.mem_used_mean_mib = Some(self.sum_mem_mib as f64 / st.mem_known as f64);
-        }
+        st.sum_mem_mib = self.sum_mem_mib;
         st.procs_pos = cnt(PROCS_POS);
         st.procs_zero = cnt(PROCS_ZERO);
         st.power_known = cnt(POWER_KNOWN);
         st.power_idle = cnt(POWER_IDLE);
         st.power_spin_low = cnt(POWER_SPIN_LOW);
         st.util_spin = cnt(UTIL_SPIN);
-        if st.power_known > 0 {
-            let k = st.power_known as f64;
-            let mean = self.sum_power_mw as f64 / k;
-            let var = (self.sum_power_sq as f64 / k - mean * mean).max(0.0);
-            st.power_mean_w = Some(mean / 1000.0);
-            st.power_cv = Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 });
-        }
+        st.sum_power_dw = self.sum_power_dw;
+        st.sum_power_sq = self.sum_power_sq;
 
-        let coverage = if now_s - last.t_s > th.max_gap_s {
+        let coverage = if now_s - last_t > th.max_gap_s {
             Coverage::Broken(EvidenceProblem::Stale)
         } else if cnt(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32 > 0 {
             Coverage::Broken(EvidenceProblem::Gap)
@@ -362,7 +440,7 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::AllZero)
         } else if n >= 2 && cnt(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0 && st.power_known == n {
             Coverage::Broken(EvidenceProblem::Frozen)
-        } else if first.t_s > now_s - th.window_s + th.max_gap_s {
+        } else if first_t > now_s - th.window_s + th.max_gap_s {
             Coverage::Short
         } else {
             Coverage::Full
@@ -384,7 +462,6 @@ impl GpuWindow {
     /// Drops window contents older than one window before `now_s` and every pending sample;
     /// used when restoring a snapshot.
     pub(crate) fn restore_trim(&mut self, now_s: i64, th: &IngestThresholds) {
-        self.pending.clear();
         self.evict(now_s, th);
     }
 }

@@ -15,7 +15,7 @@ pub struct Hung;
 /// threshold), memory held on every sample, and no sample with a process count of 0. Where
 /// no sample carries a process count, memory and compute alone decide.
 pub fn gpu_is_hung(g: &GpuStats, cfg: &PolicyConfig) -> bool {
-    gpu_is_low(g, cfg) && g.samples > 0 && g.peak_util_pct < cfg.hung_util_pct && g.mem_held == g.samples && g.procs_zero == 0
+    gpu_is_low(g, cfg) && g.samples > 0 && g.peak_util_pct() < cfg.hung_util_pct && g.mem_held == g.samples && g.procs_zero == 0
 }
 
 impl Signature for Hung {

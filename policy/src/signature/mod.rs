@@ -87,7 +87,7 @@ pub fn classify(gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<(SignatureId, M
 
 /// Guard 4, peak not mean: a GPU is low only if no sample reached the threshold.
 pub fn gpu_is_low(g: &GpuStats, cfg: &PolicyConfig) -> bool {
-    g.peak_util_pct < cfg.util_threshold_pct
+    g.peak_util_pct() < cfg.util_threshold_pct
 }
 
 #[cfg(test)]
@@ -99,8 +99,8 @@ mod tests {
         let n = 20;
         GpuStats {
             samples: n,
-            peak_util_pct: peak,
-            mean_util_pct: mean,
+            peak_util_milli: (peak * 1000.0) as u32,
+            sum_util_milli: (mean * 1000.0) as u64 * n as u64,
             mem_known: n,
             mem_held: if mem_held { n } else { 0 },
             mem_free: if mem_held { 0 } else { n },
@@ -110,8 +110,8 @@ mod tests {
             power_idle: if power_w <= 100.0 { n } else { 0 },
             power_spin_low: if power_w <= 120.0 { n } else { 0 },
             util_spin: if mean >= 90.0 { n } else { 0 },
-            power_mean_w: Some(power_w),
-            power_cv: Some(0.01),
+            sum_power_dw: (power_w * 10.0) as u64 * n as u64,
+            sum_power_sq: ((power_w * 10.0) as u64).pow(2) * n as u64,
             ..GpuStats::default()
         }
     }

@@ -15,7 +15,7 @@ fn gpu_spins(g: &GpuStats, cfg: &PolicyConfig) -> bool {
         && g.util_spin == g.samples
         && g.power_known == g.samples
         && g.power_spin_low == g.samples
-        && g.power_cv.is_some_and(|cv| cv <= cfg.spin_power_cv)
+        && g.power_cv().is_some_and(|cv| cv <= cfg.spin_power_cv)
 }
 
 impl Signature for Spin {
@@ -26,7 +26,7 @@ impl Signature for Spin {
         Verdict::Alert
     }
     fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match> {
-        (!gpus.is_empty() && gpus.iter().all(|g| gpu_spins(g, cfg))).then(|| Match {
+        (!gpus.is_empty() && gpus.iter().all(|g| gpu_spins(g, cfg))).then_some(Match {
             wasted_gpus: gpus.len() as u16,
             waste_frac: 1.0,
             procs_unknown: false,

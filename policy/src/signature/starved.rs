@@ -11,7 +11,7 @@ use crate::window::GpuStats;
 pub struct Starved;
 
 fn gpu_starves(g: &GpuStats, cfg: &PolicyConfig) -> bool {
-    gpu_is_low(g, cfg) && g.samples > 0 && g.mean_util_pct >= cfg.starved_mean_util_pct && g.mem_held == g.samples
+    gpu_is_low(g, cfg) && g.samples > 0 && g.mean_util_pct() >= cfg.starved_mean_util_pct && g.mem_held == g.samples
 }
 
 impl Signature for Starved {
@@ -25,7 +25,7 @@ impl Signature for Starved {
         if gpus.is_empty() || !gpus.iter().all(|g| gpu_starves(g, cfg)) {
             return None;
         }
-        let mean = gpus.iter().map(|g| g.mean_util_pct).sum::<f64>() / gpus.len() as f64;
+        let mean = gpus.iter().map(|g| g.mean_util_pct()).sum::<f64>() / gpus.len() as f64;
         Some(Match {
             wasted_gpus: gpus.len() as u16,
             waste_frac: (1.0 - mean / 100.0).clamp(0.0, 1.0),
