@@ -1,0 +1,132 @@
+//! `sim calibrate`: compare the default workload's per-sample distributions of util, power and
+//! memory used with the Seren CDFs of AcmeTrace (`../shared/traces/acme_util_cdfs/`), print the
+//! Kolmogorov–Smirnov distance of each, and draw both CDFs into one SVG.
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use traces::cdf::{ks_distance, QuantileCdf};
+
+/// Arguments of `sim calibrate`.
+#[derive(clap::Args, Debug)]
+pub struct CalibrateArgs {
+    /// Workload TOML file, or `default` / `traps`.
+    #[arg(long, default_value = "default")]
+    pub workload: PathBuf,
+    /// RNG seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulated span, days.
+    #[arg(long, default_value_t = 2.0)]
+    pub days: f64,
+    /// Folder holding `seren_GPU_UTIL_pct.csv`, `seren_GPU_POWER_W_aug2023.csv` and
+    /// `seren_FB_USED_pct_of_80GB.csv`.
+    #[arg(long, default_value = "../shared/traces/acme_util_cdfs")]
+    pub cdfs: PathBuf,
+    /// SVG to write.
+    #[arg(long, default_value = "reports/calibration.svg")]
+    pub svg: PathBuf,
+}
+
+/// One compared metric.
+#[derive(Clone, Debug)]
+pub struct Metric {
+    /// Name printed (`util_pct`, `power_w`, `mem_used_pct_of_80gib`).
+    pub name: &'static str,
+    /// Simulated samples, sorted.
+    pub sim: Vec<f64>,
+    /// The Seren reference.
+    pub reference: QuantileCdf,
+    /// KS distance.
+    pub ks: f64,
+}
+
+/// The Seren tables compared, with the metric names.
+pub const SEREN: [(&str, &str); 3] = [
+    ("util_pct", "seren_GPU_UTIL_pct.csv"),
+    ("power_w", "seren_GPU_POWER_W_aug2023.csv"),
+    ("mem_used_pct_of_80gib", "seren_FB_USED_pct_of_80GB.csv"),
+];
+
+/// Generates the workload and measures the three distances. Memory used is compared as a
+/// percentage of 80 GiB (81,920 MiB), as AcmeTrace reports it. Missing readings are left out.
+pub fn measure(w: &sim::workload::Workload, seed: u64, days: f64, cdfs: &Path) -> Result<Vec<Metric>> {
+    let world = sim::generate::generate(w, seed, days);
+    let mut util = Vec::new();
+    let mut power = Vec::new();
+    let mut mem = Vec::new();
+    for c in &world.samples {
+        let s = world.expand(c, 0);
+        if let Some(u) = s.util_pct {
+            util.push(u);
+        }
+        if let Some(p) = s.power_w {
+            power.push(p);
+        }
+        if let Some(m) = s.mem_used_mib {
+            mem.push(m / 81_920.0 * 100.0);
+        }
+    }
+    let mut out = Vec::new();
+    for ((name, file), mut v) in SEREN.into_iter().zip([util, power, mem]) {
+        let path = cdfs.join(file);
+        let reference = QuantileCdf::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        v.sort_by(f64::total_cmp);
+        let ks = ks_distance(&v, &reference);
+        out.push(Metric { name, sim: v, reference, ks });
+    }
+    Ok(out)
+}
+
+/// Draws simulated and reference CDFs, one panel per metric.
+pub fn draw(metrics: &[Metric], svg: &Path) -> Result<()> {
+    if let Some(d) = svg.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let root = SVGBackend::new(svg, (1200, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, metrics.len().max(1)));
+    for (m, area) in metrics.iter().zip(panels.iter()) {
+        let x_max = m.reference.points.last().map_or(1.0, |p| p.0).max(m.sim.last().copied().unwrap_or(1.0)).max(1.0);
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{} (KS {:.3})", m.name, m.ks), ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(0.0..x_max, 0.0..1.0)?;
+        chart.configure_mesh().y_desc("CDF").draw()?;
+        chart
+            .draw_series(LineSeries::new(m.reference.points.iter().copied(), &BLUE))?
+            .label("Seren")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], BLUE));
+        let n = m.sim.len().max(1) as f64;
+        let step = (m.sim.len() / 1000).max(1);
+        let pts: Vec<(f64, f64)> = m.sim.iter().enumerate().step_by(step).map(|(i, &v)| (v, (i + 1) as f64 / n)).collect();
+        chart
+            .draw_series(LineSeries::new(pts, &RED))?
+            .label("simulated")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], RED));
+        chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    }
+    root.present().with_context(|| format!("writing {}", svg.display()))?;
+    Ok(())
+}
+
+/// Runs `sim calibrate`.
+pub fn run(args: &CalibrateArgs) -> Result<()> {
+    let w = crate::generate_cmd::load_workload(&args.workload)?;
+    let metrics = measure(&w, args.seed, args.days, &args.cdfs)?;
+    println!("calibration of workload {} (seed {}, {} days) against Seren:", w.name, args.seed, args.days);
+    for m in &metrics {
+        println!(
+            "  {:<24} KS distance {:.3} ({} simulated samples){}",
+            m.name,
+            m.ks,
+            m.sim.len(),
+            if m.ks <= 0.10 { "" } else { "  above 0.10" }
+        );
+    }
+    draw(&metrics, &args.svg)?;
+    println!("wrote {}", args.svg.display());
+    Ok(())
+}
