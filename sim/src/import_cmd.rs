@@ -96,5 +96,21 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     for n in &report.notes {
         println!("  note: {n}");
     }
+    if args.format == Format::Philly {
+        println!("  GPUs at 0 % or with no reading, by minute after the job's start:");
+        for m in import::philly::start_profile(&trace) {
+            let share = |k: u64| 100.0 * k as f64 / m.gpus.max(1) as f64;
+            println!(
+                "    +{} min: {} GPUs, {} at 0 % ({:.1} %), {} missing ({:.1} %), together {:.1} %",
+                m.minute,
+                m.gpus,
+                m.zero,
+                share(m.zero),
+                m.missing,
+                share(m.missing),
+                share(m.zero + m.missing)
+            );
+        }
+    }
     Ok(())
 }

@@ -165,3 +165,18 @@ fn alibaba_pods_never_drain_within_a_window_of_a_busy_sample() {
         );
     }
 }
+
+#[test]
+fn exempting_the_serving_qos_keeps_alibaba_pods_at_watching() {
+    let Some(sh) = shared() else { return };
+    let (t, _) = traces::import::alibaba::import(&sh.join("traces/alibaba_gentd26_pod_gpu_excerpt.csv"), 0, false).unwrap();
+    let before = replay(&t, default_policy(), 60);
+    assert!(before.jobs.iter().any(|o| o.highest == Some(Verdict::Drain)), "the default policy drains idle serving pods");
+    let mut cfg = PolicyConfig::default();
+    cfg.exempt.qos = vec!["serving".into()];
+    let r = replay(&t, Policy::new(&cfg).unwrap(), 60);
+    for o in &r.jobs {
+        assert!(o.highest.unwrap() <= Verdict::Watching, "{:?}", o.highest);
+    }
+    assert!(r.rows.iter().any(|x| x.finding.exempt.is_some()));
+}
