@@ -57,6 +57,10 @@ pub struct JobOutcome {
     /// Longest stretch, seconds, over which every GPU of the job read below
     /// `util_threshold_pct` on every sample (see [`longest_quiet_s`]).
     pub longest_quiet_s: i64,
+    /// Times the job climbed onto `alert` or above from below it (alert episodes).
+    pub alerts: u32,
+    /// Times the job climbed onto `drain` or above from below it.
+    pub drains: u32,
     /// Cycles giving drain/cancel with a reading at or above the threshold in the window.
     pub safety_violations: u32,
     /// Scoring against `truth`, when the trace has it.
@@ -161,6 +165,8 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
             first_drain_s: None,
             first_cancel_s: None,
             longest_quiet_s: longest_quiet_s(trace, &per_job[j], threshold, cfg.max_sample_gap.secs()),
+            alerts: 0,
+            drains: 0,
             safety_violations: 0,
             score: None,
         })
@@ -264,8 +270,14 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
                     });
                 }
             }
+            let was = old.map_or(Verdict::Healthy, |p| p.0);
+            if f.verdict >= Verdict::Alert && was < Verdict::Alert {
+                o.alerts += 1;
+            }
+            if f.verdict >= Verdict::Drain && was < Verdict::Drain {
+                o.drains += 1;
+            }
             if with_truth {
-                let was = old.map_or(Verdict::Healthy, |p| p.0);
                 for rung in [Verdict::Alert, Verdict::Drain, Verdict::Cancel] {
                     if f.verdict >= rung && was < rung {
                         truth[j].on_rung(rung, now, trace.jobs[j].end_s);
@@ -386,7 +398,7 @@ pub const FINDINGS_COLUMNS: [&str; 28] = [
 ];
 
 /// Columns of `jobs-summary.csv`.
-pub const SUMMARY_COLUMNS: [&str; 23] = [
+pub const SUMMARY_COLUMNS: [&str; 25] = [
     "job_id",
     "gpus",
     "start_s",
@@ -399,6 +411,8 @@ pub const SUMMARY_COLUMNS: [&str; 23] = [
     "first_drain_s",
     "first_cancel_s",
     "longest_quiet_s",
+    "alerts",
+    "drains",
     "safety_violations",
     "wasted_gpu_h",
     "starved_gpu_h",
@@ -498,6 +512,8 @@ pub fn write_replay(out: &Path, trace: &Trace, res: &ReplayResult) -> Result<(),
             opt(o.first_drain_s),
             opt(o.first_cancel_s),
             o.longest_quiet_s.to_string(),
+            o.alerts.to_string(),
+            o.drains.to_string(),
             o.safety_violations.to_string(),
             s(&|x| rounded(x.wasted_gpu_h)),
             s(&|x| rounded(x.starved_gpu_h)),

@@ -54,6 +54,7 @@ fn a_hung_job_climbs_the_ladder_and_a_busy_one_stays_healthy() {
     let o = &r.jobs[H as usize];
     assert_eq!(o.highest, Some(Verdict::Drain));
     assert_eq!(o.first_alert_s, Some(alert.0));
+    assert_eq!((o.alerts, o.drains), (1, 1));
     let sc = o.score.as_ref().unwrap();
     assert_eq!((sc.true_alerts, sc.false_alerts, sc.true_drains, sc.false_drains), (1, 0, 1, 0));
     assert_eq!(sc.cancel_correct, None);
@@ -171,7 +172,10 @@ fn exempting_the_serving_qos_keeps_alibaba_pods_at_watching() {
     let Some(sh) = shared() else { return };
     let (t, _) = traces::import::alibaba::import(&sh.join("traces/alibaba_gentd26_pod_gpu_excerpt.csv"), 0, false).unwrap();
     let before = replay(&t, default_policy(), 60);
-    assert!(before.jobs.iter().any(|o| o.highest == Some(Verdict::Drain)), "the default policy drains idle serving pods");
+    assert!(
+        before.jobs.iter().any(|o| o.highest == Some(Verdict::Drain)),
+        "the default policy drains idle serving pods"
+    );
     let mut cfg = PolicyConfig::default();
     cfg.exempt.qos = vec!["serving".into()];
     let r = replay(&t, Policy::new(&cfg).unwrap(), 60);
