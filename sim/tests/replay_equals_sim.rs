@@ -63,7 +63,7 @@ fn replay_of_a_generated_trace_equals_the_simulation() {
         expected.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
 
         let dir = tempfile::tempdir().unwrap();
-        traces::write_trace(dir.path(), &sim::world_trace::world_to_trace(&world)).unwrap();
+        traces::write_trace(dir.path(), &sim::trace::to_trace(&world)).unwrap();
         let (trace, report) = traces::read_trace(dir.path(), false).unwrap();
         assert_eq!(report, traces::ReadReport::default());
         assert!(trace.has_truth());

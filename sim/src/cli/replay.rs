@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `sim replay`.
 #[derive(clap::Args, Debug)]
-pub struct ReplayArgs {
+pub struct Args {
     /// The trace folder (`jobs.csv` + `samples.csv`).
     #[arg(long)]
     pub trace: PathBuf,
@@ -57,7 +57,7 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
 }
 
 /// Runs `sim replay`.
-pub fn run(args: &ReplayArgs) -> Result<()> {
+pub fn run(args: Args) -> Result<()> {
     let (policy, interval_s) = policy_from_args(args.policy.as_deref(), args.interval.as_deref())?;
     let (trace, report) = traces::read_trace(&args.trace, args.lenient).with_context(|| format!("reading trace {}", args.trace.display()))?;
     let res = traces::replay::replay(&trace, policy, interval_s);

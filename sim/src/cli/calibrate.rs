@@ -9,10 +9,10 @@ use traces::cdf::{ks_distance, QuantileCdf};
 
 /// Arguments of `sim calibrate`.
 #[derive(clap::Args, Debug)]
-pub struct CalibrateArgs {
+pub struct Args {
     /// Workload TOML file, or `default` / `traps`.
     #[arg(long, default_value = "default")]
-    pub workload: PathBuf,
+    pub workload: String,
     /// RNG seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -50,8 +50,8 @@ pub const SEREN: [(&str, &str); 3] = [
 
 /// Generates the workload and measures the three distances. Memory used is compared as a
 /// percentage of 80 GiB (81,920 MiB), as AcmeTrace reports it. Missing readings are left out.
-pub fn measure(w: &sim::workload::Workload, seed: u64, days: f64, cdfs: &Path) -> Result<Vec<Metric>> {
-    let world = sim::generate::generate(w, seed, days);
+pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result<Vec<Metric>> {
+    let world = crate::generate(w, seed, days);
     let mut util = Vec::new();
     let mut power = Vec::new();
     let mut mem = Vec::new();
@@ -113,8 +113,8 @@ pub fn draw(metrics: &[Metric], svg: &Path) -> Result<()> {
 }
 
 /// Runs `sim calibrate`.
-pub fn run(args: &CalibrateArgs) -> Result<()> {
-    let w = crate::generate_cmd::load_workload(&args.workload)?;
+pub fn run(args: Args) -> Result<()> {
+    let w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
     let metrics = measure(&w, args.seed, args.days, &args.cdfs)?;
     println!("calibration of workload {} (seed {}, {} days) against Seren:", w.name, args.seed, args.days);
     for m in &metrics {

@@ -20,7 +20,7 @@ pub enum Format {
 
 /// Arguments of `sim import`.
 #[derive(clap::Args, Debug)]
-pub struct ImportArgs {
+pub struct Args {
     /// Source format.
     #[arg(value_enum)]
     pub format: Format,
@@ -61,7 +61,7 @@ fn attribution(jobs: Option<&PathBuf>, lenient: bool) -> Result<Attribution> {
 }
 
 /// Runs `sim import`.
-pub fn run(args: &ImportArgs) -> Result<()> {
+pub fn run(args: Args) -> Result<()> {
     let src = &args.src;
     let ctx = || format!("importing {} as {:?}", src.display(), args.format);
     let (trace, report): (traces::Trace, ImportReport) = match args.format {
