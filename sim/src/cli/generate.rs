@@ -16,6 +16,9 @@ pub struct Args {
     /// Simulated span, days.
     #[arg(long, default_value_t = 1.0)]
     pub days: f64,
+    /// Override the workload's node count (for small traces); the workload is validated again.
+    #[arg(long)]
+    pub nodes: Option<u32>,
     /// Output trace folder.
     #[arg(long)]
     pub out: PathBuf,
@@ -24,7 +27,11 @@ pub struct Args {
 /// Runs `sim generate`.
 pub fn run(args: Args) -> Result<()> {
     anyhow::ensure!(args.days > 0.0 && args.days.is_finite(), "--days must be positive, got {}", args.days);
-    let w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
+    let mut w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
+    if let Some(n) = args.nodes {
+        w.cluster.nodes = n;
+        w.validate().with_context(|| format!("workload {} with --nodes {n}", args.workload))?;
+    }
     let world = crate::generate(&w, args.seed, args.days);
     let trace = crate::trace::to_trace(&world);
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
