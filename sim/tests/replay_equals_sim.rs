@@ -71,11 +71,21 @@ fn replay_of_a_generated_trace_equals_the_simulation() {
         let mut got: Vec<Change> = res
             .rows
             .iter()
-            .map(|r| (r.t_s, trace.jobs[r.job as usize].facts.job_id.clone(), r.finding.verdict, r.finding.signature))
+            .map(|r| {
+                (
+                    r.t_s,
+                    trace.jobs[r.job as usize].facts.job_id.clone(),
+                    r.finding.verdict,
+                    r.finding.signature,
+                )
+            })
             .collect();
         got.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         assert!(expected.len() > world.jobs.len(), "seed {seed}: too few changes to compare");
-        assert!(expected.iter().any(|c| c.2 >= Verdict::Alert), "seed {seed}: the workload should reach alert somewhere");
+        assert!(
+            expected.iter().any(|c| c.2 >= Verdict::Alert),
+            "seed {seed}: the workload should reach alert somewhere"
+        );
         assert_eq!(got.len(), expected.len(), "seed {seed}");
         for (g, e) in got.iter().zip(&expected) {
             assert_eq!(g, e, "seed {seed}");

@@ -73,7 +73,12 @@ pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result
         let reference = QuantileCdf::read(&path).with_context(|| format!("reading {}", path.display()))?;
         v.sort_by(f64::total_cmp);
         let ks = ks_distance(&v, &reference);
-        out.push(Metric { name, sim: v, reference, ks });
+        out.push(Metric {
+            name,
+            sim: v,
+            reference,
+            ks,
+        });
     }
     Ok(out)
 }
@@ -87,7 +92,13 @@ pub fn draw(metrics: &[Metric], svg: &Path) -> Result<()> {
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, metrics.len().max(1)));
     for (m, area) in metrics.iter().zip(panels.iter()) {
-        let x_max = m.reference.points.last().map_or(1.0, |p| p.0).max(m.sim.last().copied().unwrap_or(1.0)).max(1.0);
+        let x_max = m
+            .reference
+            .points
+            .last()
+            .map_or(1.0, |p| p.0)
+            .max(m.sim.last().copied().unwrap_or(1.0))
+            .max(1.0);
         let mut chart = ChartBuilder::on(area)
             .caption(format!("{} (KS {:.3})", m.name, m.ks), ("sans-serif", 16))
             .margin(10)
@@ -101,7 +112,13 @@ pub fn draw(metrics: &[Metric], svg: &Path) -> Result<()> {
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], BLUE));
         let n = m.sim.len().max(1) as f64;
         let step = (m.sim.len() / 1000).max(1);
-        let pts: Vec<(f64, f64)> = m.sim.iter().enumerate().step_by(step).map(|(i, &v)| (v, (i + 1) as f64 / n)).collect();
+        let pts: Vec<(f64, f64)> = m
+            .sim
+            .iter()
+            .enumerate()
+            .step_by(step)
+            .map(|(i, &v)| (v, (i + 1) as f64 / n))
+            .collect();
         chart
             .draw_series(LineSeries::new(pts, &RED))?
             .label("simulated")
@@ -116,7 +133,10 @@ pub fn draw(metrics: &[Metric], svg: &Path) -> Result<()> {
 pub fn run(args: Args) -> Result<()> {
     let w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
     let metrics = measure(&w, args.seed, args.days, &args.cdfs)?;
-    println!("calibration of workload {} (seed {}, {} days) against Seren:", w.name, args.seed, args.days);
+    println!(
+        "calibration of workload {} (seed {}, {} days) against Seren:",
+        w.name, args.seed, args.days
+    );
     for m in &metrics {
         println!(
             "  {:<24} KS distance {:.3} ({} simulated samples){}",

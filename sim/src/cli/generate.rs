@@ -26,11 +26,16 @@ pub struct Args {
 
 /// Runs `sim generate`.
 pub fn run(args: Args) -> Result<()> {
-    anyhow::ensure!(args.days > 0.0 && args.days.is_finite(), "--days must be positive, got {}", args.days);
+    anyhow::ensure!(
+        args.days > 0.0 && args.days.is_finite(),
+        "--days must be positive, got {}",
+        args.days
+    );
     let mut w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
     if let Some(n) = args.nodes {
         w.cluster.nodes = n;
-        w.validate().with_context(|| format!("workload {} with --nodes {n}", args.workload))?;
+        w.validate()
+            .with_context(|| format!("workload {} with --nodes {n}", args.workload))?;
     }
     let world = crate::generate(&w, args.seed, args.days);
     let trace = crate::trace::to_trace(&world);

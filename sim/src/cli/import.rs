@@ -66,12 +66,16 @@ pub fn run(args: Args) -> Result<()> {
     let ctx = || format!("importing {} as {:?}", src.display(), args.format);
     let (trace, report): (traces::Trace, ImportReport) = match args.format {
         Format::Philly => {
-            let Some(jobs) = &args.jobs else { bail!("philly needs --jobs philly_dre_jobs_excerpt.json") };
+            let Some(jobs) = &args.jobs else {
+                bail!("philly needs --jobs philly_dre_jobs_excerpt.json")
+            };
             import::philly::import(src, jobs, args.lenient).with_context(ctx)?
         }
         Format::AlibabaGenai => import::alibaba::import(src, args.epoch_s, args.lenient).with_context(ctx)?,
         Format::NvidiaSmiLog => {
-            let Some(node) = &args.node else { bail!("nvidia-smi-log needs --node NAME (the host the log was taken on)") };
+            let Some(node) = &args.node else {
+                bail!("nvidia-smi-log needs --node NAME (the host the log was taken on)")
+            };
             let opts = import::nvidia_smi::SmiOptions {
                 node: node.clone(),
                 zone: import::Zone::parse(&args.tz)?,
@@ -80,10 +84,21 @@ pub fn run(args: Args) -> Result<()> {
             };
             import::nvidia_smi::import(src, &opts, attribution(args.jobs.as_ref(), args.lenient)?).with_context(ctx)?
         }
-        Format::Dcgm => import::dcgm::import(src, args.node.as_deref(), args.lenient, attribution(args.jobs.as_ref(), args.lenient)?).with_context(ctx)?,
+        Format::Dcgm => import::dcgm::import(
+            src,
+            args.node.as_deref(),
+            args.lenient,
+            attribution(args.jobs.as_ref(), args.lenient)?,
+        )
+        .with_context(ctx)?,
     };
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
-    println!("imported {} jobs, {} samples into {}", trace.jobs.len(), trace.samples.len(), args.out.display());
+    println!(
+        "imported {} jobs, {} samples into {}",
+        trace.jobs.len(),
+        trace.samples.len(),
+        args.out.display()
+    );
     for (k, v) in &report.counts {
         println!("  {k}: {v}");
     }

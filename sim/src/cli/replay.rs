@@ -59,7 +59,8 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
 /// Runs `sim replay`.
 pub fn run(args: Args) -> Result<()> {
     let (policy, interval_s) = policy_from_args(args.policy.as_deref(), args.interval.as_deref())?;
-    let (trace, report) = traces::read_trace(&args.trace, args.lenient).with_context(|| format!("reading trace {}", args.trace.display()))?;
+    let (trace, report) =
+        traces::read_trace(&args.trace, args.lenient).with_context(|| format!("reading trace {}", args.trace.display()))?;
     let res = traces::replay::replay(&trace, policy, interval_s);
     traces::replay::write_replay(&args.out, &trace, &res).with_context(|| format!("writing {}", args.out.display()))?;
     print!("{}", traces::replay::summary_text(&trace, &res));
@@ -73,6 +74,10 @@ pub fn run(args: Args) -> Result<()> {
     for p in report.skipped.iter().take(5) {
         println!("  skipped: {p}");
     }
-    println!("wrote {}/findings.csv and {}/jobs-summary.csv", args.out.display(), args.out.display());
+    println!(
+        "wrote {}/findings.csv and {}/jobs-summary.csv",
+        args.out.display(),
+        args.out.display()
+    );
     Ok(())
 }
