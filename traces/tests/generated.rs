@@ -15,14 +15,16 @@ fn fixture(name: &str) -> traces::Trace {
 
 /// An aggressive policy: alert at once, drain after 20 min, cancel after 40 min in breach.
 fn aggressive() -> Policy {
-    let mut cfg = PolicyConfig::default();
-    cfg.stages = [(0, "alert"), (20, "drain"), (40, "cancel")]
-        .into_iter()
-        .map(|(m, v)| StageConfig {
-            after: DurationS(m * 60),
-            verdict: v.into(),
-        })
-        .collect();
+    let cfg = PolicyConfig {
+        stages: [(0, "alert"), (20, "drain"), (40, "cancel")]
+            .into_iter()
+            .map(|(m, v)| StageConfig {
+                after: DurationS(m * 60),
+                verdict: v.into(),
+            })
+            .collect(),
+        ..PolicyConfig::default()
+    };
     Policy::new(&cfg).unwrap()
 }
 
@@ -85,8 +87,10 @@ fn a_stricter_threshold_never_adds_cancels_on_the_fixtures() {
         let t = fixture(name);
         let mut last = usize::MAX;
         for th in [5.0, 15.0, 30.0, 50.0].iter().rev() {
-            let mut cfg = PolicyConfig::default();
-            cfg.util_threshold_pct = *th;
+            let mut cfg = PolicyConfig {
+                util_threshold_pct: *th,
+                ..PolicyConfig::default()
+            };
             cfg.stages.push(StageConfig {
                 after: DurationS(60 * 60),
                 verdict: "cancel".into(),
