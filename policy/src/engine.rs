@@ -155,6 +155,14 @@ impl IdKey {
     }
 }
 
+/// One sample of this cycle, routed: `key` is job state index << 16 | allocation slot.
+#[derive(Clone, Copy, Debug)]
+struct Routed {
+    key: u64,
+    t_s: i64,
+    idx: u32,
+}
+
 /// Per-job state kept across cycles.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct JobState {
@@ -228,8 +236,8 @@ pub struct Engine {
     jobs: Vec<JobState>,
     by_id: FxMap<String, u32>,
     router: Router,
-    /// This cycle's samples as (job state index << 16 | slot, index into the samples).
-    routed: Vec<(u64, u32)>,
+    /// This cycle's samples, routed to their job and slot.
+    routed: Vec<Routed>,
     /// Per job state, its range in `routed`.
     ranges: Vec<(u32, u32)>,
     cycle: u64,
@@ -409,27 +417,34 @@ impl Engine {
         self.routed.clear();
         for (i, s) in obs.samples.iter().enumerate() {
             match self.router.get(s.node, s.gpu) {
-                Some((ji, slot)) => self.routed.push(((ji as u64) << 16 | slot as u64, i as u32)),
+                Some((ji, slot)) => self.routed.push(Routed {
+                    key: (ji as u64) << 16 | slot as u64,
+                    t_s: s.t_s,
+                    idx: i as u32,
+                }),
                 None => self.counters.unattributed_samples += 1,
             }
         }
         let samples = obs.samples;
-        let cmp = |a: &(u64, u32), b: &(u64, u32)| {
-            let (x, y) = (&samples[a.1 as usize], &samples[b.1 as usize]);
-            a.0.cmp(&b.0)
-                .then(x.t_s.cmp(&y.t_s))
-                .then_with(|| sample_check::raw_key(x).0.cmp(&sample_check::raw_key(y).0))
+        // Ties in time on one GPU are broken by the readings' bit patterns, so that which of
+        // two same-time samples is kept (the other counts as late) does not depend on order.
+        let cmp = |a: &Routed, b: &Routed| {
+            a.key.cmp(&b.key).then(a.t_s.cmp(&b.t_s)).then_with(|| {
+                sample_check::raw_key(&samples[a.idx as usize])
+                    .0
+                    .cmp(&sample_check::raw_key(&samples[b.idx as usize]).0)
+            })
         };
-        if self.routed.windows(2).any(|w| cmp(&w[0], &w[1]) == std::cmp::Ordering::Greater) {
+        if self.routed.windows(2).any(|w| (w[0].key, w[0].t_s) >= (w[1].key, w[1].t_s)) {
             self.routed.sort_unstable_by(cmp);
         }
         self.ranges.clear();
         self.ranges.resize(self.jobs.len(), (0, 0));
         let mut i = 0;
         while i < self.routed.len() {
-            let ji = (self.routed[i].0 >> 16) as usize;
+            let ji = (self.routed[i].key >> 16) as usize;
             let start = i;
-            while i < self.routed.len() && (self.routed[i].0 >> 16) as usize == ji {
+            while i < self.routed.len() && (self.routed[i].key >> 16) as usize == ji {
                 i += 1;
             }
             self.ranges[ji] = (start as u32, i as u32);
@@ -498,8 +513,8 @@ impl Engine {
         let cfg = self.policy.config();
         let st = &mut self.jobs[ji];
         let (from, to) = self.ranges[ji];
-        for &(key, idx) in &self.routed[from as usize..to as usize] {
-            st.gpus[(key & 0xffff) as usize].ingest(&obs.samples[idx as usize], now_s, &th);
+        for r in &self.routed[from as usize..to as usize] {
+            st.gpus[(r.key & 0xffff) as usize].ingest(&obs.samples[r.idx as usize], now_s, &th);
         }
         let mut ev = Evidence {
             gpus_allocated: st.alloc.len() as u16,

@@ -52,32 +52,38 @@ pub(crate) struct Checked {
     pub all_zero_raw: bool,
 }
 
-fn keep(v: Option<f64>, ok: impl Fn(f64) -> bool, invalid: &mut u8) -> Option<f64> {
-    match v {
-        None => None,
-        Some(x) if x.is_finite() && !is_sentinel(x) && ok(x) => Some(x),
-        Some(_) => {
-            *invalid += 1;
-            None
-        }
+/// Keeps `v` if it lies in `[lo, hi]` (or `(lo, hi]` when `open_lo`); otherwise counts it as
+/// invalid. NaN and infinities fail the comparisons. Every vendor sentinel (≥ 2³¹ − 16) lies
+/// above every upper bound used here, so the bounds reject sentinels too; see
+/// `bounds_reject_every_sentinel`.
+#[inline(always)]
+fn keep(v: Option<f64>, lo: f64, open_lo: bool, hi: f64, invalid: &mut u8) -> Option<f64> {
+    let x = v?;
+    let above_lo = if open_lo { x > lo } else { x >= lo };
+    if above_lo && x <= hi {
+        Some(x)
+    } else {
+        *invalid += 1;
+        None
     }
 }
 
 /// Applies the bounds of guard 3 to one sample.
+#[inline]
 pub(crate) fn check(s: &Sample) -> Checked {
     let mut bad = 0u8;
-    let util = keep(s.util_pct, |x| (0.0..=100.0).contains(&x), &mut bad);
-    let sm = keep(s.sm_active, |x| (0.0..=1.0).contains(&x), &mut bad);
-    let mem_total = keep(s.mem_total_mib, |x| x > 0.0 && x <= MAX_MEM_MIB, &mut bad);
-    let mem_used = match keep(s.mem_used_mib, |x| (0.0..=MAX_MEM_MIB).contains(&x), &mut bad) {
-        Some(u) if mem_total.is_some_and(|t| u > t) => {
+    let util = keep(s.util_pct, 0.0, false, 100.0, &mut bad);
+    let sm = keep(s.sm_active, 0.0, false, 1.0, &mut bad);
+    let mem_total = keep(s.mem_total_mib, 0.0, true, MAX_MEM_MIB, &mut bad);
+    let mut mem_used = keep(s.mem_used_mib, 0.0, false, MAX_MEM_MIB, &mut bad);
+    if let (Some(u), Some(t)) = (mem_used, mem_total) {
+        if u > t {
             bad += 1;
-            None
+            mem_used = None;
         }
-        other => other,
-    };
-    let power = keep(s.power_w, |x| x > 0.0 && x <= MAX_POWER_W, &mut bad);
-    let limit = keep(s.power_limit_w, |x| x > 0.0 && x <= MAX_POWER_W, &mut bad);
+    }
+    let power = keep(s.power_w, 0.0, true, MAX_POWER_W, &mut bad);
+    let limit = keep(s.power_limit_w, 0.0, true, MAX_POWER_W, &mut bad);
     let procs = match s.procs {
         Some(p) if p > MAX_PROCS => {
             bad += 1;
@@ -85,7 +91,11 @@ pub(crate) fn check(s: &Sample) -> Checked {
         }
         p => p,
     };
-    let compute = util.or(sm.map(|f| f * 100.0));
+    let compute = match (util, sm) {
+        (Some(u), _) => Some(u),
+        (None, Some(f)) => Some(f * 100.0),
+        (None, None) => None,
+    };
     let all_zero_raw = s.util_pct == Some(0.0) && s.mem_used_mib == Some(0.0) && s.power_w == Some(0.0);
     Checked {
         // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
@@ -178,6 +188,34 @@ mod tests {
             ..s()
         });
         assert_eq!((c.procs, c.invalid_fields), (None, 1));
+    }
+
+    #[test]
+    fn bounds_reject_every_sentinel() {
+        for v in [
+            SENTINEL_U32,
+            DCGM_INT32_BLANK,
+            DCGM_INT64_BLANK,
+            DCGM_FP64_BLANK,
+            DCGM_FP64_BLANK * 100.0,
+        ] {
+            assert!(is_sentinel(v));
+            let c = check(&Sample {
+                util_pct: Some(v),
+                sm_active: Some(v),
+                mem_used_mib: Some(v),
+                mem_total_mib: Some(v),
+                power_w: Some(v),
+                power_limit_w: Some(v),
+                ..s()
+            });
+            assert_eq!(c.invalid_fields, 6, "{v}");
+            assert_eq!(
+                (c.util_milli, c.mem_used_mib, c.mem_total_mib, c.power_w, c.power_limit_w),
+                (None, None, None, None, None)
+            );
+        }
+        assert!(!is_sentinel(100.0) && !is_sentinel(81_920.0));
     }
 
     #[test]

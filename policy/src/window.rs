@@ -26,6 +26,33 @@ const CHANGED: u16 = 1 << 9;
 const GAP_BEFORE: u16 = 1 << 10;
 const MEM_KNOWN: u16 = 1 << 11;
 const NFLAGS: usize = 12;
+const _: () = assert!(NFLAGS <= 12, "counts hold 12 flags");
+
+/// For each 4-bit group of flags, the u128 with a 1 in the 32-bit lane of every set bit.
+const LANES: [u128; 16] = {
+    let mut t = [0u128; 16];
+    let mut i = 0;
+    while i < 16 {
+        let mut b = 0;
+        while b < 4 {
+            if i & (1 << b) != 0 {
+                t[i] |= 1u128 << (32 * b);
+            }
+            b += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+impl GpuWindow {
+    /// How many entries carry `flag` (a single bit).
+    #[inline]
+    fn count(&self, flag: u16) -> u32 {
+        let bit = flag.trailing_zeros() as usize;
+        (self.counts[bit / 4] >> (32 * (bit % 4))) as u32
+    }
+}
 
 /// One valid sample in a window: 20 bytes. Time is an offset from the window's `base_t_s`;
 /// power is kept in tenths of a watt (decisions use full precision at ingest; only the
@@ -212,7 +239,10 @@ pub(crate) struct GpuWindow {
     in_max_milli: u32,
     /// Times of invalid samples still in the window.
     invalid: VecDeque<i64>,
-    counts: [u32; NFLAGS],
+    /// Per-flag counts over the entries, as three u128 words of four 32-bit lanes each
+    /// (flag bit `b` is lane `b % 4` of word `b / 4`), so that adding or removing an entry
+    /// is three additions. Lanes cannot overflow: a window never holds 2³² entries.
+    counts: [u128; 3],
     sum_util_milli: u64,
     sum_power_dw: u64,
     sum_power_sq: u64,
@@ -235,7 +265,7 @@ impl Default for GpuWindow {
             out_len: 0,
             in_max_milli: 0,
             invalid: VecDeque::new(),
-            counts: [0; NFLAGS],
+            counts: [0; 3],
             sum_util_milli: 0,
             sum_power_dw: 0,
             sum_power_sq: 0,
@@ -252,9 +282,9 @@ impl Default for GpuWindow {
 impl GpuWindow {
     #[inline]
     fn add_counts(&mut self, e: &Entry, sign: i64) {
-        let d = sign as u32;
-        for (bit, c) in self.counts.iter_mut().enumerate() {
-            *c = c.wrapping_add(((e.flags as u32 >> bit) & 1).wrapping_mul(d));
+        for (w, c) in self.counts.iter_mut().enumerate() {
+            let lanes = LANES[((e.flags >> (4 * w)) & 0xf) as usize];
+            *c = if sign > 0 { c.wrapping_add(lanes) } else { c.wrapping_sub(lanes) };
         }
         let pk = (e.flags & POWER_KNOWN != 0) as u64;
         let mk = (e.flags & MEM_KNOWN != 0) as u64;
@@ -405,7 +435,7 @@ impl GpuWindow {
     /// Statistics and coverage of the window ending at `now_s`. Call [`GpuWindow::evict`] first.
     pub(crate) fn stats(&self, now_s: i64, th: &IngestThresholds) -> (GpuStats, Coverage) {
         let n = self.entries.len() as u32;
-        let cnt = |flag: u16| self.counts[flag.trailing_zeros() as usize];
+        let cnt = |flag: u16| self.count(flag);
         let mut st = GpuStats {
             samples: n,
             invalid: self.invalid.len() as u32,
@@ -452,7 +482,7 @@ impl GpuWindow {
     /// frozen collector cannot be told from a quiet GPU.
     pub(crate) fn freeze_undetectable(&self) -> bool {
         let n = self.entries.len() as u32;
-        let cnt = |flag: u16| self.counts[flag.trailing_zeros() as usize];
+        let cnt = |flag: u16| self.count(flag);
         match self.entries.front() {
             Some(first) => n >= 2 && cnt(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0 && cnt(POWER_KNOWN) < n,
             None => false,

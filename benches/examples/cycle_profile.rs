@@ -1,0 +1,59 @@
+//! Runs engine cycles over a synthetic cluster, for profilers that count instructions
+//! (`valgrind --tool=callgrind`), which stay repeatable on a busy machine.
+//! Usage: `cycle_profile [jobs] [cycles]`.
+
+use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Sample, Scope};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let jobs_n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(64);
+    let cycles: i64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let jobs: Vec<JobFacts> = (0..jobs_n)
+        .map(|j| JobFacts {
+            job_id: format!("{}", 1_000_000 + j),
+            start_s: 0,
+            alloc: (0..8)
+                .map(|g| GpuRef {
+                    node: NodeId(j as u32),
+                    gpu: g,
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    let mut samples: Vec<Sample> = (0..jobs_n * 8)
+        .map(|i| Sample {
+            node: NodeId((i / 8) as u32),
+            gpu: (i % 8) as u16,
+            util_pct: Some(if i % 80 < 8 { 0.0 } else { 95.0 }),
+            mem_used_mib: Some(if i % 80 < 8 { 0.0 } else { 60_000.0 }),
+            mem_total_mib: Some(81_920.0),
+            power_w: Some(300.0),
+            power_limit_w: Some(400.0),
+            procs: Some(1),
+            ..Default::default()
+        })
+        .collect();
+    let mut engine = Engine::new(Policy::default(), Mode::Observe);
+    let mut out = Vec::new();
+    let mut verdicts = 0usize;
+    for c in 1..=cycles {
+        let now = c * 60;
+        for (i, s) in samples.iter_mut().enumerate() {
+            s.t_s = now;
+            s.power_w = Some(300.0 + ((c as usize + i) & 7) as f64 * 0.1);
+        }
+        engine.step(
+            now,
+            &Observation {
+                jobs: &jobs,
+                samples: &samples,
+                scope: Scope::Whole,
+                drains: &[],
+            },
+            &mut out,
+        );
+        verdicts += out.iter().filter(|f| f.verdict.is_actionable()).count();
+    }
+    println!("{} cycles × {} GPU-samples, {verdicts} actionable findings", cycles, jobs_n * 8);
+}

@@ -1,0 +1,347 @@
+//! One named test per safety guard of the policy (ARCHITECTURE.md lists them as invariants).
+//! Each guard also has a proptest property in `properties.rs`.
+
+mod harness;
+use harness::*;
+use policy::{Cap, Cause, DrainConfirmation, EvidenceProblem, GpuRef, Mode, NodeId, Policy, Scope, Verdict};
+
+#[test]
+fn guard_1_warmup_job_is_never_judged() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 2)])]);
+    r.run_until(cfg().warmup.secs() - 1, |_, _, _| Gpu::Idle);
+    for (_, f) in &r.history {
+        assert_eq!((f[0].verdict, f[0].cause), (Verdict::Healthy, Cause::Warmup));
+    }
+    assert!(r.out[0].reason(&r.jobs[0]).contains("warmup"));
+}
+
+#[test]
+fn guard_2_alert_needs_a_covered_window() {
+    let c = cfg();
+    let mut r = Run::new(c.clone(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(4 * 3600, |_, _, _| Gpu::Idle);
+    // Samples start at 60 s; the window is covered once the first sample is no later than
+    // now − window + gap.
+    let first_alert = r.first_at(0, Verdict::Alert).unwrap();
+    assert_eq!(first_alert, 60 + c.window.secs() - c.max_sample_gap.secs());
+    assert_eq!(
+        r.history.iter().find(|(t, _)| *t == first_alert - 60).unwrap().1[0].verdict,
+        Verdict::Watching
+    );
+}
+
+#[test]
+fn guard_2_a_hole_longer_than_the_gap_is_insufficient_evidence() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    // Idle, with a 4-minute hole (gap is 3 minutes) at 2 h.
+    r.run_until(
+        4 * 3600,
+        |t, _, _| if (7200..7200 + 240).contains(&t) { Gpu::Missing } else { Gpu::Idle },
+    );
+    let at = |t: i64| r.history.iter().find(|(h, _)| *h == t).unwrap().1[0].clone();
+    assert_eq!(at(7200 + 240).cause, Cause::Evidence(EvidenceProblem::Gap));
+    assert_eq!(at(7200 + 240).verdict, Verdict::InsufficientEvidence);
+    // While the hole is inside the window (the sample before it, at 7140, is still in the
+    // window), nothing escalates.
+    for t in (7200 + 240..7140 + 1200).step_by(60) {
+        assert_eq!(at(t).verdict, Verdict::InsufficientEvidence, "at {t}");
+    }
+}
+
+#[test]
+fn guard_2_a_stale_window_is_insufficient_evidence() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(3600, |_, _, _| Gpu::Idle);
+    r.run_until(3600 + 240, |_, _, _| Gpu::Missing);
+    assert_eq!(r.out[0].cause, Cause::Evidence(EvidenceProblem::Stale));
+}
+
+#[test]
+fn guard_3_sentinels_and_out_of_bounds_are_not_zero() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    let bad = [
+        4_294_967_295.0,
+        2_147_483_632.0,
+        9_223_372_036_854_775_792.0,
+        140_737_488_355_328.0,
+        -1.0,
+        101.0,
+        f64::NAN,
+    ];
+    let mut i = 0;
+    while r.now_s < 3 * 3600 {
+        let t = r.now_s + 60;
+        let mut s = sample(Gpu::Idle, t, GpuRef { node: NodeId(0), gpu: 0 }).unwrap();
+        s.util_pct = Some(bad[i % bad.len()]);
+        i += 1;
+        r.tick_samples(vec![s]);
+        assert!(r.verdict(0) <= Verdict::InsufficientEvidence);
+    }
+    assert!(r.out[0].evidence.invalid_samples >= 19);
+}
+
+#[test]
+fn guard_4_one_sample_at_the_threshold_clears_low_utilisation() {
+    let c = cfg();
+    let thr = c.util_threshold_pct as u8;
+    let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    // Idle throughout, except one sample at exactly the threshold every 15 min.
+    r.run_until(6 * 3600, |t, _, _| if t % 900 == 0 { Gpu::Util(thr) } else { Gpu::Idle });
+    assert!(r.max_verdict(0) < Verdict::Alert, "reached {}", r.max_verdict(0));
+    assert!(r.out[0].evidence.mean_util_pct < 2.0, "the mean is far below the threshold");
+    // …while just below the threshold the job is alerted.
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(6 * 3600, |t, _, _| if t % 900 == 0 { Gpu::Util(thr - 1) } else { Gpu::Idle });
+    assert!(r.max_verdict(0) >= Verdict::Alert);
+}
+
+#[test]
+fn guard_5_stages_follow_dwell_and_a_gap_restarts_escalation() {
+    let c = cfg();
+    let mut r = Run::new(c.clone(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    let alert = r.first_at(0, Verdict::Alert).unwrap();
+    let drain = r.first_at(0, Verdict::Drain).unwrap();
+    // Breach start is the first sample (60 s); drain at dwell ≥ 60 m.
+    assert_eq!(drain, 60 + 3600);
+    assert!(alert < drain);
+    assert_eq!(r.verdict(0), Verdict::Drain);
+    assert!(r.out[0].hypothetical, "observe-mode drains are hypothetical");
+    // An evidence gap ends the breach; escalation starts again from the first alert.
+    r.run_until(3 * 3600 + 300, |_, _, _| Gpu::Missing);
+    assert_eq!(r.verdict(0), Verdict::InsufficientEvidence);
+    let restart = r.now_s;
+    r.run_until(8 * 3600, |_, _, _| Gpu::Idle);
+    let again = r
+        .history
+        .iter()
+        .filter(|(t, _)| *t > restart)
+        .find(|(_, f)| f[0].verdict >= Verdict::Alert)
+        .unwrap();
+    assert_eq!(again.1[0].verdict, Verdict::Alert, "escalation restarts at alert, not at drain");
+    let drain_again = r
+        .history
+        .iter()
+        .filter(|(t, _)| *t > restart)
+        .find(|(_, f)| f[0].verdict >= Verdict::Drain)
+        .unwrap()
+        .0;
+    assert!(
+        drain_again >= restart + 3600,
+        "drain again only after a fresh 60 m dwell: {drain_again}"
+    );
+}
+
+#[test]
+fn guard_6_cancel_needs_a_confirmed_drain_one_window_old_and_notice() {
+    let c = cfg_with_cancel(2 * 3600);
+    let mut r = Run::new(c.clone(), Mode::Observe, vec![job("1", 0, &[(0, 2)])]);
+    r.run_until(6 * 3600, |_, _, _| Gpu::Idle);
+    let alert = r.first_at(0, Verdict::Alert).unwrap();
+    let drain = r.first_at(0, Verdict::Drain).unwrap();
+    let cancel = r.first_at(0, Verdict::Cancel).unwrap();
+    // Hypothetical confirmation one cycle after the drain verdict; cancel at least one window
+    // after it, after notice, and at the cancel stage's dwell.
+    assert!(cancel >= drain + 60 + c.window.secs());
+    assert!(cancel - alert >= c.notice.secs());
+    assert_eq!(cancel, 60 + 2 * 3600);
+    assert!(r.out[0].hypothetical);
+}
+
+#[test]
+fn guard_6_enforce_mode_ignores_hypothetical_confirmations_and_needs_real_ones() {
+    let c = cfg_with_cancel(2 * 3600);
+    let mut r = Run::new(c.clone(), Mode::Enforce, vec![job("1", 0, &[(0, 2)])]);
+    let mut confirmed = None;
+    while r.now_s < 8 * 3600 {
+        if r.history.last().is_some_and(|(_, f)| f[0].verdict == Verdict::Drain) {
+            // A hypothetical confirmation is offered every cycle; it must be ignored.
+            r.drains.push(DrainConfirmation {
+                job_id: "1".into(),
+                nodes: vec![NodeId(0)],
+                confirmed_s: r.now_s,
+                hypothetical: true,
+            });
+        }
+        r.tick(|_, _, _| Gpu::Idle);
+        assert_ne!(r.verdict(0), Verdict::Cancel, "cancelled on hypothetical drains at {}", r.now_s);
+        if r.verdict(0) == Verdict::Drain && r.now_s > 5 * 3600 && confirmed.is_none() {
+            confirmed = Some(r.now_s);
+        }
+    }
+    assert_eq!(r.out[0].cap, Some(Cap::DrainUnconfirmed));
+    // A real confirmation, once it is one window old, allows the cancel.
+    let t0 = r.now_s;
+    r.drains.push(DrainConfirmation {
+        job_id: "1".into(),
+        nodes: vec![NodeId(0)],
+        confirmed_s: t0,
+        hypothetical: false,
+    });
+    r.run_until(t0 + 2 * c.window.secs(), |_, _, _| Gpu::Idle);
+    let cancel = r.first_at(0, Verdict::Cancel).unwrap();
+    assert_eq!(cancel, t0 + c.window.secs());
+    assert!(!r.out[0].hypothetical);
+}
+
+#[test]
+fn guard_6_no_jump_from_healthy_to_cancel() {
+    // Every stage at 0 and the highest ceilings: the ladder still climbs one rung per cycle.
+    let mut c = cfg();
+    c.stages = vec![policy::StageConfig {
+        after: policy::DurationS(0),
+        verdict: "cancel".into(),
+    }];
+    c.notice = policy::DurationS(0);
+    let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    let mut prev = Verdict::Healthy;
+    for (t, f) in &r.history {
+        let v = f[0].verdict;
+        if v > Verdict::Alert {
+            assert!(prev >= Verdict::Alert && v as u8 <= prev as u8 + 1, "{prev} → {v} at {t}");
+        }
+        prev = v;
+    }
+    assert_eq!(r.verdict(0), Verdict::Cancel);
+}
+
+#[test]
+fn guard_7_ceilings_apply_per_signature() {
+    let c = cfg_with_cancel(2 * 3600);
+    let mut r = Run::new(c.clone(), Mode::Observe, vec![job("1", 0, &[(0, 2)]), job("2", 0, &[(1, 2)])]);
+    r.run_until(6 * 3600, |_, ji, _| if ji == 0 { Gpu::Spin } else { Gpu::Starved });
+    assert_eq!(r.out[0].signature_name(), "spin");
+    assert_eq!(r.max_verdict(0), Verdict::Alert);
+    assert_eq!(r.out[0].cap, Some(Cap::Ceiling));
+    assert_eq!(r.out[1].signature_name(), "starved");
+    assert_eq!(r.max_verdict(1), Verdict::Alert);
+    // Raising spin's ceiling lets it climb.
+    let mut c2 = c;
+    c2.ceilings.insert("spin".into(), "drain".into());
+    let mut r = Run::new(c2, Mode::Observe, vec![job("1", 0, &[(0, 2)])]);
+    r.run_until(6 * 3600, |_, _, _| Gpu::Spin);
+    assert_eq!(r.max_verdict(0), Verdict::Drain);
+}
+
+#[test]
+fn guard_8_exemptions_hold_at_watching_and_are_recorded() {
+    let mut c = cfg_with_cancel(2 * 3600);
+    c.exempt.users = vec!["BOB".into()];
+    c.exempt.name_regex = "^jupyter".into();
+    let mut jobs = vec![
+        job("1", 0, &[(0, 1)]),
+        job("2", 0, &[(1, 1)]),
+        job("3", 0, &[(2, 1)]),
+        job("4", 0, &[(3, 1)]),
+    ];
+    jobs[0].user = "bob".into();
+    jobs[1].name = "jupyter-lab".into();
+    jobs[2].comment = "debug run gpu-reaper:exempt".into();
+    let mut r = Run::new(c, Mode::Observe, jobs);
+    r.run_until(6 * 3600, |_, _, _| Gpu::Idle);
+    for ji in 0..3 {
+        assert_eq!(r.max_verdict(ji), Verdict::Watching, "job {ji}");
+        assert_eq!(r.out[ji].cap, Some(Cap::Exempt));
+        assert!(r.out[ji].exempt.is_some());
+        assert!(r.out[ji].reason(&r.jobs[ji]).contains("exempt"));
+    }
+    assert_eq!(r.out[2].exempt.as_deref(), Some("comment marker"));
+    assert_eq!(r.max_verdict(3), Verdict::Cancel);
+    assert!(Policy::new(&policy::PolicyConfig {
+        exempt: policy::ExemptConfig {
+            name_regex: "([".into(),
+            ..Default::default()
+        },
+        ..cfg()
+    })
+    .is_err());
+}
+
+#[test]
+fn guard_9_partial_scope_stops_at_alert() {
+    let c = cfg_with_cancel(2 * 3600);
+    // Two-node job seen from node 0 only, and a one-node job on node 0.
+    let mut second = job("2", 0, &[(0, 4)]);
+    for g in &mut second.alloc {
+        g.gpu += 4;
+    }
+    let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 4), (1, 4)]), second]);
+    r.scope = Scope::Node(NodeId(0));
+    r.run_until(6 * 3600, |_, _, _| Gpu::Idle);
+    assert_eq!(r.max_verdict(0), Verdict::Alert);
+    assert_eq!(r.out[0].cap, Some(Cap::PartialScope));
+    assert_eq!(r.out[0].evidence.gpus_observed, 4);
+    assert_eq!(r.max_verdict(1), Verdict::Cancel);
+}
+
+#[test]
+fn guard_9_a_missing_node_is_insufficient_evidence() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 4), (1, 4)])]);
+    r.run_until(6 * 3600, |_, _, g| if g.node == NodeId(1) { Gpu::Missing } else { Gpu::Idle });
+    assert_eq!(r.max_verdict(0), Verdict::InsufficientEvidence);
+}
+
+#[test]
+fn guard_10_future_samples_are_invalid_and_a_clock_jump_resets() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(4 * 3600, |_, _, _| Gpu::Future);
+    assert_eq!(r.max_verdict(0), Verdict::InsufficientEvidence);
+    assert!(r.out[0].evidence.invalid_samples > 0);
+    // A clock that jumps back never takes a job up the ladder.
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    assert_eq!(r.verdict(0), Verdict::Drain);
+    r.now_s -= 7200;
+    r.tick(|_, _, _| Gpu::Idle);
+    assert!(r.verdict(0) <= Verdict::Alert, "{}", r.verdict(0));
+}
+
+#[test]
+fn reason_is_one_short_line() {
+    let mut j = job("1", 0, &[(0, 1)]);
+    j.job_id = format!("{}\n;rm -rf /", "9".repeat(300));
+    let mut r = Run::new(cfg(), Mode::Observe, vec![j]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    for (_, f) in &r.history {
+        let reason = f[0].reason(&r.jobs[0]);
+        assert!(reason.chars().count() < 200 && !reason.contains('\n'), "{reason:?}");
+    }
+}
+
+#[test]
+fn jobs_that_leave_are_forgotten() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)]), job("2", 0, &[(1, 1)])]);
+    r.run_until(3000, |_, _, _| Gpu::Idle);
+    assert_eq!(r.engine.tracked_jobs(), 2);
+    r.jobs.remove(0);
+    r.tick(|_, _, _| Gpu::Idle);
+    assert_eq!(r.engine.tracked_jobs(), 1);
+    assert_eq!(r.out.len(), 1);
+    assert_eq!(r.verdict(0), Verdict::Alert, "the remaining job keeps its state");
+}
+
+#[test]
+fn samples_for_unallocated_or_shared_gpus_are_not_attributed() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)]), job("2", 0, &[(0, 1)])]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    // Both jobs claim node 0 GPU 0: neither may be judged on the other's samples.
+    assert_eq!(r.max_verdict(0), Verdict::InsufficientEvidence);
+    assert_eq!(r.max_verdict(1), Verdict::InsufficientEvidence);
+    assert!(r.engine.counters().unattributed_samples > 0);
+    let _ = GpuRef { node: NodeId(0), gpu: 0 };
+}
+
+#[test]
+fn snapshot_restore_keeps_windows_but_restarts_escalation() {
+    let c = cfg();
+    let mut r = Run::new(c.clone(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    assert_eq!(r.verdict(0), Verdict::Drain);
+    let snap = r.engine.snapshot(r.now_s);
+    let json = serde_json::to_string(&snap).unwrap();
+    let snap: policy::EngineSnapshot = serde_json::from_str(&json).unwrap();
+    r.engine = policy::Engine::restore(Policy::new(&c).unwrap(), Mode::Observe, snap, r.now_s);
+    r.tick(|_, _, _| Gpu::Idle);
+    assert_eq!(r.verdict(0), Verdict::Alert, "the window survives, the escalation does not");
+}

@@ -1,0 +1,340 @@
+//! proptest properties: one per safety guard, plus order independence and threshold
+//! monotonicity. Scenarios are small random clusters whose GPUs switch between behaviours,
+//! including collector faults.
+
+mod harness;
+use harness::*;
+use policy::{Cause, Finding, GpuRef, JobFacts, Mode, NodeId, PolicyConfig, Sample, Scope, SignatureId, Verdict};
+use proptest::prelude::*;
+
+const TICKS: usize = 200;
+
+#[derive(Clone, Debug)]
+struct JobSpec {
+    start_tick: i64,
+    nodes: u32,
+    gpus: u16,
+    /// Per GPU: (state, ticks) segments, repeated to cover the run.
+    segments: Vec<Vec<(Gpu, u16)>>,
+}
+
+fn gpu_state() -> impl Strategy<Value = Gpu> {
+    prop_oneof![
+        4 => Just(Gpu::Idle),
+        3 => Just(Gpu::Hung),
+        3 => Just(Gpu::Busy),
+        1 => Just(Gpu::Spin),
+        1 => Just(Gpu::Starved),
+        1 => Just(Gpu::Stall),
+        1 => Just(Gpu::Missing),
+        1 => Just(Gpu::NaUtil),
+        1 => Just(Gpu::AllZero),
+        1 => Just(Gpu::Future),
+        1 => (0u8..=100).prop_map(Gpu::Util),
+    ]
+}
+
+fn job_spec() -> impl Strategy<Value = JobSpec> {
+    (0i64..30, 1u32..=2, 1u16..=2).prop_flat_map(|(start_tick, nodes, gpus)| {
+        let per_gpu = prop::collection::vec((gpu_state(), 1u16..120), 1..5);
+        prop::collection::vec(per_gpu, (nodes as usize) * (gpus as usize)).prop_map(move |segments| JobSpec {
+            start_tick,
+            nodes,
+            gpus,
+            segments,
+        })
+    })
+}
+
+fn scenario() -> impl Strategy<Value = Vec<JobSpec>> {
+    prop::collection::vec(job_spec(), 1..4)
+}
+
+fn test_cfg() -> PolicyConfig {
+    cfg_with_cancel(90 * 60)
+}
+
+fn jobs_of(spec: &[JobSpec]) -> Vec<JobFacts> {
+    spec.iter()
+        .enumerate()
+        .map(|(j, s)| {
+            let nodes: Vec<(u32, u16)> = (0..s.nodes).map(|n| (j as u32 * 2 + n, s.gpus)).collect();
+            job(&format!("{}", 100 + j), s.start_tick * 60, &nodes)
+        })
+        .collect()
+}
+
+fn state_at(spec: &JobSpec, gpu_index: usize, tick: i64) -> Gpu {
+    let segs = &spec.segments[gpu_index];
+    let total: i64 = segs.iter().map(|s| s.1 as i64).sum();
+    let mut t = tick.rem_euclid(total.max(1));
+    for &(g, len) in segs {
+        if t < len as i64 {
+            return g;
+        }
+        t -= len as i64;
+    }
+    segs[0].0
+}
+
+/// The samples of every job at cycle `tick` (cycle time `tick × 60`).
+fn samples_at(spec: &[JobSpec], jobs: &[JobFacts], tick: i64) -> Vec<Sample> {
+    let now = tick * 60;
+    let mut v = Vec::new();
+    for (s, j) in spec.iter().zip(jobs) {
+        for (gi, &r) in j.alloc.iter().enumerate() {
+            if let Some(x) = sample(state_at(s, gi, tick), now, r) {
+                v.push(x);
+            }
+        }
+    }
+    v
+}
+
+/// Runs a scenario and returns (now_s, findings, samples) per cycle.
+fn run_with(
+    spec: &[JobSpec],
+    cfg: PolicyConfig,
+    mode: Mode,
+    scope: Scope,
+    mut edit: impl FnMut(i64, &mut Vec<Sample>),
+) -> Vec<(i64, Vec<Finding>, Vec<Sample>)> {
+    let jobs = jobs_of(spec);
+    let mut r = Run::new(cfg, mode, jobs.clone());
+    r.scope = scope;
+    let mut out = Vec::new();
+    for tick in 1..=TICKS as i64 {
+        let mut samples = samples_at(spec, &jobs, tick);
+        edit(tick, &mut samples);
+        r.now_s = tick * 60;
+        r.tick_with(samples.clone());
+        out.push((r.now_s, r.out.clone(), samples));
+    }
+    out
+}
+
+fn run(spec: &[JobSpec]) -> Vec<(i64, Vec<Finding>, Vec<Sample>)> {
+    run_with(spec, test_cfg(), Mode::Observe, Scope::Whole, |_, _| {})
+}
+
+fn verdicts(h: &[(i64, Vec<Finding>, Vec<Sample>)]) -> Vec<Vec<(Verdict, Option<SignatureId>)>> {
+    h.iter()
+        .map(|(_, f, _)| f.iter().map(|x| (x.verdict, x.signature)).collect())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Guard 1: a job younger than warmup is never judged.
+    #[test]
+    fn prop_guard_1_warmup(spec in scenario()) {
+        let c = test_cfg();
+        let jobs = jobs_of(&spec);
+        for (now, f, _) in run(&spec) {
+            for x in &f {
+                if now - jobs[x.job_index as usize].start_s < c.warmup.secs() {
+                    prop_assert_eq!((x.verdict, x.cause), (Verdict::Healthy, Cause::Warmup));
+                }
+            }
+        }
+    }
+
+    /// Guard 2: a verdict at alert or above has valid samples covering the whole window on
+    /// every observed GPU, checked against the raw samples.
+    #[test]
+    fn prop_guard_2_full_window(spec in scenario()) {
+        let c = test_cfg();
+        let (w, gap) = (c.window.secs(), c.max_sample_gap.secs());
+        let jobs = jobs_of(&spec);
+        let h = run(&spec);
+        for (i, (now, f, _)) in h.iter().enumerate() {
+            for x in f.iter().filter(|x| x.verdict >= Verdict::Alert) {
+                for r in &jobs[x.job_index as usize].alloc {
+                    // Valid = present, in the window, not from the future when it arrived,
+                    // util readable.
+                    let mut times: Vec<i64> = h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + c.clock_skew.secs()))
+                        .filter(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.util_pct.is_some())
+                        .map(|s| s.t_s).collect();
+                    times.sort_unstable();
+                    prop_assert!(!times.is_empty());
+                    prop_assert!(times[0] <= now - w + gap, "first {} now {}", times[0], now);
+                    prop_assert!(now - times[times.len() - 1] <= gap);
+                    prop_assert!(times.windows(2).all(|p| p[1] - p[0] <= gap));
+                }
+            }
+        }
+    }
+
+    /// Guard 3: missing data never escalates. A GPU whose last `max_sample_gap` holds no
+    /// readable sample keeps its job at or below insufficient_evidence.
+    #[test]
+    fn prop_guard_3_missing_never_escalates(spec in scenario()) {
+        let c = test_cfg();
+        let gap = c.max_sample_gap.secs();
+        let jobs = jobs_of(&spec);
+        let h = run(&spec);
+        for (i, (now, f, _)) in h.iter().enumerate() {
+            for x in f {
+                let blind = jobs[x.job_index as usize].alloc.iter().any(|r| {
+                    !h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + 60))
+                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s >= now - gap && s.t_s <= *now && s.util_pct.is_some())
+                });
+                if blind {
+                    prop_assert!(x.verdict <= Verdict::InsufficientEvidence, "{} at {now}", x.verdict);
+                }
+            }
+        }
+    }
+
+    /// Guard 4: if every GPU of a job had a sample at or above the threshold in the window,
+    /// no low-utilisation signature names it.
+    #[test]
+    fn prop_guard_4_peak_not_mean(spec in scenario()) {
+        let c = test_cfg();
+        let w = c.window.secs();
+        let jobs = jobs_of(&spec);
+        let h = run(&spec);
+        for (i, (now, f, _)) in h.iter().enumerate() {
+            for x in f {
+                let all_busy = jobs[x.job_index as usize].alloc.iter().all(|r| {
+                    h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + 60))
+                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.util_pct.is_some_and(|u| u >= c.util_threshold_pct && u <= 100.0))
+                });
+                if all_busy {
+                    prop_assert!(matches!(x.signature_name(), "none" | "spin"), "{} at {now}", x.signature_name());
+                }
+            }
+        }
+    }
+
+    /// Guards 5 and 6: above alert, verdicts climb at most one rung per cycle; a cancel comes
+    /// after a drain at least one window earlier within an unbroken escalation that began at
+    /// least `notice` ago.
+    #[test]
+    fn prop_guard_5_6_one_rung_and_cancel_history(spec in scenario()) {
+        let c = test_cfg();
+        let h = run(&spec);
+        let v = verdicts(&h);
+        for j in 0..spec.len() {
+            for i in 1..v.len() {
+                let (prev, cur) = (v[i - 1][j].0, v[i][j].0);
+                if cur > Verdict::Alert {
+                    prop_assert!(prev >= Verdict::Alert && (cur as u8) <= prev as u8 + 1, "{prev} → {cur}");
+                }
+                if cur == Verdict::Cancel {
+                    let now = h[i].0;
+                    let run_start = (0..=i).rev().take_while(|&k| v[k][j].0 >= Verdict::Alert).last().unwrap();
+                    prop_assert!(now - h[run_start].0 >= c.notice.secs());
+                    let first_drain = (run_start..=i).find(|&k| v[k][j].0 >= Verdict::Drain).unwrap();
+                    prop_assert!(h[first_drain].0 + 60 <= now - c.window.secs());
+                }
+            }
+        }
+    }
+
+    /// Guard 6: an engine built for enforcement never cancels on hypothetical confirmations
+    /// (it gets none here, so it never cancels at all).
+    #[test]
+    fn prop_guard_6_enforce_needs_real_drains(spec in scenario()) {
+        let h = run_with(&spec, test_cfg(), Mode::Enforce, Scope::Whole, |_, _| {});
+        prop_assert!(h.iter().all(|(_, f, _)| f.iter().all(|x| x.verdict < Verdict::Cancel && !x.hypothetical)));
+    }
+
+    /// Guard 7: no verdict exceeds its signature's ceiling.
+    #[test]
+    fn prop_guard_7_ceilings(spec in scenario(), spin in prop_oneof![Just("watching"), Just("alert"), Just("drain")]) {
+        let mut c = test_cfg();
+        c.ceilings.insert("spin".into(), spin.into());
+        c.ceilings.insert("hung".into(), "drain".into());
+        let p = policy::Policy::new(&c).unwrap();
+        let h = run_with(&spec, c, Mode::Observe, Scope::Whole, |_, _| {});
+        for (_, f, _) in &h {
+            for x in f {
+                if let Some(sig) = x.signature {
+                    prop_assert!(x.verdict <= p.ceiling(sig), "{} {}", x.signature_name(), x.verdict);
+                }
+            }
+        }
+    }
+
+    /// Guard 8: exempt jobs never go above watching.
+    #[test]
+    fn prop_guard_8_exempt(spec in scenario()) {
+        let mut c = test_cfg();
+        c.exempt.accounts = vec!["ML".into()];
+        let h = run_with(&spec, c, Mode::Observe, Scope::Whole, |_, _| {});
+        prop_assert!(h.iter().all(|(_, f, _)| f.iter().all(|x| x.verdict <= Verdict::Watching)));
+    }
+
+    /// Guard 9: a per-node observer never takes a multi-node job above alert.
+    #[test]
+    fn prop_guard_9_whole_allocation(spec in scenario()) {
+        let jobs = jobs_of(&spec);
+        let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Node(NodeId(0)), |_, _| {});
+        for (_, f, _) in &h {
+            for x in f {
+                let nodes = policy::alloc_nodes(&jobs[x.job_index as usize].alloc);
+                if nodes.len() > 1 || nodes[0] != NodeId(0) {
+                    prop_assert!(x.verdict <= Verdict::Alert);
+                }
+            }
+        }
+    }
+
+    /// Guard 10: samples stamped in the future change no verdict.
+    #[test]
+    fn prop_guard_10_future_samples_are_ignored(spec in scenario(), every in 2i64..9) {
+        let base = verdicts(&run(&spec));
+        let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Whole, |tick, s| {
+            if tick % every == 0 {
+                let extra: Vec<Sample> = s.iter().map(|x| Sample { t_s: x.t_s + 7200, util_pct: Some(100.0), ..*x }).collect();
+                s.extend(extra);
+            }
+        });
+        prop_assert_eq!(base, verdicts(&h));
+    }
+
+    /// Within one cycle, findings do not depend on the order samples arrive in, nor on
+    /// duplicates and stale resends mixed in.
+    #[test]
+    fn prop_sample_order_does_not_matter(spec in scenario(), seed in any::<u64>()) {
+        let base = run(&spec);
+        let mut state = seed | 1;
+        let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Whole, |_, s| {
+            for i in (1..s.len()).rev() {
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+                s.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+        });
+        let strip = |h: &[(i64, Vec<Finding>, Vec<Sample>)]| h.iter().map(|(_, f, _)| f.clone()).collect::<Vec<_>>();
+        prop_assert_eq!(strip(&base), strip(&h));
+    }
+
+    /// A stricter (lower) util threshold never produces more cancels.
+    #[test]
+    fn prop_stricter_threshold_never_cancels_more(spec in scenario(), lo in 1u8..15, hi in 15u8..60) {
+        let cancels = |thr: u8| {
+            let mut c = test_cfg();
+            c.util_threshold_pct = thr as f64;
+            let h = run_with(&spec, c, Mode::Observe, Scope::Whole, |_, _| {});
+            (0..spec.len()).filter(|&j| h.iter().any(|(_, f, _)| f[j].verdict == Verdict::Cancel)).collect::<Vec<_>>()
+        };
+        let (strict, loose) = (cancels(lo), cancels(hi));
+        prop_assert!(strict.iter().all(|j| loose.contains(j)), "strict {strict:?} loose {loose:?}");
+    }
+}
+
+#[test]
+fn generated_scenarios_reach_every_rung() {
+    // The properties above are only worth something if scenarios reach cancel at all.
+    let spec = vec![JobSpec {
+        start_tick: 0,
+        nodes: 1,
+        gpus: 2,
+        segments: vec![vec![(Gpu::Idle, 200)], vec![(Gpu::Hung, 200)]],
+    }];
+    let h = run(&spec);
+    assert!(h.iter().any(|(_, f, _)| f[0].verdict == Verdict::Cancel));
+    let _ = GpuRef { node: NodeId(0), gpu: 0 };
+}

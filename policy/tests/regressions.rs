@@ -1,0 +1,160 @@
+//! Regression cases: each has already happened in an existing tool of this kind.
+
+mod harness;
+use harness::*;
+use policy::{Cause, EvidenceProblem, GpuRef, Mode, NodeId, Sample, Verdict};
+
+#[test]
+fn collector_stops_falls_to_insufficient_evidence_within_the_gap() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 4)])]);
+    r.run_until(2400, |_, _, _| Gpu::Idle);
+    assert_eq!(r.verdict(0), Verdict::Alert, "idle job is alerted before the collector stops");
+    let last_sample_s = r.now_s;
+    let gap_s = cfg().max_sample_gap.secs();
+    let before = r.verdict(0);
+    while r.now_s < last_sample_s + 3 * 3600 {
+        r.tick(|_, _, _| Gpu::Missing);
+        let v = r.verdict(0);
+        assert!(v <= before, "escalated to {v} on a stale window at {}", r.now_s);
+        if r.now_s - last_sample_s > gap_s {
+            assert_eq!(v, Verdict::InsufficientEvidence, "at {} (last sample {last_sample_s})", r.now_s);
+            let cause = r.out[0].cause;
+            assert!(
+                matches!(cause, Cause::Evidence(EvidenceProblem::Stale | EvidenceProblem::NoSamples)),
+                "{cause:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn short_coverage_does_not_alert() {
+    // 8 idle samples spanning 7 minutes of a 20-minute window, on a job well past warmup.
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.now_s = 3600 - 8 * 60;
+    for _ in 0..8 {
+        r.tick(|_, _, _| Gpu::Idle);
+        assert!(r.verdict(0) < Verdict::Alert, "alerted at {} on short coverage", r.now_s);
+    }
+    assert_eq!(r.verdict(0), Verdict::Watching);
+    assert_eq!(r.out[0].cause, Cause::ShortCoverage);
+}
+
+#[test]
+fn all_zero_exporter_never_goes_above_watching() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 8)])]);
+    r.run_until(6 * 3600, |_, _, _| Gpu::AllZero);
+    assert!(r.max_verdict(0) <= Verdict::Watching, "reached {}", r.max_verdict(0));
+    assert_eq!(r.verdict(0), Verdict::InsufficientEvidence);
+    assert_eq!(r.out[0].cause, Cause::Evidence(EvidenceProblem::AllZero));
+}
+
+#[test]
+fn mig_na_utilisation_is_never_read_as_zero() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(4 * 3600, |_, _, _| Gpu::NaUtil);
+    for (_, f) in &r.history {
+        assert!(f[0].signature.is_none(), "a signature from [N/A] util: {:?}", f[0].signature_name());
+        assert!(f[0].verdict <= Verdict::InsufficientEvidence);
+    }
+    assert_eq!(r.verdict(0), Verdict::InsufficientEvidence);
+    assert!(r.out[0].evidence.invalid_samples > 0, "[N/A] samples are counted as invalid");
+}
+
+#[test]
+fn checkpoint_stall_of_25_minutes_never_reaches_drain() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 8)])]);
+    let (stall_from, stall_to) = (3 * 3600, 3 * 3600 + 25 * 60);
+    r.run_until(6 * 3600, |t, _, _| {
+        if (stall_from..stall_to).contains(&t) {
+            Gpu::Stall
+        } else {
+            Gpu::Busy
+        }
+    });
+    assert!(r.max_verdict(0) < Verdict::Drain, "reached {}", r.max_verdict(0));
+    assert_eq!(r.verdict(0), Verdict::Healthy);
+}
+
+#[test]
+fn over_allocation_is_partial_with_seven_gpus_of_waste() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 8)])]);
+    r.run_until(2 * 3600, |_, _, g| if g.gpu == 0 { Gpu::Busy } else { Gpu::Idle });
+    let f = &r.out[0];
+    assert_eq!(f.signature_name(), "partial");
+    assert_eq!(f.evidence.wasted_gpus, 7);
+    assert_eq!(f.verdict, Verdict::Alert, "partial's default ceiling is alert");
+    let expected_h = 7.0 * f.dwell_s as f64 / 3600.0;
+    assert!((f.wasted_gpu_h - expected_h).abs() < 1e-9, "{} vs {expected_h}", f.wasted_gpu_h);
+}
+
+fn two_node_job() -> policy::JobFacts {
+    job("1", 0, &[(0, 8), (1, 8)])
+}
+
+fn spin_samples(t_s: i64, node1_power_w: Option<f64>) -> Vec<Sample> {
+    let mut v = Vec::new();
+    for node in 0..2u32 {
+        for gpu in 0..8u16 {
+            let mut s = sample(Gpu::Spin, t_s, GpuRef { node: NodeId(node), gpu }).unwrap();
+            if node == 1 {
+                if let Some(p) = node1_power_w {
+                    s.power_w = Some(p + (t_s / 60 % 5) as f64);
+                }
+            }
+            v.push(s);
+        }
+    }
+    v
+}
+
+#[test]
+fn spin_on_sixteen_gpus_across_two_nodes() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![two_node_job()]);
+    r.now_s = 3600;
+    for _ in 0..30 {
+        r.tick_samples(spin_samples(r.now_s + 60, None));
+    }
+    let f = &r.out[0];
+    assert_eq!(f.signature_name(), "spin");
+    assert_eq!(f.verdict, Verdict::Alert);
+    assert_eq!(f.evidence.wasted_gpus, 16);
+    assert!(f.evidence.peak_util_pct >= 99.0);
+}
+
+#[test]
+fn one_node_at_380_w_is_not_spin() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![two_node_job()]);
+    r.now_s = 3600;
+    for _ in 0..30 {
+        r.tick_samples(spin_samples(r.now_s + 60, Some(380.0)));
+        assert_ne!(r.out[0].signature_name(), "spin");
+    }
+    assert_eq!(r.verdict(0), Verdict::Healthy);
+}
+
+#[test]
+fn frozen_collector_is_insufficient_evidence() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 2)])]);
+    let frozen = |t_s: i64, gpu: u16| Sample {
+        t_s,
+        node: NodeId(0),
+        gpu,
+        util_pct: Some(0.0),
+        mem_used_mib: Some(0.0),
+        mem_total_mib: Some(81_920.0),
+        power_w: Some(61.0),
+        power_limit_w: Some(400.0),
+        procs: Some(0),
+        sm_active: None,
+    };
+    r.now_s = 3600;
+    for _ in 0..60 {
+        let t = r.now_s + 60;
+        r.tick_samples(vec![frozen(t, 0), frozen(t, 1)]);
+        assert!(r.verdict(0) <= Verdict::Watching, "acted on a frozen collector at {}", r.now_s);
+    }
+    assert_eq!(r.verdict(0), Verdict::InsufficientEvidence);
+    assert_eq!(r.out[0].cause, Cause::Evidence(EvidenceProblem::Frozen));
+    assert_eq!(r.out[0].evidence.frozen_gpus, 2);
+}
