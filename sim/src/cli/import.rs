@@ -2,6 +2,7 @@
 //! telemetry log into the trace format (see `traces/README.md`).
 
 use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use traces::import::{self, Attribution, ImportReport};
 
@@ -93,29 +94,32 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(ctx)?,
     };
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
-    println!(
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "imported {} jobs, {} samples into {}",
         trace.jobs.len(),
         trace.samples.len(),
         args.out.display()
     );
     for (k, v) in &report.counts {
-        println!("  {k}: {v}");
+        let _ = writeln!(out, "  {k}: {v}");
     }
     if !report.skipped.is_empty() {
-        println!("  malformed rows skipped: {}", report.skipped.len());
+        let _ = writeln!(out, "  malformed rows skipped: {}", report.skipped.len());
         for p in report.skipped.iter().take(5) {
-            println!("    {p}");
+            let _ = writeln!(out, "    {p}");
         }
     }
     for n in &report.notes {
-        println!("  note: {n}");
+        let _ = writeln!(out, "  note: {n}");
     }
     if args.format == Format::Philly {
-        println!("  GPUs at 0 % or with no reading, by minute after the job's start:");
+        let _ = writeln!(out, "  GPUs at 0 % or with no reading, by minute after the job's start:");
         for m in import::philly::start_profile(&trace) {
             let share = |k: u64| 100.0 * k as f64 / m.gpus.max(1) as f64;
-            println!(
+            let _ = writeln!(
+                out,
                 "    +{} min: {} GPUs, {} at 0 % ({:.1} %), {} missing ({:.1} %), together {:.1} %",
                 m.minute,
                 m.gpus,
@@ -127,5 +131,6 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
+    super::replay::emit(&out);
     Ok(())
 }

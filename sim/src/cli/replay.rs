@@ -2,6 +2,7 @@
 //! `jobs-summary.csv` (see `traces/README.md`).
 
 use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `sim replay`.
@@ -63,8 +64,8 @@ pub fn run(args: Args) -> Result<()> {
         traces::read_trace(&args.trace, args.lenient).with_context(|| format!("reading trace {}", args.trace.display()))?;
     let res = traces::replay::replay(&trace, policy, interval_s);
     traces::replay::write_replay(&args.out, &trace, &res).with_context(|| format!("writing {}", args.out.display()))?;
-    print!("{}", traces::replay::summary_text(&trace, &res));
-    println!(
+    let mut out = traces::replay::summary_text(&trace, &res);
+    let _ = writeln!(out,
         "input: {} malformed rows skipped, {} out-of-order rows sorted, {} exact duplicate samples collapsed, {} conflicting duplicates dropped",
         report.skipped.len(),
         report.out_of_order_rows,
@@ -72,12 +73,20 @@ pub fn run(args: Args) -> Result<()> {
         report.conflicting_duplicates
     );
     for p in report.skipped.iter().take(5) {
-        println!("  skipped: {p}");
+        let _ = writeln!(out, "  skipped: {p}");
     }
-    println!(
+    let _ = writeln!(
+        out,
         "wrote {}/findings.csv and {}/jobs-summary.csv",
         args.out.display(),
         args.out.display()
     );
+    emit(&out);
     Ok(())
+}
+
+/// Writes command output to stdout; a closed pipe (`| head`) is not an error.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
