@@ -461,11 +461,13 @@ impl Engine {
                 };
                 let st = &mut self.jobs[ji as usize];
                 let Some(bs) = st.breach_start_s else { return false };
-                if d.confirmed_s < bs || !st.alloc.iter().all(|g| d.nodes.contains(&g.node)) {
+                if d.confirmed_s > now_s || !st.alloc.iter().all(|g| d.nodes.contains(&g.node)) {
                     return false;
                 }
+                // A drain that stood before this breach began counts from the breach start:
+                // the breach must be continuous since the confirmation it relies on.
                 if st.drain_confirmed_s.is_none() {
-                    st.drain_confirmed_s = Some(d.confirmed_s);
+                    st.drain_confirmed_s = Some(d.confirmed_s.max(bs));
                 }
                 true
             })();
@@ -539,8 +541,8 @@ impl Engine {
                 continue;
             }
             w.evict(now_s, &th);
-            let (s, cov) = w.stats(now_s, &th);
-            if w.freeze_undetectable() {
+            let (s, cov, freeze_undetectable) = w.stats(now_s, &th);
+            if freeze_undetectable {
                 ev.freeze_undetectable_gpus += 1;
             }
             match cov {

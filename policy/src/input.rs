@@ -85,6 +85,11 @@ pub enum Scope {
 
 /// A drain the caller has carried out and confirmed (`scontrol show node` shows DRAIN with our
 /// Reason), reported back to the engine.
+///
+/// Report every standing drain every cycle: the engine only takes a confirmation while the
+/// job is in a confirmed breach (so one sent during an evidence gap, or right after a restart,
+/// is ignored and must come again). A drain confirmed before the current breach began counts
+/// from the breach start. Confirmations stamped after `now` are ignored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainConfirmation {
     /// The job the drain was made for.

@@ -45,15 +45,6 @@ const LANES: [u128; 16] = {
     t
 };
 
-impl GpuWindow {
-    /// How many entries carry `flag` (a single bit).
-    #[inline]
-    fn count(&self, flag: u16) -> u32 {
-        let bit = flag.trailing_zeros() as usize;
-        (self.counts[bit / 4] >> (32 * (bit % 4))) as u32
-    }
-}
-
 /// One valid sample in a window: 20 bytes. Time is an offset from the window's `base_t_s`;
 /// power is kept in tenths of a watt (decisions use full precision at ingest; only the
 /// evidence's mean and the spin CV see the rounding).
@@ -432,61 +423,65 @@ impl GpuWindow {
         }
     }
 
-    /// Statistics and coverage of the window ending at `now_s`. Call [`GpuWindow::evict`] first.
-    pub(crate) fn stats(&self, now_s: i64, th: &IngestThresholds) -> (GpuStats, Coverage) {
+    /// Statistics and coverage of the window ending at `now_s`, and whether the window is
+    /// bit-identical without power (a freeze that cannot be told from a quiet GPU). Call
+    /// [`GpuWindow::evict`] first.
+    pub(crate) fn stats(&self, now_s: i64, th: &IngestThresholds) -> (GpuStats, Coverage, bool) {
         let n = self.entries.len() as u32;
-        let cnt = |flag: u16| self.count(flag);
-        let mut st = GpuStats {
-            samples: n,
-            invalid: self.invalid.len() as u32,
-            ..GpuStats::default()
-        };
         let (Some(first), Some(last)) = (self.entries.front(), self.entries.back()) else {
-            return (st, Coverage::Broken(EvidenceProblem::NoSamples));
+            let st = GpuStats {
+                invalid: self.invalid.len() as u32,
+                ..GpuStats::default()
+            };
+            return (st, Coverage::Broken(EvidenceProblem::NoSamples), false);
         };
+        // All twelve flag counts at once.
+        let mut c = [0u32; 12];
+        for (w, word) in self.counts.iter().enumerate() {
+            for lane in 0..4 {
+                c[4 * w + lane] = (word >> (32 * lane)) as u32;
+            }
+        }
+        let cnt = |flag: u16| c[flag.trailing_zeros() as usize];
         let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.base_t_s + last.t_off as i64);
-        st.first_t_s = first_t;
-        st.last_t_s = last_t;
-        st.peak_util_milli = self.peak_milli();
-        st.sum_util_milli = self.sum_util_milli;
-        st.mem_known = cnt(MEM_KNOWN);
-        st.mem_held = cnt(MEM_HELD);
-        st.mem_free = cnt(MEM_FREE);
-        st.sum_mem_mib = self.sum_mem_mib;
-        st.procs_pos = cnt(PROCS_POS);
-        st.procs_zero = cnt(PROCS_ZERO);
-        st.power_known = cnt(POWER_KNOWN);
-        st.power_idle = cnt(POWER_IDLE);
-        st.power_spin_low = cnt(POWER_SPIN_LOW);
-        st.util_spin = cnt(UTIL_SPIN);
-        st.sum_power_dw = self.sum_power_dw;
-        st.sum_power_sq = self.sum_power_sq;
-
+        let st = GpuStats {
+            samples: n,
+            first_t_s: first_t,
+            last_t_s: last_t,
+            peak_util_milli: self.peak_milli(),
+            sum_util_milli: self.sum_util_milli,
+            mem_known: cnt(MEM_KNOWN),
+            mem_held: cnt(MEM_HELD),
+            mem_free: cnt(MEM_FREE),
+            sum_mem_mib: self.sum_mem_mib,
+            procs_pos: cnt(PROCS_POS),
+            procs_zero: cnt(PROCS_ZERO),
+            power_known: cnt(POWER_KNOWN),
+            power_idle: cnt(POWER_IDLE),
+            power_spin_low: cnt(POWER_SPIN_LOW),
+            util_spin: cnt(UTIL_SPIN),
+            sum_power_dw: self.sum_power_dw,
+            sum_power_sq: self.sum_power_sq,
+            invalid: self.invalid.len() as u32,
+        };
+        // Holes and changes are flagged on the sample after them; the first entry's flags
+        // refer to a sample outside the window.
+        let holes = cnt(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
+        let identical = n >= 2 && cnt(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
         let coverage = if now_s - last_t > th.max_gap_s {
             Coverage::Broken(EvidenceProblem::Stale)
-        } else if cnt(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32 > 0 {
+        } else if holes > 0 {
             Coverage::Broken(EvidenceProblem::Gap)
         } else if cnt(ALL_ZERO) == n {
             Coverage::Broken(EvidenceProblem::AllZero)
-        } else if n >= 2 && cnt(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0 && st.power_known == n {
+        } else if identical && st.power_known == n {
             Coverage::Broken(EvidenceProblem::Frozen)
         } else if first_t > now_s - th.window_s + th.max_gap_s {
             Coverage::Short
         } else {
             Coverage::Full
         };
-        (st, coverage)
-    }
-
-    /// True when every sample in the window is bit-identical but power is missing, so a
-    /// frozen collector cannot be told from a quiet GPU.
-    pub(crate) fn freeze_undetectable(&self) -> bool {
-        let n = self.entries.len() as u32;
-        let cnt = |flag: u16| self.count(flag);
-        match self.entries.front() {
-            Some(first) => n >= 2 && cnt(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0 && cnt(POWER_KNOWN) < n,
-            None => false,
-        }
+        (st, coverage, identical && st.power_known < n)
     }
 
     /// Drops window contents older than one window before `now_s` and every pending sample;

@@ -170,6 +170,15 @@ fn guard_6_enforce_mode_ignores_hypothetical_confirmations_and_needs_real_ones()
         }
     }
     assert_eq!(r.out[0].cap, Some(Cap::DrainUnconfirmed));
+    // A real confirmation that does not cover the job's nodes is ignored.
+    let elsewhere = DrainConfirmation {
+        job_id: "1".into(),
+        nodes: vec![NodeId(7)],
+        confirmed_s: r.now_s,
+        hypothetical: false,
+    };
+    r.drains.push(elsewhere);
+    r.tick(|_, _, _| Gpu::Idle);
     // A real confirmation, once it is one window old, allows the cancel.
     let t0 = r.now_s;
     r.drains.push(DrainConfirmation {
@@ -182,6 +191,48 @@ fn guard_6_enforce_mode_ignores_hypothetical_confirmations_and_needs_real_ones()
     let cancel = r.first_at(0, Verdict::Cancel).unwrap();
     assert_eq!(cancel, t0 + c.window.secs());
     assert!(!r.out[0].hypothetical);
+    assert!(r.engine.counters().ignored_confirmations > 0);
+}
+
+#[test]
+fn guard_6_a_drain_older_than_the_breach_counts_from_the_breach_start() {
+    // After a restart the enforcer finds its own standing drain; the breach must still be
+    // re-confirmed and then last a full window before a cancel.
+    let mut c = cfg();
+    c.stages = ["alert", "drain", "cancel"]
+        .iter()
+        .map(|v| policy::StageConfig {
+            after: policy::DurationS(0),
+            verdict: v.to_string(),
+        })
+        .collect();
+    c.notice = policy::DurationS(0);
+    let mut r = Run::new(c.clone(), Mode::Enforce, vec![job("1", 0, &[(0, 1)])]);
+    let drain_s = -500;
+    let mut breach_seen = None;
+    while r.now_s < 3 * 3600 {
+        r.drains.push(DrainConfirmation {
+            job_id: "1".into(),
+            nodes: vec![NodeId(0)],
+            confirmed_s: drain_s,
+            hypothetical: false,
+        });
+        r.tick(|_, _, _| Gpu::Idle);
+        if breach_seen.is_none() && r.out[0].cause == Cause::Breach {
+            breach_seen = Some(r.now_s - r.out[0].dwell_s);
+        }
+    }
+    let breach_start = breach_seen.unwrap();
+    assert!(breach_start > drain_s);
+    let cancel = r.first_at(0, Verdict::Cancel).unwrap();
+    assert!(
+        cancel >= breach_start + c.window.secs(),
+        "cancel {cancel} breach start {breach_start}"
+    );
+    assert!(
+        cancel > r.first_at(0, Verdict::Drain).unwrap() + 60,
+        "the drain's age alone would allow the cancel one cycle after it"
+    );
 }
 
 #[test]
