@@ -103,3 +103,52 @@ fn a_stricter_threshold_never_adds_cancels_on_the_fixtures() {
         }
     }
 }
+
+mod row_order {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The fixture's samples.csv rows, header first.
+    fn rows() -> (String, Vec<String>) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/default-seed3");
+        let text = std::fs::read_to_string(dir.join("samples.csv")).unwrap();
+        let mut lines = text.lines().map(str::to_string);
+        let header = lines.next().unwrap();
+        (header, lines.collect())
+    }
+
+    fn replay_rows(header: &str, rows: &[String]) -> (Vec<(i64, u32, Verdict)>, traces::ReadReport) {
+        let d = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/default-seed3/jobs.csv");
+        std::fs::copy(src, d.path().join("jobs.csv")).unwrap();
+        std::fs::write(d.path().join("samples.csv"), format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+        let (t, rep) = read_trace(d.path(), false).unwrap();
+        let r = replay(&t, Policy::new(&PolicyConfig::default()).unwrap(), 60);
+        (r.rows.iter().map(|x| (x.t_s, x.job, x.finding.verdict)).collect(), rep)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+        /// Findings do not depend on the order of samples.csv rows, and exact duplicate rows
+        /// change nothing.
+        #[test]
+        fn findings_ignore_row_order_and_exact_duplicates(seed in any::<u64>(), dup_every in 2usize..50) {
+            let (header, rows) = rows();
+            let (base, _) = replay_rows(&header, &rows);
+            let mut shuffled = rows.clone();
+            // A deterministic shuffle from the seed (Fisher–Yates with an LCG).
+            let mut x = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                shuffled.swap(i, (x >> 33) as usize % (i + 1));
+            }
+            let dups: Vec<String> = shuffled.iter().step_by(dup_every).cloned().collect();
+            let n_dups = dups.len() as u64;
+            shuffled.extend(dups);
+            let (got, rep) = replay_rows(&header, &shuffled);
+            prop_assert_eq!(rep.exact_duplicates, n_dups);
+            prop_assert_eq!(got, base);
+        }
+    }
+}
