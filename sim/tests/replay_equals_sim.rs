@@ -93,3 +93,42 @@ fn replay_of_a_generated_trace_equals_the_simulation() {
         assert!(res.safety.is_empty(), "seed {seed}: {:?}", res.safety.first());
     }
 }
+
+#[test]
+fn replay_scores_a_generated_trace_as_the_sweep_does() {
+    // A policy that reaches cancel, so every rule is exercised.
+    let cfg = PolicyConfig {
+        stages: [(0, "alert"), (60, "drain"), (120, "cancel")]
+            .into_iter()
+            .map(|(m, v)| policy::StageConfig {
+                after: policy::DurationS(m * 60),
+                verdict: v.into(),
+            })
+            .collect(),
+        ..PolicyConfig::default()
+    };
+    let w = small_default();
+    for seed in [1u64, 2] {
+        let world = sim::generate::generate(&w, seed, 1.0);
+        let tally = sim::drive::run(&world, &mut sim::drive::EngineJudge::new(Policy::new(&cfg).unwrap()));
+        let trace = sim::trace::to_trace(&world);
+        let res = traces::replay::replay(&trace, Policy::new(&cfg).unwrap(), 60);
+        let scores: Vec<&traces::score::JobScore> = res.jobs.iter().map(|o| o.score.as_ref().unwrap()).collect();
+        let sum = |f: &dyn Fn(&traces::score::JobScore) -> u64| scores.iter().map(|s| f(s)).sum::<u64>();
+        assert_eq!(sum(&|s| s.true_alerts as u64), tally.true_alerts, "seed {seed}: true alerts");
+        assert_eq!(sum(&|s| s.false_alerts as u64), tally.false_alerts, "seed {seed}: false alerts");
+        assert_eq!(sum(&|s| s.false_drains as u64), tally.false_drains, "seed {seed}: false drains");
+        assert_eq!(sum(&|s| s.cancel_correct.is_some() as u64), tally.cancels, "seed {seed}: cancels");
+        assert_eq!(
+            sum(&|s| (s.cancel_correct == Some(false)) as u64),
+            tally.false_cancels,
+            "seed {seed}: false cancels"
+        );
+        let recovered: f64 = scores.iter().map(|s| s.recovered_gpu_h).sum();
+        assert!(
+            (recovered - sim::score::gpu_h(tally.recovered_gpu_ticks)).abs() < 1e-6,
+            "seed {seed}: recovered {recovered}"
+        );
+        assert!(tally.cancels > 0 || tally.true_alerts > 0, "seed {seed}: nothing to compare");
+    }
+}

@@ -2,7 +2,8 @@
 //! (issue "sim: seeded workload simulator", section Scoring):
 //!
 //! * an **alert** is true when the job has a `wasted` or `starved` GPU at that tick;
-//! * a **drain** is false when the job is not wholly `wasted` at that tick;
+//! * a **drain** is false when the job is not wholly wasted at that tick, i.e. unless every GPU
+//!   is `wasted` then and stays so until the job's end (the cancel rule);
 //! * a **cancel** is correct only when every GPU of the job is `wasted` at that tick and stays
 //!   so until the job's end; any other cancel is a false cancel;
 //! * **recovered GPU-hours** of a correct cancel: GPUs × the time the job would still have
@@ -16,6 +17,11 @@
 //! job climbs onto that rung.
 //!
 //! GPU-hours of truth are counted per sample: each sample stands for one replay interval.
+//!
+//! These are the rules of `sim/src/score.rs` (the sweep's `Tally::observe`), restated over a
+//! trace: the simulator knows truth per tick from each job's phase script, a trace only per
+//! sample, so the two differ only where samples are missing (collector outages). The sweep's
+//! `false_cancel_lost_gpu_h` needs each job's checkpoint times, which a trace does not carry.
 
 use crate::Truth;
 
@@ -92,7 +98,7 @@ impl JobTruth {
                 }
             }
             Drain => {
-                if self.wholly_wasted() {
+                if self.wholly_wasted() && self.last_not_wasted_s.is_none_or(|t| t <= now_s) {
                     self.score.true_drains += 1;
                 } else {
                     self.score.false_drains += 1;
