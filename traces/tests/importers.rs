@@ -397,3 +397,27 @@ fn prom_line_parser_handles_escapes_and_rejects_garbage() {
     assert!(import::dcgm::parse_line("DCGM_X{gpu=\"0} 1").is_err());
     assert!(import::dcgm::parse_line("1.40737488355328e+16").is_err());
 }
+
+#[test]
+fn dcgm_samples_are_attributed_to_jobs_from_a_jobs_csv() {
+    let d = tempfile::tempdir().unwrap();
+    let pages = d.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for (t, u0, u1) in [(1000, 97, 0), (1060, 95, 0), (1120, 0, 0)] {
+        std::fs::write(
+            pages.join(format!("{t}.prom")),
+            format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"}} {u0}\nDCGM_FI_DEV_GPU_UTIL{{gpu=\"1\",UUID=\"GPU-b\",Hostname=\"n1\"}} {u1}\n"),
+        )
+        .unwrap();
+    }
+    let jobs = d.path().join("jobs.csv");
+    // Job 7 holds n1 GPU 0 until 1100; nobody holds GPU 1.
+    std::fs::write(&jobs, format!("{}7,u,a,p,q,n,,900,1100,,1,n1:0\n", common::JOBS_HEADER)).unwrap();
+    let jt = traces::format::read_jobs_file(&jobs, &mut traces::error::RowLog::new(false)).unwrap();
+    let (t, r) = import::dcgm::import(&pages, None, false, Attribution::Jobs(jt)).unwrap();
+    assert_eq!(t.jobs.len(), 1);
+    let got: Vec<(i64, Option<f64>)> = t.samples.iter().map(|s| (s.t_s, s.util_pct)).collect();
+    assert_eq!(got, vec![(1000, Some(97.0)), (1060, Some(95.0))]);
+    // GPU 1 at three times, and GPU 0 after the job ended.
+    assert_eq!(r.count("unattributed_samples"), 4);
+}
