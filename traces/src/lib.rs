@@ -5,7 +5,7 @@
 //! optionally labelled with ground truth. The simulator generates traces, `sim replay` reads
 //! them, and the importers turn public traces and operators' own logs into them.
 //!
-//! * [`format`]: read and write the folder ([`read_trace`], [`write_trace`]); strict by
+//! * [`mod@format`]: read and write the folder ([`read_trace`], [`write_trace`]); strict by
 //!   default (the first bad row is a [`TraceError`] naming file, line and column), lenient on
 //!   request (bad rows skipped and listed in the [`ReadReport`]).
 //! * [`alloc`]: the `alloc` column syntax, `node001:0-3;node002:0-3`.
