@@ -1,5 +1,300 @@
-//! enforcer: filled in by its own issue.
+//! The `enforcer` binary: `run`, `check-config`, `parse`, `demo`.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use enforcer::attribution::ProcFs;
+use enforcer::config::{Config, RunMode};
+use enforcer::daemon::Daemon;
+use enforcer::executor::{Executor, ObserveExecutor, Outcome, RealExecutor, Webhook};
+use enforcer::parse::{hostlist, scontrol_node, smi, squeue_format, squeue_json, tres};
+use enforcer::plan::Action;
+use enforcer::run::KillMode;
+use enforcer::slurm::SlurmCli;
+use enforcer::telemetry::NvidiaSmi;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Parser)]
+#[command(
+    name = "enforcer",
+    version,
+    about = "gpu-reaper's per-node daemon: finds wasted GPU allocations; observe mode by default"
+)]
+struct Cli {
+    /// Log line format (stderr).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Kind {
+    NvidiaSmi,
+    ComputeApps,
+    SqueueJson,
+    Squeue,
+    ScontrolNode,
+    Tres,
+    Hostlist,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the daemon: one cycle every policy.interval.
+    Run {
+        /// Config file (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Run one cycle and exit.
+        #[arg(long)]
+        once: bool,
+        /// Tests and demos only: use a simulated clock starting at START_S (epoch seconds)
+        /// and advancing STEP_S per cycle, without sleeping.
+        #[arg(long, value_name = "START_S:STEP_S")]
+        simulated_clock: Option<String>,
+        /// Stop after this many cycles.
+        #[arg(long)]
+        cycles: Option<u64>,
+    },
+    /// Validate a config file; prints the effective config as TOML.
+    CheckConfig {
+        /// Config file (TOML).
+        file: PathBuf,
+    },
+    /// Print as JSON exactly what the enforcer reads from a text.
+    Parse {
+        /// What the text is.
+        #[arg(value_enum)]
+        kind: Kind,
+        /// File to read, or `-` for stdin (the default).
+        file: Option<String>,
+        /// Column names for headerless nvidia-smi / compute-apps text, or the --Format
+        /// columns of squeue text.
+        #[arg(long, value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+    },
+    /// Observe mode against the fake squeue, nvidia-smi, scontrol and scancel in
+    /// enforcer/tests/fakes, with a simulated clock, showing jobs escalating.
+    Demo {
+        /// Cycles to run (one simulated minute each).
+        #[arg(long, default_value_t = 100)]
+        cycles: u64,
+    },
+}
+
+fn init_logging(f: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("GPU_REAPER_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match f {
+        LogFormat::Text => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+}
 
 fn main() {
-    println!("enforcer: not yet implemented");
+    let cli = Cli::parse();
+    let code = match cli.cmd {
+        Cmd::Parse { kind, file, columns } => parse_cmd(kind, file, columns),
+        cmd => {
+            if !matches!(cmd, Cmd::Demo { .. } | Cmd::CheckConfig { .. }) {
+                init_logging(cli.log_format);
+            }
+            match dispatch(cmd) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("enforcer: error: {e:#}");
+                    1
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
+        Cmd::CheckConfig { file } => {
+            let c = Config::load(&file)?;
+            println!("# {}: valid; node = {:?}", file.display(), c.node);
+            let shown = enforcer::config::ConfigFile {
+                policy: c.policy.config().clone(),
+                enforcer: c.enforcer,
+            };
+            print!("{}", toml::to_string(&shown).context("rendering the effective config")?);
+            Ok(())
+        }
+        Cmd::Demo { cycles } => {
+            let mut out = std::io::stdout().lock();
+            enforcer::demo::run_demo(cycles, &mut out)
+        }
+        Cmd::Run {
+            config,
+            once,
+            simulated_clock,
+            cycles,
+        } => run_daemon(config, once, simulated_clock, cycles),
+        Cmd::Parse { .. } => unreachable!("handled in main"),
+    }
+}
+
+/// Observe or enforce, chosen at start.
+enum AnyExecutor {
+    Real(RealExecutor<SlurmCli>),
+    Observe(ObserveExecutor),
+}
+
+impl Executor for AnyExecutor {
+    fn execute(&mut self, a: &Action) -> Outcome {
+        match self {
+            AnyExecutor::Real(e) => e.execute(a),
+            AnyExecutor::Observe(e) => e.execute(a),
+        }
+    }
+}
+
+fn epoch_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Option<u64>) -> anyhow::Result<()> {
+    let cfg = Config::load(&path)?;
+    let e = cfg.enforcer.clone();
+    let sim = match simulated {
+        None => None,
+        Some(s) => {
+            let (a, b) = s.split_once(':').context("--simulated-clock is START_S:STEP_S")?;
+            Some((
+                a.parse::<i64>().context("--simulated-clock START_S")?,
+                b.parse::<i64>().context("--simulated-clock STEP_S")?,
+            ))
+        }
+    };
+    std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
+    let timeout = Duration::from_secs(e.command_timeout.secs() as u64);
+    let slurm = SlurmCli {
+        squeue: e.squeue.clone(),
+        scontrol: e.scontrol.clone(),
+        scancel: e.scancel.clone(),
+        source: e.job_source,
+        timeout,
+    };
+    let webhook = (!e.webhook_url_env.is_empty()).then(|| Webhook {
+        curl: e.curl.clone(),
+        url_env: e.webhook_url_env.clone(),
+        timeout,
+    });
+    let executor = match e.mode {
+        RunMode::Enforce => AnyExecutor::Real(RealExecutor {
+            slurm: slurm.clone(),
+            notify_command: e.notify_command.clone(),
+            webhook,
+            timeout,
+        }),
+        RunMode::Observe => AnyExecutor::Observe(ObserveExecutor { webhook }),
+    };
+    let smi = NvidiaSmi {
+        program: e.nvidia_smi.clone(),
+        timeout: Duration::from_secs(e.nvidia_smi_timeout.secs() as u64),
+        kill: KillMode::Kill,
+    };
+    let interval = cfg.policy.config().interval.secs();
+    let clock = |i: u64| sim.map_or_else(epoch_now, |(s, step)| s + i as i64 * step);
+    tracing::info!(mode = e.mode.as_str(), node = %cfg.node, interval_s = interval, simulated_clock = sim.is_some(), "enforcer starting");
+    if e.job_source == enforcer::slurm::JobSource::Format {
+        tracing::warn!("job_source = \"format\": job comments are not read, so the comment opt-out marker is not seen");
+    }
+    let proc = Box::new(ProcFs { root: e.proc_root.clone() });
+    let mut d = Daemon::new(cfg, slurm, smi, executor, proc, clock(0));
+    let page = Arc::new(Mutex::new(d.metrics.render()));
+    if !e.metrics_listen.is_empty() {
+        let addr = enforcer::metrics::serve(&e.metrics_listen, page.clone())
+            .with_context(|| format!("binding metrics_listen {}", e.metrics_listen))?;
+        tracing::info!(%addr, "metrics page at http://{addr}/metrics");
+    }
+    let mut i: u64 = 0;
+    loop {
+        let started = Instant::now();
+        d.cycle(clock(i));
+        if let Ok(mut p) = page.lock() {
+            *p = d.metrics.render();
+        }
+        i += 1;
+        if once || cycles.is_some_and(|n| i >= n) {
+            return Ok(());
+        }
+        if sim.is_none() {
+            std::thread::sleep(Duration::from_secs(interval as u64).saturating_sub(started.elapsed()));
+        }
+    }
+}
+
+fn read_input(file: Option<String>) -> anyhow::Result<String> {
+    match file.as_deref() {
+        None | Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("reading stdin")?;
+            Ok(s)
+        }
+        Some(p) => std::fs::read(p)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .with_context(|| format!("reading {p}")),
+    }
+}
+
+fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> i32 {
+    let text = match read_input(file) {
+        Ok(t) => t,
+        Err(e) => return print_error(&format!("{e:#}")),
+    };
+    let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
+    let result: Result<serde_json::Value, String> = match kind {
+        Kind::NvidiaSmi => {
+            let header = text.lines().find(|l| !l.trim().is_empty()).is_some_and(smi::looks_like_header);
+            let c = cols.clone().or_else(|| (!header).then(|| smi::GPU_QUERY.to_vec()));
+            smi::parse_gpus(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
+        }
+        Kind::ComputeApps => smi::parse_apps(&text, cols.as_deref()).map(to_json).map_err(|e| e.to_string()),
+        Kind::SqueueJson => squeue_json::parse(&text).map(to_json).map_err(|e| e.to_string()),
+        Kind::Squeue => {
+            let c: Vec<&str> = match cols {
+                Some(c) => c,
+                None => squeue_format::own_columns(),
+            };
+            Ok(to_json(squeue_format::parse(&text, &c, &chrono::Local)))
+        }
+        Kind::ScontrolNode => scontrol_node::parse(&text).map(to_json).map_err(|e| e.to_string()),
+        Kind::Tres => tres::parse(text.trim()).map(to_json).map_err(|e| e.to_string()),
+        Kind::Hostlist => hostlist::parse(text.trim())
+            .map(|h| serde_json::json!({ "hosts": h }))
+            .map_err(|e| e.to_string()),
+    };
+    match result {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            0
+        }
+        Err(e) => print_error(&e),
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+fn print_error(e: &str) -> i32 {
+    println!("{}", serde_json::json!({ "error": e }));
+    2
 }

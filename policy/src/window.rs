@@ -423,17 +423,19 @@ impl GpuWindow {
         }
     }
 
-    /// Statistics and coverage of the window ending at `now_s`, and whether the window is
+    /// Writes the statistics of the window ending at `now_s` into `out`; returns its coverage
+    /// and whether the window is
     /// bit-identical without power (a freeze that cannot be told from a quiet GPU). Call
     /// [`GpuWindow::evict`] first.
-    pub(crate) fn stats(&self, now_s: i64, th: &IngestThresholds) -> (GpuStats, Coverage, bool) {
+    #[inline]
+    pub(crate) fn stats(&self, now_s: i64, th: &IngestThresholds, out: &mut GpuStats) -> (Coverage, bool) {
         let n = self.entries.len() as u32;
         let (Some(first), Some(last)) = (self.entries.front(), self.entries.back()) else {
-            let st = GpuStats {
+            *out = GpuStats {
                 invalid: self.invalid.len() as u32,
                 ..GpuStats::default()
             };
-            return (st, Coverage::Broken(EvidenceProblem::NoSamples), false);
+            return (Coverage::Broken(EvidenceProblem::NoSamples), false);
         };
         // All twelve flag counts at once.
         let mut c = [0u32; 12];
@@ -444,7 +446,7 @@ impl GpuWindow {
         }
         let cnt = |flag: u16| c[flag.trailing_zeros() as usize];
         let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.base_t_s + last.t_off as i64);
-        let st = GpuStats {
+        *out = GpuStats {
             samples: n,
             first_t_s: first_t,
             last_t_s: last_t,
@@ -474,14 +476,14 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::Gap)
         } else if cnt(ALL_ZERO) == n {
             Coverage::Broken(EvidenceProblem::AllZero)
-        } else if identical && st.power_known == n {
+        } else if identical && out.power_known == n {
             Coverage::Broken(EvidenceProblem::Frozen)
         } else if first_t > now_s - th.window_s + th.max_gap_s {
             Coverage::Short
         } else {
             Coverage::Full
         };
-        (st, coverage, identical && st.power_known < n)
+        (coverage, identical && out.power_known < n)
     }
 
     /// Drops window contents older than one window before `now_s` and every pending sample;

@@ -396,3 +396,30 @@ fn snapshot_restore_keeps_windows_but_restarts_escalation() {
     r.tick(|_, _, _| Gpu::Idle);
     assert_eq!(r.verdict(0), Verdict::Alert, "the window survives, the escalation does not");
 }
+
+#[test]
+fn guard_6_observe_reported_confirms_only_what_the_driver_reports() {
+    let c = cfg_with_cancel(2 * 3600);
+    // Never reported: the job stays at drain, marked hypothetical.
+    let mut r = Run::new(c.clone(), Mode::ObserveReported, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(6 * 3600, |_, _, _| Gpu::Idle);
+    assert_eq!(r.max_verdict(0), Verdict::Drain);
+    assert!(r.out[0].hypothetical);
+    assert_eq!(r.out[0].cap, Some(Cap::DrainUnconfirmed));
+    // Reported (hypothetically) every cycle after the drain verdict: the cancel follows.
+    let mut r = Run::new(c, Mode::ObserveReported, vec![job("1", 0, &[(0, 1)])]);
+    while r.now_s < 6 * 3600 {
+        if r.history.last().is_some_and(|(_, f)| f[0].verdict >= Verdict::Drain) {
+            let d = DrainConfirmation {
+                job_id: "1".into(),
+                nodes: vec![NodeId(0)],
+                confirmed_s: r.now_s + 60,
+                hypothetical: true,
+            };
+            r.drains.push(d);
+        }
+        r.tick(|_, _, _| Gpu::Idle);
+    }
+    assert_eq!(r.max_verdict(0), Verdict::Cancel);
+    assert!(r.out[0].hypothetical);
+}

@@ -239,6 +239,9 @@ proptest! {
     fn prop_guard_6_enforce_needs_real_drains(spec in scenario()) {
         let h = run_with(&spec, test_cfg(), Mode::Enforce, Scope::Whole, |_, _| {});
         prop_assert!(h.iter().all(|(_, f, _)| f.iter().all(|x| x.verdict < Verdict::Cancel && !x.hypothetical)));
+        // Likewise an observer that reports no (hypothetical) drains never reaches cancel.
+        let h = run_with(&spec, test_cfg(), Mode::ObserveReported, Scope::Whole, |_, _| {});
+        prop_assert!(h.iter().all(|(_, f, _)| f.iter().all(|x| x.verdict < Verdict::Cancel && (x.verdict < Verdict::Drain || x.hypothetical))));
     }
 
     /// Guard 7: no verdict exceeds its signature's ceiling.

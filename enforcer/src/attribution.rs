@@ -1,0 +1,333 @@
+//! Which of this node's GPUs belong to which job.
+//!
+//! Three rules, in order; none of them guesses:
+//! 1. **Kept.** An attribution made earlier for a job is kept while the job runs, unless a
+//!    process of another job now shows on one of its GPUs (then the job is ambiguous). This
+//!    keeps the engine's allocation stable while an idle job's processes come and go.
+//! 2. **By process.** nvidia-smi compute-app PIDs → `/proc/PID/cgroup` → job (`job_<id>` or
+//!    a Slurm 26.05 SLUID). A job whose processes sit on exactly as many GPUs as it holds on
+//!    this node, and on no GPU shared with another job, gets those GPUs.
+//! 3. **By node.** When the job set on the node is known completely: the only GPU job on a
+//!    node that holds every visible GPU gets them all; and when the jobs' GPU counts add up to
+//!    the visible GPUs and exactly one job is still short, it gets its own GPUs plus every GPU
+//!    no process claims.
+//!
+//! Anything else is ambiguous: the job is skipped this cycle and counted.
+
+use crate::parse::cgroup::{self, CgroupJob};
+use crate::parse::smi::{AppsTable, GpuReading};
+use crate::parse::SlurmJob;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// Reads `/proc/PID/cgroup` (or a synthetic tree in tests).
+pub trait ProcReader {
+    /// The cgroup file's text, or `None` when the PID does not exist here (another PID
+    /// namespace, or it exited).
+    fn cgroup(&self, pid: u32) -> Option<String>;
+}
+
+/// [`ProcReader`] over a directory laid out like `/proc`.
+#[derive(Debug, Clone)]
+pub struct ProcFs {
+    /// Usually `/proc`.
+    pub root: PathBuf,
+}
+
+impl ProcReader for ProcFs {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        std::fs::read_to_string(self.root.join(pid.to_string()).join("cgroup")).ok()
+    }
+}
+
+/// The outcome for one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attributed {
+    /// The job's GPUs on this node (nvidia-smi indices, sorted).
+    Gpus(Vec<u16>),
+    /// No rule applies; the reason, for logs.
+    Ambiguous(String),
+}
+
+/// The result of one attribution pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attribution {
+    /// Per job id.
+    pub jobs: BTreeMap<String, Attributed>,
+    /// Compute processes whose PID could not be resolved to a job (not visible, not in a
+    /// Slurm cgroup, or a job not on this node's list).
+    pub unresolved_processes: u32,
+}
+
+/// GPUs the job holds on each of its nodes: the TRES count divided evenly over its nodes;
+/// `None` when it does not divide.
+pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
+    let n = job.nodes.len() as u32;
+    (n > 0 && job.gpus % n == 0).then(|| job.gpus / n)
+}
+
+/// Attributes this node's GPUs. `jobs` are the GPU jobs running on this node (CONFIGURING
+/// ones included, since they hold GPUs too); `complete` says the job list is known to be
+/// whole (no squeue row errors); `kept` is the previous cycle's result.
+pub fn attribute(
+    jobs: &[&SlurmJob],
+    gpus: &[GpuReading],
+    apps: Option<&AppsTable>,
+    proc: &dyn ProcReader,
+    complete: bool,
+    kept: &BTreeMap<String, Vec<u16>>,
+) -> Attribution {
+    let mut out = Attribution::default();
+    let visible: BTreeSet<u16> = gpus.iter().filter_map(|g| g.index).collect();
+    let uuid_to_index: BTreeMap<&str, u16> = gpus.iter().filter_map(|g| Some((g.uuid.as_deref()?, g.index?))).collect();
+
+    // Process claims: GPU index -> set of job positions (usize::MAX = a job not in the list).
+    let mut claims: BTreeMap<u16, BTreeSet<usize>> = BTreeMap::new();
+    if let Some(apps) = apps {
+        for a in &apps.apps {
+            let Some(idx) = a.gpu_uuid.as_deref().and_then(|u| resolve_uuid(u, &uuid_to_index)) else {
+                out.unresolved_processes += 1;
+                continue;
+            };
+            let job = a
+                .pid
+                .and_then(|pid| proc.cgroup(pid))
+                .and_then(|t| cgroup::parse(&t).ok().flatten());
+            let pos = match job {
+                Some(CgroupJob::JobId(id)) => jobs.iter().position(|j| j.raw_id == Some(id)),
+                Some(CgroupJob::Sluid(s)) => jobs.iter().position(|j| j.sluid.as_deref() == Some(s.as_str())),
+                None => {
+                    out.unresolved_processes += 1;
+                    continue;
+                }
+            };
+            claims.entry(idx).or_default().insert(pos.unwrap_or(usize::MAX));
+            if pos.is_none() {
+                out.unresolved_processes += 1;
+            }
+        }
+    }
+
+    let mut assigned: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
+    let mut short: Vec<usize> = Vec::new();
+    for (pos, job) in jobs.iter().enumerate() {
+        let foreign = |g: &u16| claims.get(g).is_some_and(|c| c.iter().any(|p| *p != pos));
+        if let Some(k) = kept.get(&job.job_id) {
+            if k.iter().all(|g| visible.contains(g)) && Some(k.len() as u32) == per_node_gpus(job) {
+                if k.iter().any(foreign) {
+                    out.jobs.insert(
+                        job.job_id.clone(),
+                        Attributed::Ambiguous("another job's process on a kept GPU".into()),
+                    );
+                } else {
+                    assigned.insert(pos, k.clone());
+                }
+                continue;
+            }
+        }
+        let Some(want) = per_node_gpus(job) else {
+            out.jobs.insert(
+                job.job_id.clone(),
+                Attributed::Ambiguous("GPU count does not divide over the job's nodes".into()),
+            );
+            continue;
+        };
+        let mine: Vec<u16> = claims.iter().filter(|(_, c)| c.contains(&pos)).map(|(g, _)| *g).collect();
+        if mine.iter().any(foreign) {
+            out.jobs
+                .insert(job.job_id.clone(), Attributed::Ambiguous("a GPU is shared with another job".into()));
+            continue;
+        }
+        if mine.len() as u32 == want && want > 0 {
+            assigned.insert(pos, mine);
+        } else if mine.len() as u32 > want {
+            out.jobs.insert(
+                job.job_id.clone(),
+                Attributed::Ambiguous(format!("processes on {} GPUs, job holds {want}", mine.len())),
+            );
+        } else {
+            short.push(pos);
+        }
+    }
+
+    if complete && short.len() == 1 {
+        let pos = short[0];
+        let job = jobs[pos];
+        let want = per_node_gpus(job).unwrap_or(0) as usize;
+        let total: u32 = jobs.iter().map(|j| per_node_gpus(j).unwrap_or(u32::MAX / 4)).sum();
+        if jobs.len() == 1 && want == visible.len() && claims.values().all(|c| c.iter().all(|p| *p == pos)) {
+            // Node-exclusive: the only GPU job holds every GPU, and no process of another job
+            // shows on any of them (with no process list there are no claims at all).
+            assigned.insert(pos, visible.iter().copied().collect());
+            short.clear();
+        } else if apps.is_some() && total as usize == visible.len() {
+            let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
+            let mut mine: Vec<u16> = visible
+                .iter()
+                .copied()
+                .filter(|g| !taken.contains(g) && claims.get(g).is_none_or(|c| c.iter().all(|p| *p == pos)))
+                .collect();
+            mine.sort_unstable();
+            if mine.len() == want {
+                assigned.insert(pos, mine);
+                short.clear();
+            }
+        }
+    }
+    for pos in short {
+        out.jobs.insert(
+            jobs[pos].job_id.clone(),
+            Attributed::Ambiguous("not enough evidence to place its GPUs".into()),
+        );
+    }
+    for (pos, mut g) in assigned {
+        g.sort_unstable();
+        out.jobs.insert(jobs[pos].job_id.clone(), Attributed::Gpus(g));
+    }
+    out
+}
+
+/// Maps a compute-app `gpu_uuid` to a GPU index: a GPU UUID directly, or an old-style
+/// `MIG-GPU-<uuid>/gi/ci` through its embedded parent.
+fn resolve_uuid(uuid: &str, map: &BTreeMap<&str, u16>) -> Option<u16> {
+    if let Some(&i) = map.get(uuid) {
+        return Some(i);
+    }
+    let parent = uuid.strip_prefix("MIG-")?.split('/').next()?;
+    map.get(parent).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::smi::ComputeApp;
+
+    struct FakeProc(BTreeMap<u32, String>);
+    impl ProcReader for FakeProc {
+        fn cgroup(&self, pid: u32) -> Option<String> {
+            self.0.get(&pid).cloned()
+        }
+    }
+
+    fn job(id: &str, raw: u64, gpus: u32, nodes: &[&str]) -> SlurmJob {
+        SlurmJob {
+            job_id: id.into(),
+            raw_id: Some(raw),
+            gpus,
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            state: "RUNNING".into(),
+            ..Default::default()
+        }
+    }
+
+    fn gpus(n: u16) -> Vec<GpuReading> {
+        (0..n)
+            .map(|i| GpuReading {
+                index: Some(i),
+                uuid: Some(format!("GPU-{i}")),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    fn apps(rows: &[(u16, u32)]) -> AppsTable {
+        AppsTable {
+            apps: rows
+                .iter()
+                .map(|(g, pid)| ComputeApp {
+                    gpu_uuid: Some(format!("GPU-{g}")),
+                    pid: Some(*pid),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn procs() -> FakeProc {
+        FakeProc(
+            [
+                (100, "0::/system.slice/slurmstepd.scope/job_11/step_0/user/task_0\n".to_string()),
+                (
+                    200,
+                    "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0\n".to_string(),
+                ),
+                (300, "0::/user.slice/user-1000.slice\n".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        )
+    }
+
+    #[test]
+    fn by_process_legacy_and_sluid() {
+        let a = job("10_1", 11, 2, &["n1"]);
+        let mut b = job("20", 20, 1, &["n1"]);
+        b.sluid = Some("sEKNKTV3WPV500".into());
+        let r = attribute(
+            &[&a, &b],
+            &gpus(3),
+            Some(&apps(&[(0, 100), (1, 100), (2, 200)])),
+            &procs(),
+            true,
+            &BTreeMap::new(),
+        );
+        assert_eq!(r.jobs["10_1"], Attributed::Gpus(vec![0, 1]));
+        assert_eq!(r.jobs["20"], Attributed::Gpus(vec![2]));
+    }
+
+    #[test]
+    fn node_exclusive_and_elimination() {
+        let a = job("10", 11, 4, &["n1"]);
+        let r = attribute(&[&a], &gpus(4), Some(&apps(&[])), &procs(), true, &BTreeMap::new());
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1, 2, 3]));
+        // The only job, but it holds 2 of 4 GPUs and runs nothing: ambiguous.
+        let a2 = job("10", 11, 2, &["n1"]);
+        let r = attribute(&[&a2], &gpus(4), Some(&apps(&[])), &procs(), true, &BTreeMap::new());
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
+        // Two jobs, 2+2 = 4 visible; job 20 idle gets the two unclaimed GPUs.
+        let b = job("20", 20, 2, &["n1"]);
+        let r = attribute(
+            &[&a2, &b],
+            &gpus(4),
+            Some(&apps(&[(1, 100), (3, 100)])),
+            &procs(),
+            true,
+            &BTreeMap::new(),
+        );
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1, 3]));
+        assert_eq!(r.jobs["20"], Attributed::Gpus(vec![0, 2]));
+        // Same, but the job list may be incomplete: no elimination.
+        let r = attribute(
+            &[&a2, &b],
+            &gpus(4),
+            Some(&apps(&[(1, 100), (3, 100)])),
+            &procs(),
+            false,
+            &BTreeMap::new(),
+        );
+        assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
+    }
+
+    #[test]
+    fn shared_gpu_is_ambiguous_and_kept_attribution_survives_idle() {
+        let a = job("10", 11, 1, &["n1"]);
+        let mut b = job("20", 20, 1, &["n1"]);
+        b.sluid = Some("sEKNKTV3WPV500".into());
+        let r = attribute(
+            &[&a, &b],
+            &gpus(2),
+            Some(&apps(&[(0, 100), (0, 200)])),
+            &procs(),
+            true,
+            &BTreeMap::new(),
+        );
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
+        assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
+        let kept: BTreeMap<String, Vec<u16>> = [("10".to_string(), vec![1u16])].into_iter().collect();
+        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), false, &kept);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1]));
+        let r = attribute(&[&a, &b], &gpus(2), Some(&apps(&[(1, 200)])), &procs(), false, &kept);
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
+    }
+}

@@ -1,0 +1,265 @@
+//! The config file: a `[policy]` section (`policy::PolicyConfig`) and an `[enforcer]`
+//! section. Validated once, at start, into [`Config`]; unknown keys, an interval longer than
+//! the window, a bad regex, an unknown verdict or mode are errors that name the key.
+
+use crate::slurm::JobSource;
+use policy::{DurationS, Policy, PolicyConfig, Verdict};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Default metrics address: loopback only, on a port no common GPU exporter uses (9835 is
+/// nvidia_gpu_exporter's, 9400 dcgm-exporter's, 9445 nvidia_gpu_prometheus_exporter's, 9100
+/// node_exporter's).
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9776";
+
+/// Whether the enforcer may change anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    /// Log what would be done; change nothing (the default).
+    #[default]
+    Observe,
+    /// Drain, cancel and notify for real. Must be written explicitly.
+    Enforce,
+}
+
+impl RunMode {
+    /// `observe` or `enforce`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Observe => "observe",
+            RunMode::Enforce => "enforce",
+        }
+    }
+}
+
+/// The `[enforcer]` section as written. Every key has a default; unknown keys are rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnforcerConfig {
+    /// `observe` (default) or `enforce`.
+    pub mode: RunMode,
+    /// This node's Slurm NodeName; empty means the host name up to the first dot.
+    pub node: String,
+    /// Directory for the state file, the audit log and the pause file.
+    pub state_dir: PathBuf,
+    /// `host:port` for the Prometheus page; empty disables it.
+    pub metrics_listen: String,
+    /// `json` (default: `squeue --json`) or `format` (the `--Format` fallback).
+    pub job_source: JobSource,
+    /// squeue program.
+    pub squeue: String,
+    /// scontrol program.
+    pub scontrol: String,
+    /// scancel program.
+    pub scancel: String,
+    /// nvidia-smi program.
+    pub nvidia_smi: String,
+    /// curl program, for the webhook.
+    pub curl: String,
+    /// Timeout for squeue, scontrol, scancel, curl and the notify command. Default `"20s"`.
+    pub command_timeout: DurationS,
+    /// Timeout for each nvidia-smi query. Default `"10s"`.
+    pub nvidia_smi_timeout: DurationS,
+    /// Root of the proc filesystem, for PID → cgroup. Default `/proc`.
+    pub proc_root: PathBuf,
+    /// Most drains (or would-drains) per rolling hour. Default 2.
+    pub max_drains_per_hour: u32,
+    /// Most cancels (or would-cancels) per rolling hour. Default 1.
+    pub max_cancels_per_hour: u32,
+    /// The suspect-collector rule applies from this many evaluated GPU jobs. Default 10.
+    pub suspect_min_jobs: u32,
+    /// ... when more than this fraction of them reach alert or above. Default 0.2.
+    pub suspect_frac: f64,
+    /// Argv of the notify command run at a job's first alert; the job's user, id and the
+    /// reason are appended as three more arguments. Empty disables notices.
+    pub notify_command: Vec<String>,
+    /// Name of the environment variable holding the Slack-compatible webhook URL; empty
+    /// disables the webhook. The URL itself is never logged.
+    pub webhook_url_env: String,
+    /// Lowest verdict written as a finding log line each cycle. Default `alert`.
+    pub log_findings_from: String,
+}
+
+impl Default for EnforcerConfig {
+    fn default() -> Self {
+        EnforcerConfig {
+            mode: RunMode::Observe,
+            node: String::new(),
+            state_dir: PathBuf::from("/var/lib/gpu-reaper"),
+            metrics_listen: DEFAULT_METRICS_LISTEN.into(),
+            job_source: JobSource::Json,
+            squeue: "squeue".into(),
+            scontrol: "scontrol".into(),
+            scancel: "scancel".into(),
+            nvidia_smi: "nvidia-smi".into(),
+            curl: "curl".into(),
+            command_timeout: DurationS(20),
+            nvidia_smi_timeout: DurationS(10),
+            proc_root: PathBuf::from("/proc"),
+            max_drains_per_hour: 2,
+            max_cancels_per_hour: 1,
+            suspect_min_jobs: 10,
+            suspect_frac: 0.2,
+            notify_command: Vec::new(),
+            webhook_url_env: String::new(),
+            log_findings_from: "alert".into(),
+        }
+    }
+}
+
+/// The whole file as written.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConfigFile {
+    /// `[policy]`.
+    pub policy: PolicyConfig,
+    /// `[enforcer]`.
+    pub enforcer: EnforcerConfig,
+}
+
+/// A validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The validated policy.
+    pub policy: Policy,
+    /// The `[enforcer]` section, every value checked.
+    pub enforcer: EnforcerConfig,
+    /// `log_findings_from` as a verdict.
+    pub log_findings_from: Verdict,
+    /// This node's name (from config or the host name).
+    pub node: String,
+}
+
+/// A rejected config: the key and the problem.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: `{key}`: {problem}")]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// Dotted key (`enforcer.mode`, `policy.window`), or `toml` for a syntax error.
+    pub key: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// The host name up to the first dot, from `/proc/sys/kernel/hostname` or `$HOSTNAME`.
+pub fn short_hostname() -> String {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    h.trim().split('.').next().unwrap_or("").to_string()
+}
+
+impl Config {
+    /// Parses and validates config text. `file` names it in errors.
+    pub fn from_text(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let e = |key: &str, problem: String| ConfigError {
+            file: file.to_string(),
+            key: key.to_string(),
+            problem,
+        };
+        let raw: ConfigFile = toml::from_str(text).map_err(|x| e("toml", x.to_string().trim().replace('\n', " ")))?;
+        let policy = Policy::new(&raw.policy).map_err(|x| e(&x.key, format!("{} = {}: {}", x.key, x.value, x.problem)))?;
+        let c = raw.enforcer;
+        let log_findings_from = Verdict::from_name(&c.log_findings_from)
+            .ok_or_else(|| e("enforcer.log_findings_from", format!("unknown verdict {:?}", c.log_findings_from)))?;
+        if !(c.suspect_frac.is_finite() && c.suspect_frac > 0.0 && c.suspect_frac <= 1.0) {
+            return Err(e(
+                "enforcer.suspect_frac",
+                format!("{} must be above 0 and at most 1", c.suspect_frac),
+            ));
+        }
+        for (k, d) in [
+            ("enforcer.command_timeout", c.command_timeout),
+            ("enforcer.nvidia_smi_timeout", c.nvidia_smi_timeout),
+        ] {
+            if d.0 <= 0 || d.0 > 600 {
+                return Err(e(k, format!("{d} must be between 1s and 10m")));
+            }
+        }
+        if c.nvidia_smi_timeout.0 >= policy.config().interval.0 {
+            return Err(e(
+                "enforcer.nvidia_smi_timeout",
+                format!(
+                    "{} must be shorter than policy.interval ({})",
+                    c.nvidia_smi_timeout,
+                    policy.config().interval
+                ),
+            ));
+        }
+        if !c.metrics_listen.is_empty() && c.metrics_listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(e(
+                "enforcer.metrics_listen",
+                format!("{:?} is not host:port (an IP address and a port)", c.metrics_listen),
+            ));
+        }
+        if c.notify_command.first().is_some_and(|p| p.is_empty()) {
+            return Err(e("enforcer.notify_command", "the program (first element) is empty".into()));
+        }
+        for (k, p) in [
+            ("enforcer.squeue", &c.squeue),
+            ("enforcer.scontrol", &c.scontrol),
+            ("enforcer.scancel", &c.scancel),
+            ("enforcer.nvidia_smi", &c.nvidia_smi),
+        ] {
+            if p.is_empty() {
+                return Err(e(k, "the program must not be empty".into()));
+            }
+        }
+        let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
+        if node.is_empty() {
+            return Err(e("enforcer.node", "empty, and the host name could not be read".into()));
+        }
+        Ok(Config {
+            policy,
+            enforcer: c,
+            log_findings_from,
+            node,
+        })
+    }
+
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|x| ConfigError {
+            file: path.display().to_string(),
+            key: "file".into(),
+            problem: x.to_string(),
+        })?;
+        Config::from_text(&text, &path.display().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::from_text(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_observe_and_loopback() {
+        let c = Config::from_text("[enforcer]\nnode = \"gpu001\"\n", "t").unwrap();
+        assert_eq!(c.enforcer.mode, RunMode::Observe);
+        assert!(c.enforcer.metrics_listen.starts_with("127.0.0.1:"));
+        assert!(!c.enforcer.metrics_listen.ends_with(":9835") && !c.enforcer.metrics_listen.ends_with(":9400"));
+        let c = Config::from_text("[enforcer]\nnode = \"gpu001\"\nmode = \"enforce\"\n", "t").unwrap();
+        assert_eq!(c.enforcer.mode, RunMode::Enforce);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(err("[enforcer]\nmoed = \"enforce\"").contains("moed"));
+        assert!(err("[enforcer]\nmode = \"enforcing\"").contains("mode"));
+        assert!(err("[policy]\nwindow = \"5m\"\ninterval = \"10m\"\nmax_sample_gap = \"2m\"").contains("policy.interval"));
+        assert!(err("[policy]\nexempt = { name_regex = \"(\" }").contains("policy.exempt.name_regex"));
+        assert!(err("[policy]\nstages = [{ after = \"0s\", verdict = \"nuke\" }]").contains("policy.stages[0].verdict"));
+        assert!(err("[enforcer]\nnode = \"n\"\nlog_findings_from = \"loud\"").contains("enforcer.log_findings_from"));
+        assert!(err("[enforcer]\nnode = \"n\"\nmetrics_listen = \"localhost\"").contains("enforcer.metrics_listen"));
+        assert!(err("[enforcer]\nnode = \"n\"\nsuspect_frac = 2.0").contains("enforcer.suspect_frac"));
+        assert!(err("[enforcer]\nnode = \"n\"\nnvidia_smi_timeout = \"2m\"").contains("enforcer.nvidia_smi_timeout"));
+        assert!(err("[polcy]\n").contains("polcy"));
+    }
+}

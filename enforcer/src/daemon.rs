@@ -1,0 +1,558 @@
+//! One cycle, end to end: read jobs and telemetry, attribute GPUs, step the engine, plan,
+//! execute, record, persist. Generic over [`SlurmClient`], [`Telemetry`] and [`Executor`], so
+//! tests drive it in-process with fakes and a recording executor, and the binary drives it
+//! with the command-line implementations.
+
+use crate::attribution::{self, Attributed, ProcReader};
+use crate::config::{Config, RunMode};
+use crate::executor::{Executor, Outcome};
+use crate::metrics::Metrics;
+use crate::parse::scontrol_node::NodeState;
+use crate::parse::SlurmJob;
+use crate::plan::{self, Action, ActionState, JobView, Limits, PlanInput, Skip};
+use crate::slurm::SlurmClient;
+use crate::state::{self, Loaded, StateFile, STATE_VERSION};
+use crate::telemetry::Telemetry;
+use policy::{DrainConfirmation, Engine, Finding, GpuRef, JobFacts, Mode, NodeId, NodeTable, Observation, Sample, Scope, Verdict};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The line shown for one finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindingLine {
+    /// Exact job id.
+    pub job_id: String,
+    /// Verdict.
+    pub verdict: Verdict,
+    /// Signature name or `none`.
+    pub signature: &'static str,
+    /// One-line reason.
+    pub reason: String,
+}
+
+/// What one cycle saw and did.
+#[derive(Debug, Clone, Default)]
+pub struct CycleReport {
+    /// Cycle time, epoch seconds.
+    pub now_s: i64,
+    /// squeue answered.
+    pub jobs_read: bool,
+    /// Why telemetry had no data, if it had none.
+    pub telemetry_no_data: Option<String>,
+    /// One line per judged job.
+    pub findings: Vec<FindingLine>,
+    /// Actions and their outcomes.
+    pub actions: Vec<(Action, Outcome)>,
+    /// Skipped actions.
+    pub skips: Vec<Skip>,
+    /// Jobs skipped for ambiguous attribution.
+    pub ambiguous: Vec<String>,
+}
+
+/// The daemon's state and its three collaborators.
+pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
+    /// The validated config.
+    pub cfg: Config,
+    /// The policy engine.
+    pub engine: Engine,
+    /// Node names behind NodeIds.
+    pub nodes: NodeTable,
+    /// This node.
+    pub this: NodeId,
+    /// Slurm reads (the executor has its own handle for actions).
+    pub slurm: S,
+    /// Telemetry.
+    pub telemetry: T,
+    /// Carries actions out.
+    pub executor: E,
+    /// PID → cgroup.
+    pub proc: Box<dyn ProcReader>,
+    /// Remembered actions.
+    pub actions: ActionState,
+    /// Kept attributions.
+    pub kept: BTreeMap<String, Vec<u16>>,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// When this process first saw each standing drain of ours (by job). Not persisted: after
+    /// a restart a drain counts as confirmed from the moment it is found again.
+    pub drain_found: BTreeMap<String, i64>,
+    findings: Vec<Finding>,
+}
+
+fn engine_mode(m: RunMode) -> Mode {
+    match m {
+        // The engine confirms only the would-drains this daemon reports (it skips some:
+        // budgets, a node drained for another job, a suspect collector).
+        RunMode::Observe => Mode::ObserveReported,
+        RunMode::Enforce => Mode::Enforce,
+    }
+}
+
+impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
+    /// The state file path.
+    pub fn state_path(&self) -> PathBuf {
+        self.cfg.enforcer.state_dir.join("state.json")
+    }
+
+    /// The pause file path: while it exists no action is taken.
+    pub fn pause_path(&self) -> PathBuf {
+        self.cfg.enforcer.state_dir.join("pause")
+    }
+
+    /// The audit log path (JSON lines, append only).
+    pub fn audit_path(&self) -> PathBuf {
+        self.cfg.enforcer.state_dir.join("audit.jsonl")
+    }
+
+    /// A daemon resumed from the state file in `cfg.enforcer.state_dir` at `now_s`. A missing
+    /// file is a fresh start; a corrupt one is logged and is a fresh start too.
+    pub fn new(cfg: Config, slurm: S, telemetry: T, executor: E, proc: Box<dyn ProcReader>, now_s: i64) -> Self {
+        let mode = cfg.enforcer.mode;
+        let path = cfg.enforcer.state_dir.join("state.json");
+        let (engine, mut nodes, mut actions, kept) = match state::load(&path) {
+            Loaded::State(s) => {
+                let s = *s;
+                let mut actions = s.actions;
+                if s.mode != mode {
+                    tracing::warn!(
+                        from = s.mode.as_str(),
+                        to = mode.as_str(),
+                        "mode changed since the state was saved; hypothetical drains dropped"
+                    );
+                    actions.drop_hypothetical();
+                }
+                tracing::info!(path = %path.display(), saved_s = s.saved_s, "state restored; escalation starts again from the first alert");
+                (
+                    Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s),
+                    s.nodes,
+                    actions,
+                    s.attribution,
+                )
+            }
+            Loaded::Missing => (
+                Engine::new(cfg.policy.clone(), engine_mode(mode)),
+                NodeTable::new(),
+                ActionState::default(),
+                BTreeMap::new(),
+            ),
+            Loaded::Corrupt(why) => {
+                tracing::error!(problem = %why, "state file unreadable; starting from scratch (safe: no escalation carried over)");
+                (
+                    Engine::new(cfg.policy.clone(), engine_mode(mode)),
+                    NodeTable::new(),
+                    ActionState::default(),
+                    BTreeMap::new(),
+                )
+            }
+        };
+        let this = nodes.intern(&cfg.node);
+        let metrics = Metrics {
+            enforce: (mode == RunMode::Enforce) as u8,
+            ..Metrics::default()
+        };
+        actions.prune(now_s, None);
+        Daemon {
+            cfg,
+            engine,
+            nodes,
+            this,
+            slurm,
+            telemetry,
+            executor,
+            proc,
+            actions,
+            kept,
+            metrics,
+            drain_found: BTreeMap::new(),
+            findings: Vec::new(),
+        }
+    }
+
+    /// Writes the state file.
+    pub fn save(&self, now_s: i64) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.cfg.enforcer.state_dir)?;
+        state::save(
+            &self.state_path(),
+            &StateFile {
+                version: STATE_VERSION,
+                mode: self.cfg.enforcer.mode,
+                saved_s: now_s,
+                nodes: self.nodes.clone(),
+                engine: self.engine.snapshot(now_s),
+                actions: self.actions.clone(),
+                attribution: self.kept.clone(),
+            },
+        )
+    }
+
+    fn audit(&self, line: serde_json::Value) {
+        let r = std::fs::create_dir_all(&self.cfg.enforcer.state_dir).and_then(|_| {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.audit_path())?;
+            writeln!(f, "{line}")
+        });
+        if let Err(e) = r {
+            tracing::error!(error = %e, "audit log not written");
+        }
+    }
+
+    fn read_error(&mut self, source: &str, kind: &str) {
+        Metrics::inc(&mut self.metrics.read_errors, (source.to_string(), kind.to_string()));
+    }
+
+    /// One cycle at `now_s`.
+    pub fn cycle(&mut self, now_s: i64) -> CycleReport {
+        let mut rep = CycleReport {
+            now_s,
+            ..CycleReport::default()
+        };
+        let mode = self.cfg.enforcer.mode;
+        let paused = self.pause_path().exists();
+        self.metrics.cycles += 1;
+        self.metrics.last_cycle_s = now_s;
+        self.metrics.paused = paused as u8;
+
+        // 1. Jobs. A failed read means no cycle: nothing is judged on absent evidence.
+        let read = match self.slurm.jobs() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "squeue failed; cycle skipped");
+                self.read_error("squeue", &e.kind);
+                return rep;
+            }
+        };
+        rep.jobs_read = true;
+        for e in &read.row_errors {
+            tracing::warn!(row = e.row, job_id = ?e.job_id, problem = %e.problem, "squeue row not read");
+            self.read_error("squeue", "row");
+        }
+        let complete = read.row_errors.is_empty();
+        let running: BTreeSet<String> = read
+            .jobs
+            .iter()
+            .filter(|j| j.state == "RUNNING")
+            .map(|j| j.job_id.clone())
+            .collect();
+        let running_known = complete.then_some(&running);
+        let node = self.cfg.node.clone();
+        let on_node: Vec<&SlurmJob> = read
+            .jobs
+            .iter()
+            .filter(|j| j.state == "RUNNING" && j.gpus > 0 && j.nodes.contains(&node))
+            .collect();
+
+        // 2. Telemetry.
+        let tel = self.telemetry.read(now_s);
+        for e in &tel.errors {
+            let (src, kind) = e.split_once(':').unwrap_or(("nvidia-smi", e));
+            self.read_error(src, kind);
+        }
+        if let Some(k) = &tel.no_data {
+            tracing::warn!(kind = %k, "nvidia-smi gave no data this cycle (unknown, never zero)");
+            self.read_error("nvidia-smi", k);
+            rep.telemetry_no_data = Some(k.clone());
+        }
+        self.metrics.abandoned_children = crate::run::abandoned_total();
+
+        // 3. Attribution.
+        let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
+            on_node
+                .iter()
+                .filter_map(|j| self.kept.get(&j.job_id).map(|g| (j.job_id.clone(), Attributed::Gpus(g.clone()))))
+                .collect()
+        } else {
+            let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), complete, &self.kept);
+            a.jobs
+        };
+        let mut facts: Vec<JobFacts> = Vec::new();
+        let mut views_nodes: Vec<Vec<String>> = Vec::new();
+        for j in on_node.iter().filter(|j| j.is_judgeable()) {
+            let gpus = match attributed.get(&j.job_id) {
+                Some(Attributed::Gpus(g)) => g,
+                Some(Attributed::Ambiguous(why)) => {
+                    tracing::info!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped");
+                    Metrics::inc(&mut self.metrics.skipped, "ambiguous_attribution".to_string());
+                    rep.ambiguous.push(j.job_id.clone());
+                    continue;
+                }
+                None => continue,
+            };
+            let Some(start_s) = j.start_s else {
+                Metrics::inc(&mut self.metrics.skipped, "no_start_time".to_string());
+                continue;
+            };
+            let mut alloc: Vec<GpuRef> = gpus.iter().map(|&g| GpuRef { node: self.this, gpu: g }).collect();
+            let per_node = attribution::per_node_gpus(j).unwrap_or(1).max(1);
+            for other in j.nodes.iter().filter(|n| **n != node) {
+                let id = self.nodes.intern(other);
+                alloc.extend((0..per_node as u16).map(|g| GpuRef { node: id, gpu: g }));
+            }
+            facts.push(JobFacts {
+                job_id: j.job_id.clone(),
+                user: j.user.clone(),
+                account: j.account.clone(),
+                partition: j.partition.clone(),
+                qos: j.qos.clone(),
+                name: j.name.clone(),
+                comment: j.comment.clone(),
+                start_s,
+                alloc,
+            });
+            views_nodes.push(j.nodes.clone());
+        }
+        self.kept = attributed
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Attributed::Gpus(g) => Some((k, g)),
+                Attributed::Ambiguous(_) => None,
+            })
+            .collect();
+
+        // 4. Samples.
+        let mut samples = Vec::with_capacity(tel.gpus.len());
+        for g in &tel.gpus {
+            let Some(idx) = g.index else { continue };
+            let procs = tel
+                .apps
+                .as_ref()
+                .map(|a| a.apps.iter().filter(|p| p.gpu_uuid.is_some() && p.gpu_uuid == g.uuid).count() as u32);
+            samples.push(Sample {
+                t_s: now_s,
+                node: self.this,
+                gpu: idx,
+                util_pct: g.util_pct,
+                mem_used_mib: g.mem_used_mib,
+                mem_total_mib: g.mem_total_mib,
+                power_w: g.power_w,
+                power_limit_w: g.power_limit_w,
+                procs,
+                sm_active: None,
+            });
+        }
+
+        // 5. Node state and drain confirmations (real ones only in enforce mode).
+        let node_state: Option<NodeState> = match self.slurm.node_state(&node) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(error = %e, "scontrol show node failed; no drain or resume this cycle");
+                self.read_error("scontrol", &e.kind);
+                None
+            }
+        };
+        // Every standing drain of ours is reported every cycle, stamped with the time this
+        // process first found it (the engine counts it from the later of that and the breach
+        // start). When scontrol fails, what was found before is kept but not reported.
+        let mut drains = Vec::new();
+        if mode == RunMode::Enforce {
+            if let Some(ns) = &node_state {
+                let ours = ns.has_drain().then(|| ns.our_reason_job()).flatten();
+                self.drain_found.retain(|j, _| ours.as_deref() == Some(j.as_str()));
+                if let Some(job) = ours {
+                    let found_s = *self.drain_found.entry(job.clone()).or_insert(now_s);
+                    drains.push(DrainConfirmation {
+                        job_id: job,
+                        nodes: vec![self.this],
+                        confirmed_s: found_s,
+                        hypothetical: false,
+                    });
+                }
+            }
+        } else {
+            // Observe mode: each would-drain this daemon logged counts as (hypothetically)
+            // confirmed from the next cycle on, as the policy issue specifies.
+            let interval_s = self.cfg.policy.config().interval.secs();
+            for d in self
+                .actions
+                .drains
+                .values()
+                .filter(|d| d.hypothetical && d.made_s + interval_s <= now_s)
+            {
+                drains.push(DrainConfirmation {
+                    job_id: d.job_id.clone(),
+                    nodes: vec![self.this],
+                    confirmed_s: d.made_s + interval_s,
+                    hypothetical: true,
+                });
+            }
+        }
+
+        // 6. The engine.
+        let mut findings = std::mem::take(&mut self.findings);
+        self.engine.step(
+            now_s,
+            &Observation {
+                jobs: &facts,
+                samples: &samples,
+                scope: Scope::Node(self.this),
+                drains: &drains,
+            },
+            &mut findings,
+        );
+        self.metrics.findings.clear();
+        self.metrics.wasted_gpu_h.clear();
+        self.metrics.jobs_evaluated = facts.len() as u64;
+        for f in &findings {
+            let job = &facts[f.job_index as usize];
+            Metrics::inc(
+                &mut self.metrics.findings,
+                (
+                    f.verdict.as_str().to_string(),
+                    f.signature_name().to_string(),
+                    job.partition.clone(),
+                ),
+            );
+            if f.wasted_gpu_h > 0.0 {
+                *self.metrics.wasted_gpu_h.entry(f.signature_name().to_string()).or_insert(0.0) += f.wasted_gpu_h;
+            }
+            let line = FindingLine {
+                job_id: job.job_id.clone(),
+                verdict: f.verdict,
+                signature: f.signature_name(),
+                reason: f.reason(job),
+            };
+            if f.verdict >= self.cfg.log_findings_from {
+                tracing::info!(target: "gpu_reaper::finding", job_id = %line.job_id, verdict = %line.verdict, signature = line.signature, reason = %line.reason, "finding");
+            }
+            rep.findings.push(line);
+        }
+
+        // 7. Plan and act.
+        let views: Vec<JobView<'_>> = findings
+            .iter()
+            .map(|f| JobView {
+                job: &facts[f.job_index as usize],
+                finding: f,
+                nodes: &views_nodes[f.job_index as usize],
+            })
+            .collect();
+        let e = &self.cfg.enforcer;
+        let p = plan::plan(&PlanInput {
+            now_s,
+            mode,
+            node: &node,
+            node_state: node_state.as_ref(),
+            jobs: &views,
+            running: running_known,
+            paused,
+            limits: Limits {
+                max_drains_per_hour: e.max_drains_per_hour,
+                max_cancels_per_hour: e.max_cancels_per_hour,
+                suspect_min_jobs: e.suspect_min_jobs,
+                suspect_frac: e.suspect_frac,
+                notify: !e.notify_command.is_empty(),
+                notice_s: self.cfg.policy.config().notice.secs(),
+            },
+            state: &self.actions,
+        });
+        let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
+        for a in &p.actions {
+            let out = self.executor.execute(a);
+            let hypothetical = out == Outcome::Would;
+            let kind = a.kind();
+            Metrics::inc(&mut self.metrics.actions, (kind.to_string(), out.as_str().to_string()));
+            match &out {
+                Outcome::Failed(why) => {
+                    Metrics::inc(&mut self.metrics.action_errors, kind.to_string());
+                    // A failed drain or cancel still spends budget, so a failing command is
+                    // not retried every cycle.
+                    match a {
+                        Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
+                        Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
+                        _ => {}
+                    }
+                    tracing::error!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), error = %why, "action failed");
+                }
+                Outcome::Would => {
+                    self.actions.record(a, now_s, true);
+                    tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), detail = %action_detail(a), "would {kind} (observe mode)");
+                }
+                Outcome::Done | Outcome::AlreadyGone => {
+                    self.actions.record(a, now_s, false);
+                    tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
+                }
+            }
+            let mut line = json!({"t_s": now_s, "mode": mode.as_str(), "record": if hypothetical { "would_action" } else { "action" }, "outcome": out, "hypothetical": hypothetical});
+            merge(&mut line, serde_json::to_value(a).unwrap_or_default());
+            if let Some(ev) = a.job_id().and_then(|j| evidence.get(j)) {
+                line["evidence"] = ev.clone();
+            }
+            self.audit(line);
+            rep.actions.push((a.clone(), out));
+        }
+        for s in &p.skips {
+            Metrics::inc(&mut self.metrics.skipped, s.kind.as_str().to_string());
+            tracing::info!(target: "gpu_reaper::action", action = s.action, job_id = ?s.job_id, reason = s.kind.as_str(), "action skipped");
+            let mut line =
+                json!({"t_s": now_s, "mode": mode.as_str(), "record": "skipped", "skip": s.kind, "action": s.action, "job_id": s.job_id});
+            if let Some(ev) = s.job_id.as_deref().and_then(|j| evidence.get(j)) {
+                line["evidence"] = ev.clone();
+            }
+            self.audit(line);
+        }
+        rep.skips = p.skips;
+
+        // 8. Cancel follow-up: has each cancelled job left RUNNING?
+        if let Some(r) = running_known.filter(|_| mode == RunMode::Enforce) {
+            for (job, t) in &self.actions.cancels {
+                if *t < now_s && r.contains(job) {
+                    tracing::error!(job_id = %job, "job still RUNNING after cancel");
+                    Metrics::inc(&mut self.metrics.action_errors, "cancel_not_effective".to_string());
+                }
+            }
+            let gone: Vec<String> = self.actions.cancels.keys().filter(|j| !r.contains(*j)).cloned().collect();
+            for j in gone {
+                self.audit(json!({"t_s": now_s, "mode": mode.as_str(), "record": "cancel_confirmed", "job_id": j}));
+            }
+        }
+        self.actions.prune(now_s, running_known);
+        drop(views);
+        self.findings = findings;
+        if let Err(e) = self.save(now_s) {
+            tracing::error!(error = %e, path = %self.state_path().display(), "state not saved");
+            self.read_error("state", "write");
+        }
+        rep
+    }
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+fn action_detail(a: &Action) -> String {
+    match a {
+        Action::Alert { reason, .. } | Action::Notice { reason, .. } | Action::Cancel { reason, .. } => reason.clone(),
+        Action::Drain { node, node_reason, .. } => format!("{node}: {node_reason}"),
+        Action::Resume { node, job_id } => format!("{node}: job {job_id} gone"),
+        Action::AdminAlert { text } => text.clone(),
+    }
+}
+
+/// The evidence behind a finding, for the audit log.
+pub fn evidence_json(f: &Finding) -> serde_json::Value {
+    let e = &f.evidence;
+    json!({
+        "verdict": f.verdict.as_str(),
+        "signature": f.signature_name(),
+        "cap": f.cap.map(|c| c.as_str()),
+        "dwell_s": f.dwell_s,
+        "wasted_gpu_h": f.wasted_gpu_h,
+        "hypothetical": f.hypothetical,
+        "exempt": f.exempt,
+        "window_start_s": e.window_start_s,
+        "window_end_s": e.window_end_s,
+        "gpus_allocated": e.gpus_allocated,
+        "gpus_observed": e.gpus_observed,
+        "wasted_gpus": e.wasted_gpus,
+        "samples_min_per_gpu": e.samples_min_per_gpu,
+        "invalid_samples": e.invalid_samples,
+        "peak_util_pct": e.peak_util_pct,
+        "mean_util_pct": e.mean_util_pct,
+        "mem_used_mean_mib": e.mem_used_mean_mib,
+        "power_mean_w": e.power_mean_w,
+        "procs_unknown": e.procs_unknown,
+    })
+}

@@ -1,0 +1,260 @@
+//! Carrying actions out. [`RealExecutor`] changes things (enforce mode); [`ObserveExecutor`]
+//! changes nothing and reports would-do; [`RecordingExecutor`] records for tests. Alerts
+//! and admin alerts go to the webhook in both real modes; the log lines and the audit log
+//! are written by the daemon for every executor alike.
+
+use crate::plan::Action;
+use crate::run::{run, RunOptions, RunOutcome};
+use crate::slurm::{CancelOutcome, SlurmClient};
+use serde::Serialize;
+use std::time::Duration;
+
+/// How one action ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "detail", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Carried out.
+    Done,
+    /// Observe mode: logged as would-do, nothing changed.
+    Would,
+    /// A cancel found the job already gone.
+    AlreadyGone,
+    /// Failed; the detail (never a secret).
+    Failed(String),
+}
+
+impl Outcome {
+    /// `done`, `would`, `already_gone` or `failed`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Would => "would",
+            Outcome::AlreadyGone => "already_gone",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+}
+
+/// Carries out one action.
+pub trait Executor {
+    /// Does (or logs) `action`.
+    fn execute(&mut self, action: &Action) -> Outcome;
+}
+
+/// Posts Slack-compatible JSON (`{"text": ...}`) with curl. The URL is read from an
+/// environment variable at each post and handed to curl on stdin (`curl -K -`), so it never
+/// appears in argv, in `ps`, or in any log.
+#[derive(Debug, Clone)]
+pub struct Webhook {
+    /// curl program.
+    pub curl: String,
+    /// Name of the variable holding the URL.
+    pub url_env: String,
+    /// Timeout.
+    pub timeout: Duration,
+}
+
+fn curl_quote(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+impl Webhook {
+    /// Posts `text`. Errors never contain the URL.
+    pub fn post(&self, text: &str) -> Result<(), String> {
+        let url = std::env::var(&self.url_env).map_err(|_| format!("webhook: ${} is not set", self.url_env))?;
+        let body = serde_json::json!({ "text": text }).to_string();
+        let cfg = format!(
+            "url = {}\nheader = \"Content-Type: application/json\"\ndata-binary = {}\n",
+            curl_quote(&url),
+            curl_quote(&body)
+        );
+        let mut o = RunOptions::new(self.timeout);
+        o.stdin = Some(cfg.into_bytes());
+        let args: Vec<String> = [
+            "--silent",
+            "--show-error",
+            "--fail",
+            "--max-time",
+            &self.timeout.as_secs().max(1).to_string(),
+            "-K",
+            "-",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        match run(&self.curl, &args, &o) {
+            RunOutcome::Exited { code: Some(0), .. } => Ok(()),
+            other => Err(format!("webhook: curl {}", other.label())),
+        }
+    }
+}
+
+fn alert_text(a: &Action, observe: bool) -> Option<String> {
+    let tag = if observe { "[observe] " } else { "" };
+    match a {
+        Action::Alert { reason, user, .. } => Some(format!("{tag}gpu-reaper: {reason} (user {})", policy::one_line(user, 64))),
+        Action::AdminAlert { text } => Some(format!("{tag}{text}")),
+        _ => None,
+    }
+}
+
+/// Enforce mode: drains, cancels, resumes and notices for real.
+pub struct RealExecutor<S: SlurmClient> {
+    /// Slurm.
+    pub slurm: S,
+    /// Notify command argv prefix (empty: none).
+    pub notify_command: Vec<String>,
+    /// Webhook, if configured.
+    pub webhook: Option<Webhook>,
+    /// Timeout for the notify command.
+    pub timeout: Duration,
+}
+
+impl<S: SlurmClient> Executor for RealExecutor<S> {
+    fn execute(&mut self, action: &Action) -> Outcome {
+        let r: Result<Outcome, String> = match action {
+            Action::Alert { .. } | Action::AdminAlert { .. } => match (&self.webhook, alert_text(action, false)) {
+                (Some(w), Some(t)) => w.post(&t).map(|_| Outcome::Done),
+                _ => Ok(Outcome::Done),
+            },
+            Action::Notice { job_id, user, reason } => {
+                if self.notify_command.is_empty() {
+                    Ok(Outcome::Done)
+                } else {
+                    let mut args: Vec<String> = self.notify_command[1..].to_vec();
+                    args.extend([user.clone(), job_id.clone(), reason.clone()]);
+                    match run(&self.notify_command[0], &args, &RunOptions::new(self.timeout)) {
+                        RunOutcome::Exited { code: Some(0), .. } => Ok(Outcome::Done),
+                        other => Err(format!("notify command: {}", other.label())),
+                    }
+                }
+            }
+            Action::Drain { node, node_reason, .. } => self
+                .slurm
+                .drain(node, node_reason)
+                .map(|_| Outcome::Done)
+                .map_err(|e| e.to_string()),
+            Action::Resume { node, .. } => self.slurm.resume(node).map(|_| Outcome::Done).map_err(|e| e.to_string()),
+            Action::Cancel { job_id, reason, .. } => {
+                // The AdminComment is best effort: a failure is logged but does not stop the
+                // cancel (the audit log is the record).
+                let comment = self.slurm.set_admin_comment(job_id, reason).err();
+                match self.slurm.cancel(job_id) {
+                    Ok(CancelOutcome::Cancelled) => match comment {
+                        None => Ok(Outcome::Done),
+                        Some(e) => {
+                            tracing::warn!(job_id = %job_id, error = %e, "AdminComment not set");
+                            Ok(Outcome::Done)
+                        }
+                    },
+                    Ok(CancelOutcome::AlreadyGone) => Ok(Outcome::AlreadyGone),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        };
+        r.unwrap_or_else(Outcome::Failed)
+    }
+}
+
+/// Observe mode: alerts still reach the webhook (marked `[observe]`); everything that would
+/// change Slurm or contact a user is reported as [`Outcome::Would`].
+pub struct ObserveExecutor {
+    /// Webhook, if configured.
+    pub webhook: Option<Webhook>,
+}
+
+impl Executor for ObserveExecutor {
+    fn execute(&mut self, action: &Action) -> Outcome {
+        if action.changes_something() {
+            return Outcome::Would;
+        }
+        match (&self.webhook, alert_text(action, true)) {
+            (Some(w), Some(t)) => w.post(&t).map_or_else(Outcome::Failed, |_| Outcome::Done),
+            _ => Outcome::Done,
+        }
+    }
+}
+
+/// Records every action; fails the kinds listed in `fail`. For tests.
+#[derive(Debug, Default)]
+pub struct RecordingExecutor {
+    /// Every action seen, in order.
+    pub actions: Vec<Action>,
+    /// Action kinds (`drain`, `cancel`, ...) that fail.
+    pub fail: Vec<&'static str>,
+    /// Report would-do for state-changing actions, like observe mode.
+    pub observe: bool,
+}
+
+impl Executor for RecordingExecutor {
+    fn execute(&mut self, action: &Action) -> Outcome {
+        self.actions.push(action.clone());
+        if self.fail.contains(&action.kind()) {
+            Outcome::Failed("recording executor: told to fail".into())
+        } else if self.observe && action.changes_something() {
+            Outcome::Would
+        } else {
+            Outcome::Done
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_url_never_reaches_argv_or_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let curl = dir.path().join("curl");
+        let log = dir.path().join("log");
+        std::fs::write(
+            &curl,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}.argv\ncat > {0}.stdin\n[ -e {0}.fail ] && exit 22\nexit 0\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let secret = "https://hooks.example.invalid/services/T0/B0/secret-token";
+        std::env::set_var("GPU_REAPER_TEST_WEBHOOK_URL", secret);
+        let w = Webhook {
+            curl: curl.display().to_string(),
+            url_env: "GPU_REAPER_TEST_WEBHOOK_URL".into(),
+            timeout: Duration::from_secs(5),
+        };
+        w.post("job 1: alert idle \"quoted\" \\ back").unwrap();
+        let argv = std::fs::read_to_string(format!("{}.argv", log.display())).unwrap();
+        assert!(!argv.contains("secret-token"), "{argv}");
+        assert!(argv.lines().any(|l| l == "-K"));
+        let stdin = std::fs::read_to_string(format!("{}.stdin", log.display())).unwrap();
+        assert!(stdin.contains(&format!("url = \"{secret}\"")));
+        // The body is Slack-compatible JSON, escaped once for JSON and once for curl's config.
+        assert!(
+            stdin.contains(r#"data-binary = "{\"text\":\"job 1: alert idle \\\"quoted\\\" \\\\ back\"}""#),
+            "{stdin}"
+        );
+        std::fs::write(format!("{}.fail", log.display()), "").unwrap();
+        let e = w.post("x").unwrap_err();
+        assert!(!e.contains("secret") && e.contains("exit_22"), "{e}");
+        let missing = Webhook {
+            url_env: "GPU_REAPER_TEST_WEBHOOK_UNSET".into(),
+            ..w
+        };
+        assert!(missing.post("x").unwrap_err().contains("GPU_REAPER_TEST_WEBHOOK_UNSET"));
+    }
+}

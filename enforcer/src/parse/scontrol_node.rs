@@ -1,0 +1,227 @@
+//! `scontrol show node NAME` output: the node's state words and its Reason.
+//!
+//! Records are `Key=Value` tokens over several indented lines; values may contain spaces
+//! (`OS=Linux 5.14 #1 SMP`), so a word without `=` belongs to the previous value. `Reason=`
+//! runs to the end of its line and ends with `[user@time]`, which is stripped (the drain's
+//! author and time are not part of the reason). State is `BASE+FLAG+...`, each word possibly
+//! followed by a symbol (`*` not responding, `~` powered off, `#`, `!`, `%`, `$`, `@`, `^`, `-`).
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// State symbols (sinfo(1) NODE STATE CODES) and the flag each stands for.
+pub const STATE_SYMBOLS: [(char, &str); 9] = [
+    ('*', "NOT_RESPONDING"),
+    ('~', "POWERED_OFF"),
+    ('#', "POWERING_UP"),
+    ('!', "POWER_DOWN_PENDING"),
+    ('%', "POWERING_DOWN"),
+    ('$', "MAINT"),
+    ('@', "REBOOT_PENDING"),
+    ('^', "REBOOTING"),
+    ('-', "PLANNED"),
+];
+
+/// The prefix of every Reason the enforcer writes: `gpu-reaper: <signature> job <id>`.
+pub const REASON_PREFIX: &str = "gpu-reaper: ";
+
+/// One node as `scontrol show node` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct NodeState {
+    /// `NodeName`.
+    pub name: String,
+    /// Every state word, upper case, without symbols: base first, then flags, e.g.
+    /// `["MIXED", "DRAIN"]`. A state symbol adds its flag (see [`STATE_SYMBOLS`]), e.g.
+    /// `DOWN*` gives `["DOWN", "NOT_RESPONDING"]` and `MIXED$` gives `["MIXED", "MAINT"]`.
+    pub state: Vec<String>,
+    /// `Reason` without the trailing `[user@time]`; `None` when absent or `(null)`/`none`.
+    pub reason: Option<String>,
+    /// Every other key, for `enforcer parse scontrol-node`.
+    pub fields: BTreeMap<String, String>,
+}
+
+/// Why a `scontrol show node` text was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+pub enum NodeParseError {
+    /// No `NodeName=` key.
+    #[error("scontrol show node: no NodeName= in the output ({0:?})")]
+    NoNodeName(String),
+    /// No `State=` key.
+    #[error("scontrol show node: no State= for node {0}")]
+    NoState(String),
+    /// scontrol said the node does not exist.
+    #[error("scontrol show node: {0}")]
+    NotFound(String),
+}
+
+/// States under which the node may be drained by us: a node in any other state (drained,
+/// down, failed, maintenance, reserved, not responding, powered off, rebooting, unknown flags)
+/// is left alone.
+pub const ORDINARY_STATES: [&str; 6] = ["IDLE", "MIXED", "ALLOCATED", "ALLOC", "MIX", "COMPLETING"];
+
+impl NodeState {
+    /// True when any state word is a drain (`DRAIN`, `DRAINING`, `DRAINED`).
+    pub fn has_drain(&self) -> bool {
+        self.state.iter().any(|s| s.starts_with("DRAIN"))
+    }
+
+    /// True when the node is in anything but an ordinary state (see [`ORDINARY_STATES`]).
+    pub fn is_special(&self) -> bool {
+        self.state
+            .iter()
+            .any(|s| !ORDINARY_STATES.contains(&s.as_str()) && s != "PLANNED" && s != "CLOUD")
+    }
+
+    /// The job named in the Reason when the Reason is exactly one of ours.
+    pub fn our_reason_job(&self) -> Option<String> {
+        parse_reason(self.reason.as_deref()?).map(|(_, job)| job)
+    }
+}
+
+/// The Reason the enforcer writes for a drain.
+pub fn reason(signature: &str, job_id: &str) -> String {
+    format!("{REASON_PREFIX}{signature} job {job_id}")
+}
+
+/// `(signature, job id)` when `text` is exactly a Reason of ours.
+pub fn parse_reason(text: &str) -> Option<(String, String)> {
+    let rest = text.trim().strip_prefix(REASON_PREFIX)?;
+    let mut w = rest.split(' ');
+    let (sig, kw, job) = (w.next()?, w.next()?, w.next()?);
+    if w.next().is_some() || kw != "job" || sig.is_empty() || job.is_empty() {
+        return None;
+    }
+    let id_ok = job.bytes().all(|b| b.is_ascii_digit() || b == b'_' || b == b'+');
+    (id_ok && policy::signature::names().contains(&sig)).then(|| (sig.to_string(), job.to_string()))
+}
+
+/// Strips scontrol's trailing ` [user@time]` from a Reason.
+pub fn strip_author(reason: &str) -> &str {
+    let r = reason.trim_end();
+    if r.ends_with(']') {
+        if let Some(open) = r.rfind(" [") {
+            if r[open..].contains('@') {
+                return r[..open].trim_end();
+            }
+        }
+    }
+    r
+}
+
+/// Parses `scontrol show node NAME` output (one node).
+pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
+    let t = text.trim();
+    if t.contains("not found") && !t.contains("NodeName=") {
+        return Err(NodeParseError::NotFound(t.lines().next().unwrap_or("").chars().take(200).collect()));
+    }
+    let mut fields: BTreeMap<String, String> = BTreeMap::new();
+    let mut reason: Option<String> = None;
+    for line in t.lines() {
+        let l = line.trim_start();
+        if let Some(r) = l.strip_prefix("Reason=") {
+            let r = strip_author(r);
+            if !r.is_empty() && r != "(null)" && !r.eq_ignore_ascii_case("none") {
+                reason = Some(r.to_string());
+            }
+            continue;
+        }
+        let mut last: Option<String> = None;
+        for word in l.split_whitespace() {
+            match word.split_once('=') {
+                Some((k, v)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+                    fields.insert(k.to_string(), v.to_string());
+                    last = Some(k.to_string());
+                }
+                _ => {
+                    if let Some(k) = &last {
+                        if let Some(v) = fields.get_mut(k) {
+                            v.push(' ');
+                            v.push_str(word);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let name = fields
+        .get("NodeName")
+        .cloned()
+        .ok_or_else(|| NodeParseError::NoNodeName(t.chars().take(120).collect()))?;
+    let st = fields.get("State").cloned().ok_or_else(|| NodeParseError::NoState(name.clone()))?;
+    let mut state: Vec<String> = Vec::new();
+    let mut flags: Vec<&str> = Vec::new();
+    for w in st.split('+') {
+        let clean: String = w.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        for c in w.chars() {
+            if let Some((_, flag)) = STATE_SYMBOLS.iter().find(|(s, _)| *s == c) {
+                flags.push(flag);
+            }
+        }
+        if !clean.is_empty() {
+            state.push(clean.to_ascii_uppercase());
+        }
+    }
+    if state.is_empty() {
+        return Err(NodeParseError::NoState(name));
+    }
+    for f in flags {
+        if !state.iter().any(|s| s == f) {
+            state.push(f.to_string());
+        }
+    }
+    Ok(NodeState {
+        name,
+        state,
+        reason,
+        fields,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODE: &str = "NodeName=gpu001 Arch=x86_64 CoresPerSocket=32\n   OS=Linux 5.14.0-362 #1 SMP\n   State=MIXED+DRAIN ThreadsPerCore=1\n   Reason=gpu-reaper: idle job 1230_4 [root@2025-11-06T10:00:00]\n";
+
+    #[test]
+    fn reads_state_and_strips_author() {
+        let n = parse(NODE).unwrap();
+        assert_eq!(n.name, "gpu001");
+        assert_eq!(n.state, vec!["MIXED", "DRAIN"]);
+        assert!(n.has_drain() && n.is_special());
+        assert_eq!(n.reason.as_deref(), Some("gpu-reaper: idle job 1230_4"));
+        assert_eq!(n.our_reason_job().as_deref(), Some("1230_4"));
+        assert_eq!(n.fields["OS"], "Linux 5.14.0-362 #1 SMP");
+    }
+
+    #[test]
+    fn special_states() {
+        for (st, special) in [
+            ("IDLE", false),
+            ("MIXED", false),
+            ("ALLOCATED", false),
+            ("DOWN*", true),
+            ("IDLE+MAINT", true),
+            ("MIXED+RESERVED", true),
+            ("IDLE+DRAIN", true),
+            ("FAIL", true),
+            ("IDLE~", true),
+            ("MIXED$", true),
+            ("MIXED-", false),
+            ("IDLE+POWERED_DOWN", true),
+        ] {
+            let n = parse(&format!("NodeName=n State={st}\n")).unwrap();
+            assert_eq!(n.is_special(), special, "{st}");
+        }
+    }
+
+    #[test]
+    fn only_exact_reasons_are_ours() {
+        assert_eq!(parse_reason("gpu-reaper: hung job 93+1"), Some(("hung".into(), "93+1".into())));
+        assert_eq!(parse_reason("gpu-reaper: hung job 93+1 and more"), None);
+        assert_eq!(parse_reason("admin: gpu-reaper: hung job 93"), None);
+        assert_eq!(parse_reason("gpu-reaper: sleepy job 93"), None);
+        assert_eq!(strip_author("bad psu [admin@2024-01-01T00:00:00]"), "bad psu");
+        assert_eq!(strip_author("see [ticket 12]"), "see [ticket 12]");
+    }
+}

@@ -1,0 +1,349 @@
+//! nvidia-smi output: `--query-gpu=... --format=csv,nounits`, `--query-compute-apps=...`,
+//! `nvidia-smi -L` and the error texts nvidia-smi prints instead of a table.
+//!
+//! Every field is parsed on its own. `[N/A]`, `[Not Supported]`, `[Unknown Error]`,
+//! `[Insufficient Permissions]` (and any other bracketed text) mean the field is missing:
+//! `None`, never 0. Columns are mapped by the header's names (`utilization.gpu [%]` is
+//! `utilization.gpu`); headerless text needs the column names given.
+
+use serde::Serialize;
+
+/// The enforcer's own `--query-gpu` field list, in order.
+pub const GPU_QUERY: [&str; 7] = [
+    "index",
+    "uuid",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+    "power.draw",
+    "power.limit",
+];
+
+/// The enforcer's own `--query-compute-apps` field list, in order.
+pub const APPS_QUERY: [&str; 3] = ["gpu_uuid", "pid", "used_memory"];
+
+/// One GPU row of `--query-gpu`. Every field is `None` when the column is absent or the
+/// value is missing (`[N/A]` and friends) or unparsable.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct GpuReading {
+    /// `index`: NVML's index of the GPU on this node.
+    pub index: Option<u16>,
+    /// `uuid`, e.g. `GPU-8f3c…`.
+    pub uuid: Option<String>,
+    /// `name`, e.g. `NVIDIA A100-SXM4-80GB`.
+    pub name: Option<String>,
+    /// `utilization.gpu`, percent.
+    pub util_pct: Option<f64>,
+    /// `memory.used`, MiB.
+    pub mem_used_mib: Option<f64>,
+    /// `memory.total`, MiB.
+    pub mem_total_mib: Option<f64>,
+    /// `power.draw`, watts.
+    pub power_w: Option<f64>,
+    /// `power.limit`, watts.
+    pub power_limit_w: Option<f64>,
+}
+
+/// One row that could not be read. Other rows still count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowError {
+    /// 1-based line number in the text.
+    pub line: usize,
+    /// The offending line.
+    pub text: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// A parsed `--query-gpu` table.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct GpuTable {
+    /// The column names used (from the header, or as given for headerless text).
+    pub columns: Vec<String>,
+    /// Rows read.
+    pub gpus: Vec<GpuReading>,
+    /// Rows rejected (wrong field count).
+    pub row_errors: Vec<RowError>,
+}
+
+/// One row of `--query-compute-apps`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ComputeApp {
+    /// `gpu_uuid`: the GPU (or MIG device) the process runs on.
+    pub gpu_uuid: Option<String>,
+    /// `pid` as NVML reports it (a host PID; it may not exist in a container's namespace).
+    pub pid: Option<u32>,
+    /// `used_memory`, MiB.
+    pub used_memory_mib: Option<f64>,
+    /// `process_name` (or `name`).
+    pub process_name: Option<String>,
+}
+
+/// A parsed `--query-compute-apps` table.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct AppsTable {
+    /// The column names used.
+    pub columns: Vec<String>,
+    /// Rows read.
+    pub apps: Vec<ComputeApp>,
+    /// Rows rejected.
+    pub row_errors: Vec<RowError>,
+}
+
+/// Why a whole nvidia-smi text was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+pub enum SmiError {
+    /// nvidia-smi printed an error text instead of a table; `kind` names it.
+    #[error("nvidia-smi reported no data: {kind} ({line:?})")]
+    NoData {
+        /// Short name: `no_devices`, `nvml_init_failed`, `gpu_lost`, `device_handle`, `driver_unreachable`.
+        kind: &'static str,
+        /// The line that said so.
+        line: String,
+    },
+    /// The header line names no column this parser knows.
+    #[error("nvidia-smi header {0:?} names no known column")]
+    BadHeader(String),
+}
+
+/// The error texts nvidia-smi prints on stdout when it has no data, with their short names.
+pub const NO_DATA_TEXTS: [(&str, &str); 6] = [
+    ("No devices were found", "no_devices"),
+    ("Failed to initialize NVML", "nvml_init_failed"),
+    ("GPU is lost", "gpu_lost"),
+    ("Unable to determine the device handle", "device_handle"),
+    ("couldn't communicate with the NVIDIA driver", "driver_unreachable"),
+    ("Unknown Error", "unknown_error"),
+];
+
+/// The first no-data error text in `text`, if any. `Unknown Error` only counts when it is a
+/// whole line, since `[Unknown Error]` is also a per-field value.
+pub fn no_data(text: &str) -> Option<SmiError> {
+    for line in text.lines() {
+        let l = line.trim();
+        for (needle, kind) in NO_DATA_TEXTS {
+            let hit = if kind == "unknown_error" { l == needle } else { l.contains(needle) };
+            if hit {
+                return Some(SmiError::NoData {
+                    kind,
+                    line: l.chars().take(200).collect(),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Strips a unit suffix from a header name: `utilization.gpu [%]` → `utilization.gpu`.
+fn header_name(h: &str) -> String {
+    let h = h.trim();
+    match h.find(" [") {
+        Some(i) => h[..i].to_string(),
+        None => h.to_string(),
+    }
+}
+
+/// A field value, or `None` for the missing markers, empty text and anything unparsable.
+fn value(s: &str) -> Option<&str> {
+    let s = s.trim();
+    if s.is_empty() || (s.starts_with('[') && s.ends_with(']')) || s == "N/A" {
+        return None;
+    }
+    Some(s)
+}
+
+fn number(s: &str) -> Option<f64> {
+    let s = value(s)?;
+    // Tolerate a unit left in (a query without `nounits`).
+    let s = s.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%').trim_end();
+    let v: f64 = s.parse().ok()?;
+    v.is_finite().then_some(v)
+}
+
+/// Splits CSV text into (line number, fields), skipping blank lines and `#` comments.
+fn rows(text: &str) -> impl Iterator<Item = (usize, &str, Vec<&str>)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| (i + 1, l, l.split(',').collect()))
+}
+
+/// True when `line` looks like a `--query-gpu` header rather than a data row: some field is
+/// a known column name, carries a unit in brackets (`memory.used [MiB]`), or is a dotted
+/// lower-case query name (`temperature.gpu`).
+pub fn looks_like_header(line: &str) -> bool {
+    line.split(',').any(|f| {
+        let f = f.trim();
+        let name = header_name(f);
+        let dotted = name.contains('.')
+            && name
+                .split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        known_gpu_column(&name) || dotted || (f.contains(" [") && f.ends_with(']') && !f.starts_with('['))
+    })
+}
+
+fn known_gpu_column(c: &str) -> bool {
+    matches!(
+        c,
+        "index" | "uuid" | "name" | "utilization.gpu" | "memory.used" | "memory.total" | "power.draw" | "power.limit"
+    )
+}
+
+/// Rows of one CSV table, whatever it holds.
+type Table<R> = (Vec<String>, Vec<R>, Vec<RowError>);
+
+/// Reads a CSV table: header (or `columns`), then one `R` per row filled field by field by
+/// `fill(row, column, text)`. `known` says whether a header name is one the caller reads; a
+/// header with none of them is rejected. Lines for which `skip` is true are ignored.
+fn read_table<R: Default>(
+    text: &str,
+    columns: Option<&[&str]>,
+    known: &dyn Fn(&str) -> bool,
+    skip: &dyn Fn(&str) -> bool,
+    fill: &dyn Fn(&mut R, &str, &str),
+) -> Result<Table<R>, SmiError> {
+    if let Some(e) = no_data(text) {
+        return Err(e);
+    }
+    let mut it = rows(text);
+    let cols: Vec<String> = match columns {
+        Some(c) => c.iter().map(|s| header_name(s)).collect(),
+        None => match it.next() {
+            None => return Ok((Vec::new(), Vec::new(), Vec::new())),
+            Some((_, line, f)) => {
+                let c: Vec<String> = f.iter().map(|s| header_name(s)).collect();
+                if !c.iter().any(|c| known(c)) {
+                    return Err(SmiError::BadHeader(line.chars().take(200).collect()));
+                }
+                c
+            }
+        },
+    };
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    for (n, line, f) in it {
+        if skip(line.trim()) {
+            continue;
+        }
+        if f.len() != cols.len() {
+            errors.push(RowError {
+                line: n,
+                text: line.chars().take(200).collect(),
+                problem: format!("{} fields, expected {}", f.len(), cols.len()),
+            });
+            continue;
+        }
+        let mut r = R::default();
+        for (c, v) in cols.iter().zip(&f) {
+            fill(&mut r, c, v);
+        }
+        out.push(r);
+    }
+    Ok((cols, out, errors))
+}
+
+/// Parses `--query-gpu` CSV. With `columns = None` the first line is the header; otherwise
+/// the text is headerless and `columns` names its fields (e.g. [`GPU_QUERY`]). Columns this
+/// parser does not know are read and ignored. Errors: an nvidia-smi error text, or a header
+/// naming no known column. A row with the wrong field count goes to `row_errors`.
+pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiError> {
+    let fill = |g: &mut GpuReading, c: &str, v: &str| match c {
+        "index" => g.index = value(v).and_then(|v| v.parse().ok()),
+        "uuid" => g.uuid = value(v).map(str::to_string),
+        "name" => g.name = value(v).map(str::to_string),
+        "utilization.gpu" => g.util_pct = number(v),
+        "memory.used" => g.mem_used_mib = number(v),
+        "memory.total" => g.mem_total_mib = number(v),
+        "power.draw" => g.power_w = number(v),
+        "power.limit" => g.power_limit_w = number(v),
+        _ => {}
+    };
+    let (columns, gpus, row_errors) = read_table(text, columns, &known_gpu_column, &|_| false, &fill)?;
+    Ok(GpuTable { columns, gpus, row_errors })
+}
+
+/// Parses `--query-compute-apps` CSV, header first (or headerless with `columns`). No rows
+/// means no process was listed, which is not the same as an idle GPU (see
+/// smi-util-without-processes: PIDs in another namespace are not listed).
+pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, SmiError> {
+    let known = |c: &str| matches!(c, "gpu_uuid" | "pid" | "used_memory" | "used_gpu_memory" | "process_name" | "name");
+    let fill = |a: &mut ComputeApp, c: &str, v: &str| match c {
+        "gpu_uuid" => a.gpu_uuid = value(v).map(str::to_string),
+        "pid" => a.pid = value(v).and_then(|v| v.parse().ok()),
+        "used_memory" | "used_gpu_memory" => a.used_memory_mib = number(v),
+        "process_name" | "name" => a.process_name = value(v).map(str::to_string),
+        _ => {}
+    };
+    let (columns, apps, row_errors) = read_table(text, columns, &known, &|l| l == "No running processes found", &fill)?;
+    Ok(AppsTable { columns, apps, row_errors })
+}
+
+/// One device line of `nvidia-smi -L`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedDevice {
+    /// `gpu` or `mig`.
+    pub kind: &'static str,
+    /// The device number on its line (`GPU 0:` / `Device 1:`).
+    pub number: u32,
+    /// The UUID as printed.
+    pub uuid: String,
+    /// For a MIG device: the parent GPU's UUID, from the old `MIG-GPU-<uuid>/gi/ci` form, or
+    /// from the preceding `GPU` line for the new `MIG-<uuid>` form.
+    pub parent_uuid: Option<String>,
+}
+
+/// Parses `nvidia-smi -L`: GPU lines and indented MIG lines, old and new MIG UUID forms,
+/// any whitespace. Lines that match neither are ignored.
+pub fn parse_list(text: &str) -> Vec<ListedDevice> {
+    let mut out = Vec::new();
+    let mut parent: Option<String> = None;
+    for line in text.lines() {
+        let l = line.trim();
+        let Some(open) = l.rfind("(UUID:") else { continue };
+        let uuid = l[open + 6..].trim().trim_end_matches(')').trim().to_string();
+        let head: Vec<&str> = l[..open].split_whitespace().collect();
+        if head.first() == Some(&"GPU") {
+            let number = head.get(1).and_then(|s| s.trim_end_matches(':').parse().ok()).unwrap_or(0);
+            parent = Some(uuid.clone());
+            out.push(ListedDevice {
+                kind: "gpu",
+                number,
+                uuid,
+                parent_uuid: None,
+            });
+        } else if head.first() == Some(&"MIG") {
+            let number = head
+                .iter()
+                .position(|w| *w == "Device")
+                .and_then(|p| head.get(p + 1))
+                .and_then(|s| s.trim_end_matches(':').parse().ok())
+                .unwrap_or(0);
+            let embedded = uuid
+                .strip_prefix("MIG-")
+                .filter(|r| r.starts_with("GPU-"))
+                .and_then(|r| r.split('/').next());
+            out.push(ListedDevice {
+                kind: "mig",
+                number,
+                parent_uuid: embedded.map(str::to_string).or_else(|| parent.clone()),
+                uuid,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_or_data() {
+        assert!(looks_like_header("index, uuid, utilization.gpu [%]"));
+        assert!(looks_like_header("name, temperature.gpu"));
+        assert!(looks_like_header("memory.used [MiB]"));
+        assert!(!looks_like_header("0, GPU-a, [N/A], 10, 80, [Not Supported], 400"));
+        assert!(!looks_like_header("12.5, 300"));
+        assert!(!looks_like_header("[Not Supported]"));
+    }
+}

@@ -1,0 +1,468 @@
+//! The pure half of a cycle: findings and remembered actions in, [`Action`]s and [`Skip`]s
+//! out. No I/O, no clock. The damage limits live here: per-hour drain and cancel budgets,
+//! the suspect-collector rule, the pause file, special node states, and the rule that a
+//! multi-node job is never drained or cancelled on one node's evidence.
+
+use crate::config::RunMode;
+use crate::parse::scontrol_node::{self, NodeState};
+use policy::{Finding, JobFacts, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One thing to do (or, in observe mode, to log as would-do).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Tell the admins (log line, webhook) that a job reached a rung. Once per job per rung.
+    Alert {
+        /// Exact job id.
+        job_id: String,
+        /// Job owner.
+        user: String,
+        /// Partition (metrics label).
+        partition: String,
+        /// The rung reached.
+        verdict: Verdict,
+        /// Signature name.
+        signature: String,
+        /// One-line reason from the finding.
+        reason: String,
+    },
+    /// Run the notify command for the job's user, at the job's first alert.
+    Notice {
+        /// Exact job id.
+        job_id: String,
+        /// Job owner.
+        user: String,
+        /// One-line reason.
+        reason: String,
+    },
+    /// `scontrol update NodeName=node State=DRAIN Reason=node_reason`.
+    Drain {
+        /// This node.
+        node: String,
+        /// The job the drain is for.
+        job_id: String,
+        /// Signature name.
+        signature: String,
+        /// `gpu-reaper: <signature> job <id>`.
+        node_reason: String,
+        /// The finding's reason.
+        reason: String,
+    },
+    /// AdminComment then scancel of the exact id.
+    Cancel {
+        /// Exact job id.
+        job_id: String,
+        /// Signature name.
+        signature: String,
+        /// The finding's reason (also the AdminComment).
+        reason: String,
+    },
+    /// `scontrol update NodeName=node State=RESUME`: our drain's job has gone.
+    Resume {
+        /// This node.
+        node: String,
+        /// The job our drain was for.
+        job_id: String,
+    },
+    /// Tell the admins something about the enforcer itself (the suspect-collector rule).
+    AdminAlert {
+        /// What happened.
+        text: String,
+    },
+}
+
+impl Action {
+    /// `alert`, `notice`, `drain`, `cancel`, `resume` or `admin_alert`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Alert { .. } => "alert",
+            Action::Notice { .. } => "notice",
+            Action::Drain { .. } => "drain",
+            Action::Cancel { .. } => "cancel",
+            Action::Resume { .. } => "resume",
+            Action::AdminAlert { .. } => "admin_alert",
+        }
+    }
+
+    /// The job concerned, if any.
+    pub fn job_id(&self) -> Option<&str> {
+        match self {
+            Action::Alert { job_id, .. }
+            | Action::Notice { job_id, .. }
+            | Action::Drain { job_id, .. }
+            | Action::Cancel { job_id, .. }
+            | Action::Resume { job_id, .. } => Some(job_id),
+            Action::AdminAlert { .. } => None,
+        }
+    }
+
+    /// True for the actions that change Slurm state (drain, cancel, resume) or contact a
+    /// user (notice): the ones observe mode only logs.
+    pub fn changes_something(&self) -> bool {
+        matches!(
+            self,
+            Action::Notice { .. } | Action::Drain { .. } | Action::Cancel { .. } | Action::Resume { .. }
+        )
+    }
+}
+
+/// Why a verdict did not become an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// The pause file exists.
+    Paused,
+    /// Too many jobs alerting at once: the collector is suspect.
+    SuspectCollector,
+    /// The per-hour drain or cancel budget is spent.
+    RateLimit,
+    /// The node is drained, down, failed, in maintenance or reserved, and not by us for this job.
+    #[serde(rename = "node_special_state")]
+    NodeSpecial,
+    /// `scontrol show node` failed this cycle.
+    NodeStateUnknown,
+    /// A job on several nodes: per-node mode stops at alert.
+    MultiNode,
+    /// No confirmed drain of ours for the job: no cancel.
+    DrainUnconfirmed,
+    /// A cancel was already sent and the job has not left yet.
+    CancelPending,
+    /// The user's notice has not gone out, or went out less than `notice` ago.
+    NoticePending,
+}
+
+impl SkipKind {
+    /// Snake-case label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipKind::Paused => "paused",
+            SkipKind::SuspectCollector => "suspect_collector",
+            SkipKind::RateLimit => "rate_limit",
+            SkipKind::NodeSpecial => "node_special_state",
+            SkipKind::NodeStateUnknown => "node_state_unknown",
+            SkipKind::MultiNode => "multi_node",
+            SkipKind::DrainUnconfirmed => "drain_unconfirmed",
+            SkipKind::CancelPending => "cancel_pending",
+            SkipKind::NoticePending => "notice_pending",
+        }
+    }
+}
+
+/// A verdict that did not become an action.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skip {
+    /// Why.
+    pub kind: SkipKind,
+    /// The action that was not taken.
+    pub action: &'static str,
+    /// The job, if any.
+    pub job_id: Option<String>,
+}
+
+/// A drain the enforcer made (or, in observe mode, would have made).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainRecord {
+    /// The job the drain is for.
+    pub job_id: String,
+    /// The node.
+    pub node: String,
+    /// When it was made, epoch seconds.
+    pub made_s: i64,
+    /// True for an observe-mode would-drain.
+    pub hypothetical: bool,
+}
+
+/// What the enforcer remembers of its own actions; persisted in the state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ActionState {
+    /// Highest rung alerted per job.
+    pub alerted: BTreeMap<String, Verdict>,
+    /// When each job's user was given notice (or would have been), epoch seconds.
+    pub noticed: BTreeMap<String, i64>,
+    /// Drains made, per job.
+    pub drains: BTreeMap<String, DrainRecord>,
+    /// Cancels sent, per job, epoch seconds.
+    pub cancels: BTreeMap<String, i64>,
+    /// Times of drains in the last hour (real or would), for the budget.
+    pub drain_times_s: Vec<i64>,
+    /// Times of cancels in the last hour (real or would), for the budget.
+    pub cancel_times_s: Vec<i64>,
+    /// Last suspect-collector admin alert.
+    pub suspect_alerted_s: Option<i64>,
+}
+
+impl ActionState {
+    /// Forgets jobs that are no longer running and budget entries older than an hour. With
+    /// `running = None` (squeue failed) nothing job-related is forgotten.
+    pub fn prune(&mut self, now_s: i64, running: Option<&BTreeSet<String>>) {
+        self.drain_times_s.retain(|t| *t > now_s - 3600);
+        self.cancel_times_s.retain(|t| *t > now_s - 3600);
+        if let Some(r) = running {
+            self.alerted.retain(|j, _| r.contains(j));
+            self.noticed.retain(|j, _| r.contains(j));
+            self.cancels.retain(|j, _| r.contains(j));
+            self.drains.retain(|j, _| r.contains(j));
+        }
+    }
+
+    /// Drops the records of the other mode after a mode change: hypothetical drains never
+    /// count toward a real cancel, and no cancel is pending across the change.
+    pub fn drop_hypothetical(&mut self) {
+        self.drains.retain(|_, d| !d.hypothetical);
+        self.cancels.clear();
+    }
+
+    /// Records an action that was carried out (or logged as would-do in observe mode).
+    pub fn record(&mut self, a: &Action, now_s: i64, hypothetical: bool) {
+        match a {
+            Action::Alert { job_id, verdict, .. } => {
+                let e = self.alerted.entry(job_id.clone()).or_insert(*verdict);
+                *e = (*e).max(*verdict);
+            }
+            Action::Notice { job_id, .. } => {
+                self.noticed.insert(job_id.clone(), now_s);
+            }
+            Action::Drain { job_id, node, .. } => {
+                self.drain_times_s.push(now_s);
+                self.drains.insert(
+                    job_id.clone(),
+                    DrainRecord {
+                        job_id: job_id.clone(),
+                        node: node.clone(),
+                        made_s: now_s,
+                        hypothetical,
+                    },
+                );
+            }
+            Action::Cancel { job_id, .. } => {
+                self.cancel_times_s.push(now_s);
+                self.cancels.insert(job_id.clone(), now_s);
+            }
+            Action::Resume { .. } => {}
+            Action::AdminAlert { .. } => self.suspect_alerted_s = Some(now_s),
+        }
+    }
+}
+
+/// Damage limits and switches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Drains per rolling hour.
+    pub max_drains_per_hour: u32,
+    /// Cancels per rolling hour.
+    pub max_cancels_per_hour: u32,
+    /// Suspect-collector rule: minimum evaluated GPU jobs.
+    pub suspect_min_jobs: u32,
+    /// Suspect-collector rule: fraction at alert or above that trips it (strictly more).
+    pub suspect_frac: f64,
+    /// A notify command is configured.
+    pub notify: bool,
+    /// `policy.notice`, seconds: with a notify command, a cancel also needs the notice to
+    /// have been sent at least this long ago (the engine counts from the first alert; this
+    /// counts from the notice that really went out).
+    pub notice_s: i64,
+}
+
+/// One judged job.
+#[derive(Debug, Clone, Copy)]
+pub struct JobView<'a> {
+    /// The facts given to the engine.
+    pub job: &'a JobFacts,
+    /// The engine's finding.
+    pub finding: &'a Finding,
+    /// Slurm node names of the allocation (length > 1 means multi-node).
+    pub nodes: &'a [String],
+}
+
+/// Everything [`plan`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// Cycle time, epoch seconds.
+    pub now_s: i64,
+    /// Observe or enforce.
+    pub mode: RunMode,
+    /// This node's name.
+    pub node: &'a str,
+    /// This node's state this cycle; `None` when `scontrol show node` failed.
+    pub node_state: Option<&'a NodeState>,
+    /// The judged jobs.
+    pub jobs: &'a [JobView<'a>],
+    /// Ids of every RUNNING job in squeue; `None` when squeue failed this cycle.
+    pub running: Option<&'a BTreeSet<String>>,
+    /// The pause file exists.
+    pub paused: bool,
+    /// Damage limits.
+    pub limits: Limits,
+    /// What was done before.
+    pub state: &'a ActionState,
+}
+
+/// The actions and skips of one cycle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Plan {
+    /// To carry out, in order.
+    pub actions: Vec<Action>,
+    /// Verdicts that did not become actions.
+    pub skips: Vec<Skip>,
+    /// The suspect-collector rule tripped this cycle.
+    pub suspect: bool,
+}
+
+/// The job named by our drain on this node, if the node is drained with one of our Reasons.
+fn our_drain(node: Option<&NodeState>) -> Option<String> {
+    node.filter(|n| n.has_drain()).and_then(|n| n.our_reason_job())
+}
+
+/// Plans one cycle. Pure: the same input gives the same plan.
+pub fn plan(inp: &PlanInput<'_>) -> Plan {
+    let mut p = Plan::default();
+    let st = inp.state;
+    let evaluated = inp.jobs.len() as u32;
+    let alerting = inp.jobs.iter().filter(|j| j.finding.verdict >= Verdict::Alert).count() as f64;
+    p.suspect = evaluated >= inp.limits.suspect_min_jobs && evaluated > 0 && alerting > inp.limits.suspect_frac * evaluated as f64;
+    if p.suspect && st.suspect_alerted_s.is_none_or(|t| inp.now_s - t >= 3600) {
+        p.actions.push(Action::AdminAlert {
+            text: format!(
+                "gpu-reaper on {}: {alerting} of {evaluated} GPU jobs at alert or above in one cycle; suspecting the collector, no drain or cancel this cycle",
+                inp.node
+            ),
+        });
+    }
+    let mut drains_left = inp
+        .limits
+        .max_drains_per_hour
+        .saturating_sub(st.drain_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
+    let mut cancels_left = inp
+        .limits
+        .max_cancels_per_hour
+        .saturating_sub(st.cancel_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
+    let ours = our_drain(inp.node_state);
+    // Observe mode never really drains, so it mirrors what enforce would see: its own
+    // would-drain on this node makes the node drained-by-us for that job.
+    let mut drain_planned: Option<String> = None;
+    let would_ours: Option<String> = st
+        .drains
+        .values()
+        .find(|d| d.hypothetical && d.node == inp.node)
+        .map(|d| d.job_id.clone());
+    let skip = |p: &mut Plan, kind, action, job: &str| {
+        p.skips.push(Skip {
+            kind,
+            action,
+            job_id: Some(job.to_string()),
+        })
+    };
+
+    for jv in inp.jobs {
+        let f = jv.finding;
+        let v = f.verdict;
+        if v < Verdict::Alert {
+            continue;
+        }
+        let job = jv.job;
+        let id = job.job_id.as_str();
+        let reason = f.reason(job);
+        let sig = f.signature_name().to_string();
+        if st.alerted.get(id).is_none_or(|r| *r < v) {
+            p.actions.push(Action::Alert {
+                job_id: id.into(),
+                user: job.user.clone(),
+                partition: job.partition.clone(),
+                verdict: v,
+                signature: sig.clone(),
+                reason: reason.clone(),
+            });
+        }
+        if inp.limits.notify && !st.noticed.contains_key(id) {
+            p.actions.push(Action::Notice {
+                job_id: id.into(),
+                user: job.user.clone(),
+                reason: reason.clone(),
+            });
+        }
+        if v < Verdict::Drain {
+            continue;
+        }
+        if jv.nodes.len() != 1 || jv.nodes[0] != inp.node {
+            skip(&mut p, SkipKind::MultiNode, "drain", id);
+            continue;
+        }
+        // Is there a drain of ours for this job? Enforce: the node's Reason says so (this
+        // survives restarts). Observe: our would-drain record.
+        let drained_for_job = match inp.mode {
+            RunMode::Enforce => ours.as_deref() == Some(id),
+            RunMode::Observe => would_ours.as_deref() == Some(id),
+        };
+        // One drain per node: a drain planned earlier this cycle for another job makes the node
+        // special for the rest of the cycle (its Reason names that job).
+        let special = inp.node_state.is_some_and(NodeState::is_special)
+            || (inp.mode == RunMode::Observe && would_ours.is_some())
+            || drain_planned.as_deref().is_some_and(|j| j != id);
+        if !drained_for_job {
+            if p.suspect {
+                skip(&mut p, SkipKind::SuspectCollector, "drain", id);
+            } else if inp.node_state.is_none() {
+                skip(&mut p, SkipKind::NodeStateUnknown, "drain", id);
+            } else if special {
+                skip(&mut p, SkipKind::NodeSpecial, "drain", id);
+            } else if drains_left == 0 {
+                skip(&mut p, SkipKind::RateLimit, "drain", id);
+            } else {
+                drains_left -= 1;
+                drain_planned = Some(id.to_string());
+                p.actions.push(Action::Drain {
+                    node: inp.node.into(),
+                    job_id: id.into(),
+                    node_reason: scontrol_node::reason(&sig, id),
+                    signature: sig.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        if v < Verdict::Cancel {
+            continue;
+        }
+        if !drained_for_job {
+            skip(&mut p, SkipKind::DrainUnconfirmed, "cancel", id);
+        } else if st.cancels.contains_key(id) {
+            skip(&mut p, SkipKind::CancelPending, "cancel", id);
+        } else if inp.limits.notify && st.noticed.get(id).is_none_or(|t| inp.now_s - t < inp.limits.notice_s) {
+            skip(&mut p, SkipKind::NoticePending, "cancel", id);
+        } else if p.suspect {
+            skip(&mut p, SkipKind::SuspectCollector, "cancel", id);
+        } else if cancels_left == 0 {
+            skip(&mut p, SkipKind::RateLimit, "cancel", id);
+        } else {
+            cancels_left -= 1;
+            p.actions.push(Action::Cancel {
+                job_id: id.into(),
+                signature: sig,
+                reason,
+            });
+        }
+    }
+
+    // Undrain: our Reason, job no longer running (only when squeue answered).
+    if let (Some(job), Some(running)) = (ours, inp.running) {
+        if !running.contains(&job) {
+            p.actions.push(Action::Resume {
+                node: inp.node.into(),
+                job_id: job,
+            });
+        }
+    }
+
+    if inp.paused {
+        for a in std::mem::take(&mut p.actions) {
+            p.skips.push(Skip {
+                kind: SkipKind::Paused,
+                action: a.kind(),
+                job_id: a.job_id().map(str::to_string),
+            });
+        }
+    }
+    p
+}

@@ -1,0 +1,207 @@
+//! The Slurm side: reading jobs and node state, and the four actions (drain, resume,
+//! AdminComment, cancel), behind [`SlurmClient`] so a later central mode or a CI against a
+//! real slurmctld can supply its own. [`SlurmCli`] runs squeue, scontrol and scancel through
+//! [`crate::run::run`].
+
+use crate::parse::scontrol_node::{self, NodeState};
+use crate::parse::{squeue_format, squeue_json, JobsRead};
+use crate::run::{run, RunOptions, RunOutcome};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A failed read or action: which command, and what went wrong (never contains a secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("{command}: {problem}")]
+pub struct CommandError {
+    /// The command, e.g. `squeue --json`.
+    pub command: String,
+    /// Outcome label (`timeout`, `exit_1`, `controller_error`, `parse`, ...).
+    pub kind: String,
+    /// Details: stderr excerpt or parse error.
+    pub problem: String,
+}
+
+/// How a cancel ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CancelOutcome {
+    /// scancel accepted the request.
+    Cancelled,
+    /// The job had already finished (scancel: "already completing or completed", "Invalid
+    /// job id specified").
+    AlreadyGone,
+}
+
+/// Everything the daemon needs from Slurm.
+pub trait SlurmClient {
+    /// All jobs squeue reports (every state; the caller filters). A controller timeout, a
+    /// non-zero exit, error text on stderr or unparsable output is an error, never "no jobs".
+    fn jobs(&mut self) -> Result<JobsRead, CommandError>;
+    /// `scontrol show node NODE`.
+    fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError>;
+    /// `scontrol update NodeName=NODE State=DRAIN Reason=REASON`.
+    fn drain(&mut self, node: &str, reason: &str) -> Result<(), CommandError>;
+    /// `scontrol update NodeName=NODE State=RESUME`.
+    fn resume(&mut self, node: &str) -> Result<(), CommandError>;
+    /// `scontrol update JobId=ID AdminComment=TEXT`.
+    fn set_admin_comment(&mut self, job_id: &str, text: &str) -> Result<(), CommandError>;
+    /// `scancel ID` with the exact id (array task `N_M`, het component `N+K`).
+    fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError>;
+}
+
+/// Which squeue output to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum JobSource {
+    /// `squeue --json --all`.
+    #[default]
+    Json,
+    /// `squeue --noheader --all --Format=...` (see [`squeue_format`]).
+    Format,
+}
+
+/// [`SlurmClient`] over the Slurm command-line tools.
+#[derive(Debug, Clone)]
+pub struct SlurmCli {
+    /// squeue program (name on PATH or path).
+    pub squeue: String,
+    /// scontrol program.
+    pub scontrol: String,
+    /// scancel program.
+    pub scancel: String,
+    /// Which squeue output to read.
+    pub source: JobSource,
+    /// Timeout for every command.
+    pub timeout: Duration,
+}
+
+/// Variables removed from squeue's environment (squeue(1) ENVIRONMENT VARIABLES).
+pub const SQUEUE_ENV_REMOVE: [&str; 3] = ["SQUEUE_*", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS"];
+
+fn stderr_says_error(stderr: &str) -> bool {
+    let l = stderr.to_ascii_lowercase();
+    l.contains("error") || l.contains("timed out") || l.contains("unable to contact")
+}
+
+fn excerpt(s: &str) -> String {
+    policy::one_line(s.trim(), 300)
+}
+
+impl SlurmCli {
+    fn exec(&self, program: &str, args: Vec<String>, env_remove: &[&str]) -> Result<(String, String), CommandError> {
+        let mut o = RunOptions::new(self.timeout);
+        o.env_remove = env_remove.iter().map(|s| s.to_string()).collect();
+        let command = format!("{} {}", program, args.first().map(String::as_str).unwrap_or(""));
+        match run(program, &args, &o) {
+            RunOutcome::Exited {
+                code: Some(0),
+                stdout,
+                stderr,
+            } => Ok((stdout, stderr)),
+            RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
+                kind: format!("exit_{}", code.unwrap_or(-1)),
+                problem: format!("failed: {}", excerpt(&stderr)),
+                command,
+            }),
+            other => Err(CommandError {
+                kind: other.label(),
+                problem: other.label(),
+                command,
+            }),
+        }
+    }
+
+    fn update(&self, args: Vec<String>) -> Result<(), CommandError> {
+        let (_, stderr) = self.exec(&self.scontrol, args, &[])?;
+        if stderr_says_error(&stderr) {
+            return Err(CommandError {
+                command: "scontrol update".into(),
+                kind: "stderr_error".into(),
+                problem: excerpt(&stderr),
+            });
+        }
+        Ok(())
+    }
+
+    /// The squeue argv for the configured source.
+    pub fn squeue_args(&self) -> Vec<String> {
+        match self.source {
+            JobSource::Json => vec!["--json".into(), "--all".into()],
+            JobSource::Format => vec!["--noheader".into(), "--all".into(), squeue_format::format_arg()],
+        }
+    }
+}
+
+impl SlurmClient for SlurmCli {
+    fn jobs(&mut self) -> Result<JobsRead, CommandError> {
+        let (stdout, stderr) = self.exec(&self.squeue, self.squeue_args(), &SQUEUE_ENV_REMOVE)?;
+        let command = "squeue".to_string();
+        if stderr_says_error(&stderr) {
+            return Err(CommandError {
+                command,
+                kind: "controller_error".into(),
+                problem: excerpt(&stderr),
+            });
+        }
+        match self.source {
+            JobSource::Json => squeue_json::parse(&stdout).map_err(|e| CommandError {
+                command,
+                kind: "parse".into(),
+                problem: e.to_string(),
+            }),
+            JobSource::Format => {
+                let text: String = stdout
+                    .lines()
+                    .filter(|l| !l.starts_with("CLUSTER: "))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                Ok(squeue_format::parse(&text, &squeue_format::own_columns(), &chrono::Local))
+            }
+        }
+    }
+
+    fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
+        let (stdout, _) = self.exec(&self.scontrol, vec!["show".into(), "node".into(), node.into()], &[])?;
+        scontrol_node::parse(&stdout).map_err(|e| CommandError {
+            command: "scontrol show node".into(),
+            kind: "parse".into(),
+            problem: e.to_string(),
+        })
+    }
+
+    fn drain(&mut self, node: &str, reason: &str) -> Result<(), CommandError> {
+        self.update(vec![
+            "update".into(),
+            format!("NodeName={node}"),
+            "State=DRAIN".into(),
+            format!("Reason={reason}"),
+        ])
+    }
+
+    fn resume(&mut self, node: &str) -> Result<(), CommandError> {
+        self.update(vec!["update".into(), format!("NodeName={node}"), "State=RESUME".into()])
+    }
+
+    fn set_admin_comment(&mut self, job_id: &str, text: &str) -> Result<(), CommandError> {
+        self.update(vec!["update".into(), format!("JobId={job_id}"), format!("AdminComment={text}")])
+    }
+
+    fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError> {
+        let mut o = RunOptions::new(self.timeout);
+        o.env_remove = vec!["SCANCEL_*".into()];
+        let gone = |s: &str| s.contains("already completing or completed") || s.contains("Invalid job id");
+        match run(&self.scancel, &[job_id.to_string()], &o) {
+            RunOutcome::Exited { code: Some(0), stderr, .. } if !stderr_says_error(&stderr) => Ok(CancelOutcome::Cancelled),
+            RunOutcome::Exited { stderr, .. } if gone(&stderr) => Ok(CancelOutcome::AlreadyGone),
+            RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
+                command: "scancel".into(),
+                kind: format!("exit_{}", code.unwrap_or(-1)),
+                problem: excerpt(&stderr),
+            }),
+            other => Err(CommandError {
+                command: "scancel".into(),
+                kind: other.label(),
+                problem: other.label(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! End to end with the real binary and the fake executables on PATH (tests/fakes), each
+//! logging its argv. A simulated clock (`--simulated-clock`) lets escalation happen in a few
+//! seconds; everything else is the production path: real processes, argv, timeouts.
+
+mod common;
+
+use common::fakes;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const T0: i64 = 1_900_000_000;
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn fake_dir(&self) -> PathBuf {
+        self.dir.path().join("fake")
+    }
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+    fn set(&self, file: &str, text: &str) {
+        std::fs::write(self.fake_dir().join(file), text).unwrap();
+    }
+    fn argv(&self, prog: &str) -> Vec<Vec<String>> {
+        let raw = std::fs::read(self.fake_dir().join(format!("{prog}.argv"))).unwrap_or_default();
+        let text = String::from_utf8(raw).unwrap();
+        text.split('\u{1e}')
+            .filter(|r| !r.is_empty())
+            .map(|r| r.split('\u{1f}').filter(|a| !a.is_empty()).map(str::to_string).collect())
+            .collect()
+    }
+    fn config(&self, mode: &str, extra: &str) -> PathBuf {
+        let p = self.dir.path().join("config.toml");
+        let overridden: Vec<&str> = extra.lines().filter_map(|l| l.split('=').next()).map(str::trim).collect();
+        let text = format!(
+            r#"[policy]
+window = "10m"
+warmup = "10m"
+interval = "60s"
+notice = "10m"
+stages = [{{ after = "0s", verdict = "alert" }}, {{ after = "10m", verdict = "drain" }}, {{ after = "20m", verdict = "cancel" }}]
+ceilings = {{ idle = "cancel" }}
+
+[enforcer]
+mode = "{mode}"
+node = "gpu001"
+state_dir = "{}"
+metrics_listen = ""
+proc_root = "{}"
+command_timeout = "5s"
+nvidia_smi_timeout = "2s"
+notify_command = ["notify", "--site-mail"]
+{extra}
+"#,
+            self.state_dir().display(),
+            self.fake_dir().join("proc").display()
+        );
+        let text: String = text
+            .lines()
+            .filter(|l| {
+                !l.contains(" = ") || l.starts_with(' ') || !overridden.contains(&l.split(" = ").next().unwrap_or("")) || extra.contains(l)
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+    /// Runs `enforcer run` with the fakes first on PATH, in the temp dir as cwd.
+    fn run(&self, config: &Path, start: i64, cycles: u64) -> (bool, String) {
+        let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+        let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+            .args(["--log-format", "json", "run", "--config"])
+            .arg(config)
+            .args(["--simulated-clock", &format!("{start}:60"), "--cycles", &cycles.to_string()])
+            .env("PATH", path)
+            .env("FAKE_DIR", self.fake_dir())
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+    fn audit(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.state_dir().join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// One job holding both GPUs of gpu001, idle (node-exclusive attribution, no processes).
+fn env_with_job(id: &str, raw: &str, user: &str, name: &str, comment: &str) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Env { dir };
+    std::fs::create_dir_all(e.fake_dir().join("proc")).unwrap();
+    let start = T0 - 7200;
+    let (arr, task) = id.split_once('_').unwrap_or(("0", "0"));
+    e.set(
+        "jobs.tsv",
+        &format!(
+            "{id}\t{raw}\t{arr}\t{task}\t0\t0\tRUNNING\t{user}\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=2\t{name}\t{comment}\n"
+        ),
+    );
+    e.set("gpus.txt", "0 GPU-0 0 0 3 81920 55 400\n1 GPU-1 0 0 3 81920 56 400\n");
+    e.set("apps.csv", "");
+    e
+}
+
+fn plain() -> Env {
+    env_with_job("4242", "4242", "alice", "train", "")
+}
+
+fn kinds(a: &[serde_json::Value], record: &str) -> Vec<String> {
+    a.iter()
+        .filter(|l| l["record"] == record)
+        .map(|l| l["action"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn enforce_full_escalation_through_real_processes() {
+    let e = plain();
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    let sc = e.argv("scontrol");
+    let updates: Vec<&Vec<String>> = sc.iter().filter(|a| a[0] == "update").collect();
+    assert_eq!(
+        updates[0].as_slice(),
+        ["update", "NodeName=gpu001", "State=DRAIN", "Reason=gpu-reaper: idle job 4242"]
+    );
+    assert_eq!(updates[1][1], "JobId=4242");
+    assert!(updates[1][2].starts_with("AdminComment=job 4242: cancel idle"));
+    assert_eq!(e.argv("scancel"), vec![vec!["4242".to_string()]], "exact id, once");
+    assert_eq!(
+        updates.last().unwrap().as_slice(),
+        ["update", "NodeName=gpu001", "State=RESUME"],
+        "our drain released once the job left"
+    );
+    let audit = e.audit();
+    assert_eq!(
+        kinds(&audit, "action"),
+        vec!["alert", "notice", "alert", "drain", "alert", "cancel", "resume"]
+    );
+    let notify = e.argv("notify");
+    assert_eq!(notify.len(), 1);
+    assert_eq!(&notify[0][..3], &["--site-mail", "alice", "4242"]);
+    let sq = e.argv("squeue");
+    assert!(sq.iter().all(|a| a == &vec!["--json", "--all"]), "{sq:?}");
+}
+
+#[test]
+fn observe_mode_changes_nothing() {
+    let e = plain();
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(e.argv("scontrol").iter().all(|a| a[0] == "show"), "observe mode only reads");
+    assert!(e.argv("scancel").is_empty() && e.argv("notify").is_empty());
+    let audit = e.audit();
+    let would = kinds(&audit, "would_action");
+    assert!(
+        would.contains(&"drain".to_string()) && would.contains(&"cancel".to_string()),
+        "{would:?}"
+    );
+    assert!(log.contains("would drain") && log.contains("would cancel"));
+}
+
+#[test]
+fn squeue_failures_are_failed_reads() {
+    for mode in ["fail", "exit0-error", "garbage", "timeout"] {
+        let e = plain();
+        e.set("squeue.mode", mode);
+        let extra = if mode == "timeout" { "command_timeout = \"1s\"" } else { "" };
+        let cfg = e.config("enforce", extra);
+        let start = Instant::now();
+        let (ok, log) = e.run(&cfg, T0, if mode == "timeout" { 2 } else { 3 });
+        assert!(ok, "{mode}: {log}");
+        assert!(log.contains("squeue failed; cycle skipped"), "{mode}: {log}");
+        assert!(e.audit().is_empty(), "{mode}: nothing judged, nothing done");
+        assert!(e.argv("scontrol").is_empty());
+        assert!(start.elapsed() < Duration::from_secs(20));
+    }
+}
+
+#[test]
+fn nvidia_smi_exit_codes_and_hang_mean_no_data() {
+    for mode in [
+        "exit2",
+        "exit3",
+        "exit6",
+        "exit8",
+        "exit9",
+        "exit15",
+        "exit255",
+        "hang",
+        "nodevices0",
+    ] {
+        let e = plain();
+        e.set("smi.mode", mode);
+        let start = Instant::now();
+        let (ok, log) = e.run(&e.config("enforce", ""), T0, if mode == "hang" { 2 } else { 4 });
+        assert!(ok, "{mode}: {log}");
+        let want = match mode {
+            "hang" => "timeout".to_string(),
+            "nodevices0" => "no_devices".to_string(),
+            m => format!("exit_{}", &m[4..]),
+        };
+        assert!(
+            log.contains(&format!("\"kind\":\"{want}\"")),
+            "{mode}: expected kind {want} in {log}"
+        );
+        let audit = e.audit();
+        assert!(audit.is_empty(), "{mode}: no data is never idle: {audit:?}");
+        if mode == "hang" {
+            assert!(start.elapsed() < Duration::from_secs(12), "a hanging nvidia-smi is timed out (2 s)");
+        }
+    }
+}
+
+#[test]
+fn drain_never_confirmed_then_no_cancel() {
+    let e = plain();
+    e.set("drain.mode", "ignore");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 60);
+    assert!(ok, "{log}");
+    assert!(e.argv("scancel").is_empty());
+    assert!(e
+        .argv("scontrol")
+        .iter()
+        .filter(|a| a[0] == "update")
+        .all(|a| a[2] == "State=DRAIN"));
+}
+
+#[test]
+fn scancel_failure_is_an_action_error() {
+    let e = plain();
+    e.set("scancel.mode", "fail");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(!e.argv("scancel").is_empty());
+    assert!(log.contains("action failed") && log.contains("Access/permission denied"), "{log}");
+    let failed = e
+        .audit()
+        .iter()
+        .filter(|l| l["action"] == "cancel" && l["outcome"]["outcome"] == "failed")
+        .count();
+    assert!(failed >= 1);
+}
+
+#[test]
+fn admin_drained_node_is_left_alone() {
+    let e = plain();
+    e.set("node.state", "IDLE+DRAIN\n");
+    e.set("node.reason", "bad PSU [ticket 77]");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(e.argv("scontrol").iter().all(|a| a[0] == "show"), "neither drained nor resumed");
+    e.set("jobs.tsv", "");
+    let (ok, _) = e.run(&e.config("enforce", ""), T0 + 6000, 3);
+    assert!(ok);
+    assert!(e.argv("scontrol").iter().all(|a| a[0] == "show"));
+    assert!(e.audit().iter().any(|l| l["skip"] == "node_special_state"), "{:?}", e.audit());
+}
+
+#[test]
+fn restart_in_the_middle_of_an_escalation() {
+    let e = plain();
+    let cfg = e.config("enforce", "");
+    let (ok, log) = e.run(&cfg, T0, 15);
+    assert!(ok, "{log}");
+    assert_eq!(
+        e.argv("scontrol")
+            .iter()
+            .filter(|a| a.get(2).map(String::as_str) == Some("State=DRAIN"))
+            .count(),
+        1
+    );
+    assert!(e.argv("scancel").is_empty());
+    let (ok, log) = e.run(&cfg, T0 + 17 * 60, 40);
+    assert!(ok, "{log}");
+    assert!(log.contains("state restored"));
+    assert_eq!(
+        e.argv("scontrol")
+            .iter()
+            .filter(|a| a.get(2).map(String::as_str) == Some("State=DRAIN"))
+            .count(),
+        1,
+        "not drained twice"
+    );
+    assert_eq!(e.argv("scancel").len(), 1);
+    let cancel_t = e.audit().iter().find(|l| l["action"] == "cancel").unwrap()["t_s"].as_i64().unwrap();
+    assert!(cancel_t >= T0 + 17 * 60 + 10 * 60, "a window after the restart at least");
+}
+
+#[test]
+fn corrupt_state_never_crashes() {
+    let e = plain();
+    std::fs::create_dir_all(e.state_dir()).unwrap();
+    std::fs::write(e.state_dir().join("state.json"), b"\x00\xffnot json").unwrap();
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 2);
+    assert!(ok, "{log}");
+    assert!(log.contains("state file unreadable; starting from scratch"));
+}
+
+#[test]
+fn damage_limits_and_pause_file() {
+    let e = plain();
+    std::fs::create_dir_all(e.state_dir()).unwrap();
+    std::fs::write(e.state_dir().join("pause"), b"").unwrap();
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(e.argv("scontrol").iter().all(|a| a[0] == "show") && e.argv("scancel").is_empty() && e.argv("notify").is_empty());
+    assert!(e.audit().iter().any(|l| l["skip"] == "paused"));
+    // Budget of zero drains: the drain is skipped and logged.
+    let e = plain();
+    let (ok, _) = e.run(&e.config("enforce", "max_drains_per_hour = 0"), T0, 40);
+    assert!(ok);
+    assert!(e.argv("scontrol").iter().all(|a| a[0] == "show"));
+    assert!(e.audit().iter().any(|l| l["skip"] == "rate_limit" && l["action"] == "drain"));
+}
+
+#[test]
+fn hostile_names_stay_inert() {
+    let long = "z".repeat(300);
+    let e = env_with_job(
+        "5151_7",
+        "5160",
+        "$(touch x)",
+        &format!(";rm -rf / $(touch x)\\n| {long}"),
+        ";rm -rf /|$(touch y)",
+    );
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(
+        !e.dir.path().join("x").exists() && !e.dir.path().join("y").exists(),
+        "nothing was executed"
+    );
+    let notify = e.argv("notify");
+    assert_eq!(notify.len(), 1);
+    assert_eq!(notify[0][1], "$(touch x)", "the user name arrives as one inert argument");
+    assert_eq!(notify[0][2], "5151_7");
+    let reason = &notify[0][3];
+    assert!(!reason.contains('\n') && reason.chars().count() < 200, "{reason:?}");
+    for a in e.argv("scontrol").iter().chain(e.argv("scancel").iter()).flatten() {
+        assert!(!a.contains('\n') && !a.contains("rm -rf"), "{a:?}");
+    }
+    assert_eq!(e.argv("scancel"), vec![vec!["5151_7".to_string()]]);
+}
+
+#[test]
+fn check_config_and_parse_commands() {
+    let bin = env!("CARGO_BIN_EXE_enforcer");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[enforcer]\nnode = \"n\"\nmode = \"enforce\"\nmax_drains = 3\n").unwrap();
+    let o = Command::new(bin).args(["check-config"]).arg(&bad).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("max_drains"));
+    let example = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/enforcer.example.toml"));
+    let o = Command::new(bin).args(["check-config"]).arg(&example).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("mode = \"observe\""));
+
+    let parse = |kind: &str, input: &str, extra: &[&str]| {
+        let mut c = Command::new(bin);
+        c.args(["parse", kind, "-"])
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        (o.status.success(), serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap())
+    };
+    let (ok, v) = parse("nvidia-smi", "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n", &[]);
+    assert!(ok);
+    assert_eq!(v["gpus"][0]["util_pct"], serde_json::Value::Null, "missing is null");
+    assert_eq!(v["gpus"][0]["mem_used_mib"], 10.0);
+    let (ok, v) = parse("nvidia-smi", "5, 77\n", &["--columns", "index,utilization.gpu"]);
+    assert!(ok);
+    assert_eq!(v["gpus"][0]["util_pct"], 77.0);
+    let (ok, v) = parse("nvidia-smi", "No devices were found\n", &[]);
+    assert!(!ok);
+    assert!(v["error"].as_str().unwrap().contains("no_devices"));
+    let (ok, v) = parse("hostlist", "gpu[001-002,005]", &[]);
+    assert!(ok);
+    assert_eq!(v["hosts"], serde_json::json!(["gpu001", "gpu002", "gpu005"]));
+    let (ok, v) = parse("hostlist", "node[01", &[]);
+    assert!(!ok && v["error"].is_string());
+    let (ok, v) = parse("tres", "gres/gpu:a100=2,gres/gpu=2", &[]);
+    assert!(ok);
+    assert_eq!(v["gpus"], 2);
+    let (ok, v) = parse(
+        "squeue-json",
+        "{\"jobs\": [{\"job_id\": 5, \"job_state\": \"RUNNING\", \"nodes\": \"n1\", \"tres_alloc_str\": \"gres/gpu=1\"}]}",
+        &[],
+    );
+    assert!(ok);
+    assert_eq!(v["jobs"][0]["job_id"], "5");
+    let (ok, v) = parse(
+        "scontrol-node",
+        "NodeName=n1 State=MIXED+DRAIN\n   Reason=gpu-reaper: idle job 5 [root@2026-01-01T00:00:00]\n",
+        &[],
+    );
+    assert!(ok);
+    assert_eq!(v["reason"], "gpu-reaper: idle job 5");
+    let (ok, v) = parse("compute-apps", "gpu_uuid, pid, used_memory [MiB]\nGPU-a, 12, 300\n", &[]);
+    assert!(ok);
+    assert_eq!(v["apps"][0]["pid"], 12);
+    let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n", &[]);
+    assert!(ok);
+    assert_eq!(v["jobs"][0]["name"], "a|b");
+}
+
+#[test]
+fn demo_runs_and_shows_escalation() {
+    let o = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["demo", "--cycles", "70"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "job 102    alert",
+        "WOULD drain   gpu001 Reason=\"gpu-reaper: idle job 102\"",
+        "WOULD cancel  job 102",
+        "insufficient_evidence",
+        "job 101    healthy",
+    ] {
+        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
+    }
+}
+
+#[test]
+fn run_once_with_the_real_clock() {
+    let e = plain();
+    e.set(
+        "jobs.tsv",
+        "4242\t4242\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\trel:-7200\tgpu001\tgres/gpu=2\ttrain\t\n",
+    );
+    let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["run", "--once", "--config"])
+        .arg(e.config("observe", "metrics_listen = \"127.0.0.1:0\""))
+        .env("PATH", path)
+        .env("FAKE_DIR", e.fake_dir())
+        .current_dir(e.dir.path())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("metrics page at http://127.0.0.1:"), "{log}");
+    assert_eq!(e.argv("squeue").len(), 1, "one squeue per cycle");
+    assert_eq!(e.argv("nvidia-smi").len(), 2, "query-gpu and query-compute-apps");
+    let state = std::fs::read_to_string(e.state_dir().join("state.json")).unwrap();
+    assert!(state.contains("\"mode\":\"observe\""));
+}

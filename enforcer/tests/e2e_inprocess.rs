@@ -1,0 +1,589 @@
+//! End to end, in process: the real daemon cycle with a fake Slurm cluster, fake telemetry, a
+//! synthetic /proc and a simulated clock. Enforce-mode actions go through the real executor
+//! into the fake cluster, so what Slurm would have been asked is checked call by call.
+
+use enforcer::attribution::ProcReader;
+use enforcer::config::Config;
+use enforcer::daemon::Daemon;
+use enforcer::executor::{Executor, RealExecutor, RecordingExecutor};
+use enforcer::parse::scontrol_node::{self, NodeState};
+use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
+use enforcer::parse::{JobsRead, SlurmJob};
+use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
+use enforcer::telemetry::{Telemetry, TelemetryRead};
+use policy::Verdict;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+const NODE: &str = "gpu001";
+const T0: i64 = 1_900_000_000;
+
+#[derive(Default)]
+struct Cluster {
+    jobs: Vec<SlurmJob>,
+    node_state: String,
+    node_reason: Option<String>,
+    honour_drain: bool,
+    scancel_fails: bool,
+    squeue_fails: bool,
+    calls: Vec<String>,
+}
+
+#[derive(Clone)]
+struct FakeSlurm(Rc<RefCell<Cluster>>);
+
+fn err(what: &str) -> CommandError {
+    CommandError {
+        command: what.into(),
+        kind: "exit_1".into(),
+        problem: "fake failure".into(),
+    }
+}
+
+impl SlurmClient for FakeSlurm {
+    fn jobs(&mut self) -> Result<JobsRead, CommandError> {
+        let c = self.0.borrow();
+        if c.squeue_fails {
+            return Err(err("squeue"));
+        }
+        Ok(JobsRead {
+            jobs: c.jobs.clone(),
+            row_errors: vec![],
+        })
+    }
+    fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
+        let c = self.0.borrow();
+        let mut t = format!("NodeName={node} State={}\n", c.node_state);
+        if let Some(r) = &c.node_reason {
+            t.push_str(&format!("   Reason={r} [root@2026-01-01T00:00:00]\n"));
+        }
+        Ok(scontrol_node::parse(&t).unwrap())
+    }
+    fn drain(&mut self, node: &str, reason: &str) -> Result<(), CommandError> {
+        let mut c = self.0.borrow_mut();
+        c.calls.push(format!("drain {node} {reason}"));
+        if c.honour_drain {
+            c.node_state = "MIXED+DRAIN".into();
+            c.node_reason = Some(reason.into());
+        }
+        Ok(())
+    }
+    fn resume(&mut self, node: &str) -> Result<(), CommandError> {
+        let mut c = self.0.borrow_mut();
+        c.calls.push(format!("resume {node}"));
+        c.node_state = "MIXED".into();
+        c.node_reason = None;
+        Ok(())
+    }
+    fn set_admin_comment(&mut self, job_id: &str, text: &str) -> Result<(), CommandError> {
+        self.0.borrow_mut().calls.push(format!("admincomment {job_id} {text}"));
+        Ok(())
+    }
+    fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError> {
+        let mut c = self.0.borrow_mut();
+        c.calls.push(format!("scancel {job_id}"));
+        if c.scancel_fails {
+            return Err(err("scancel"));
+        }
+        c.jobs.retain(|j| j.job_id != job_id);
+        Ok(CancelOutcome::Cancelled)
+    }
+}
+
+/// Per GPU: (util %, memory used MiB), shared with the test body.
+type Readings = Rc<RefCell<Vec<(Option<f64>, Option<f64>)>>>;
+
+/// GPU i: util, mem used. Power jitters so no window looks frozen.
+#[derive(Clone)]
+struct FakeGpus {
+    gpus: Readings,
+    no_data: Rc<RefCell<Option<String>>>,
+    n: u32,
+    /// List one compute process per GPU, PID 100 + index.
+    with_procs: bool,
+}
+
+impl Telemetry for FakeGpus {
+    fn read(&mut self, _now_s: i64) -> TelemetryRead {
+        self.n += 1;
+        if let Some(k) = self.no_data.borrow().clone() {
+            return TelemetryRead {
+                no_data: Some(k),
+                ..Default::default()
+            };
+        }
+        let gpus = self
+            .gpus
+            .borrow()
+            .iter()
+            .enumerate()
+            .map(|(i, (u, m))| GpuReading {
+                index: Some(i as u16),
+                uuid: Some(format!("GPU-{i}")),
+                util_pct: *u,
+                mem_used_mib: *m,
+                mem_total_mib: Some(81920.0),
+                power_w: Some(60.0 + (self.n % 3) as f64),
+                power_limit_w: Some(400.0),
+                ..Default::default()
+            })
+            .collect();
+        let apps = if self.with_procs {
+            (0..self.gpus.borrow().len())
+                .map(|i| ComputeApp {
+                    gpu_uuid: Some(format!("GPU-{i}")),
+                    pid: Some(100 + i as u32),
+                    used_memory_mib: Some(1.0),
+                    process_name: None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        TelemetryRead {
+            gpus,
+            apps: Some(AppsTable {
+                apps,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+struct NoProc;
+impl ProcReader for NoProc {
+    fn cgroup(&self, _pid: u32) -> Option<String> {
+        None
+    }
+}
+
+fn job(id: &str, raw: u64, gpus: u32, nodes: &[&str]) -> SlurmJob {
+    SlurmJob {
+        job_id: id.into(),
+        raw_id: Some(raw),
+        state: "RUNNING".into(),
+        user: "alice".into(),
+        account: "ml".into(),
+        partition: "gpu".into(),
+        qos: "normal".into(),
+        name: "train".into(),
+        start_s: Some(T0 - 7200),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        gpus,
+        ..Default::default()
+    }
+}
+
+const POLICY: &str = r#"
+[policy]
+window = "20m"
+warmup = "15m"
+interval = "60s"
+notice = "30m"
+stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
+
+fn config(dir: &std::path::Path, mode: &str, extra: &str) -> Config {
+    let text = format!(
+        "{POLICY}\n[enforcer]\nmode = \"{mode}\"\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\n{extra}\n",
+        dir.display()
+    );
+    Config::from_text(&text, "test.toml").unwrap()
+}
+
+struct World {
+    cluster: Rc<RefCell<Cluster>>,
+    gpus: FakeGpus,
+}
+
+fn world(jobs: Vec<SlurmJob>, ngpus: usize) -> World {
+    World {
+        cluster: Rc::new(RefCell::new(Cluster {
+            jobs,
+            node_state: "MIXED".into(),
+            honour_drain: true,
+            ..Default::default()
+        })),
+        gpus: FakeGpus {
+            gpus: Rc::new(RefCell::new(vec![(Some(0.0), Some(3.0)); ngpus])),
+            no_data: Rc::new(RefCell::new(None)),
+            n: 0,
+            with_procs: false,
+        },
+    }
+}
+
+type Enf = Daemon<FakeSlurm, FakeGpus, RealExecutor<FakeSlurm>>;
+
+fn enforce_daemon(w: &World, cfg: Config, now: i64) -> Enf {
+    let exec = RealExecutor {
+        slurm: FakeSlurm(w.cluster.clone()),
+        notify_command: vec![],
+        webhook: None,
+        timeout: std::time::Duration::from_secs(1),
+    };
+    Daemon::new(cfg, FakeSlurm(w.cluster.clone()), w.gpus.clone(), exec, Box::new(NoProc), now)
+}
+
+fn run_cycles<E: Executor>(d: &mut Daemon<FakeSlurm, FakeGpus, E>, from: i64, n: i64) -> Vec<(i64, String, Verdict)> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let now = from + i * 60;
+        let rep = d.cycle(now);
+        for f in rep.findings {
+            out.push((now, f.job_id, f.verdict));
+        }
+    }
+    out
+}
+
+#[test]
+fn enforce_escalates_alert_drain_cancel_in_order_with_exact_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("77_3", 80, 2, &[NODE])], 2);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 100);
+    let calls = w.cluster.borrow().calls.clone();
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    assert_eq!(calls[0], "drain gpu001 gpu-reaper: idle job 77_3");
+    assert!(calls[1].starts_with("admincomment 77_3 job 77_3: cancel idle"), "{}", calls[1]);
+    assert_eq!(calls[2], "scancel 77_3", "the exact array task id");
+    let first = |v: Verdict| seen.iter().find(|(_, _, x)| *x == v).map(|(t, _, _)| *t);
+    let (a, dr, c) = (
+        first(Verdict::Alert).unwrap(),
+        first(Verdict::Drain).unwrap(),
+        first(Verdict::Cancel).unwrap(),
+    );
+    assert!(a < dr && dr < c);
+    assert!(c - dr >= 20 * 60, "cancel at least one window after the drain");
+    // The job left: the node is resumed (our Reason, job gone) on the next cycle.
+    assert_eq!(calls[3], "resume gpu001");
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit
+        .lines()
+        .any(|l| l.contains("\"action\":\"cancel\"") && l.contains("\"evidence\"")));
+    assert!(audit.lines().any(|l| l.contains("cancel_confirmed")));
+    let m = d.metrics.render();
+    assert!(m.contains("gpu_reaper_actions_total{action=\"cancel\",outcome=\"done\"} 1"));
+    assert!(!m.contains("77_3"), "no job id in metrics");
+}
+
+#[test]
+fn drain_never_confirmed_never_leads_to_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("500", 500, 1, &[NODE])], 1);
+    w.cluster.borrow_mut().honour_drain = false;
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 240);
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(calls.iter().all(|c| c.starts_with("drain")), "{calls:?}");
+    assert!(calls.len() <= 2 * 4 + 1, "drains stay within the hourly budget: {}", calls.len());
+    assert!(
+        seen.iter().all(|(_, _, v)| *v != Verdict::Cancel),
+        "the engine never reaches cancel without a confirmed drain"
+    );
+}
+
+#[test]
+fn admin_drained_node_is_neither_drained_nor_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("600", 600, 1, &[NODE])], 1);
+    {
+        let mut c = w.cluster.borrow_mut();
+        c.node_state = "IDLE+DRAIN".into();
+        c.node_reason = Some("bad PSU, ticket 4411".into());
+    }
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    run_cycles(&mut d, T0, 90);
+    w.cluster.borrow_mut().jobs.clear();
+    run_cycles(&mut d, T0 + 90 * 60, 5);
+    assert!(w.cluster.borrow().calls.is_empty(), "{:?}", w.cluster.borrow().calls);
+    assert!(d.metrics.skipped.get("node_special_state").copied().unwrap_or(0) > 0);
+    assert_eq!(w.cluster.borrow().node_reason.as_deref(), Some("bad PSU, ticket 4411"));
+}
+
+#[test]
+fn restart_mid_escalation_resumes_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("700", 700, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 40);
+    assert_eq!(seen.last().unwrap().2, Verdict::Drain);
+    assert_eq!(w.cluster.borrow().node_reason.as_deref(), Some("gpu-reaper: idle job 700"));
+    drop(d);
+    // Restart 5 minutes later.
+    let t1 = T0 + 45 * 60;
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), t1);
+    let seen = run_cycles(&mut d, t1, 100);
+    assert!(
+        seen[0].2 <= Verdict::Alert,
+        "escalation starts again from the first alert: {:?}",
+        seen[0]
+    );
+    let first_cancel = seen
+        .iter()
+        .find(|(_, _, v)| *v == Verdict::Cancel)
+        .map(|(t, _, _)| *t)
+        .expect("escalation resumes");
+    assert!(
+        first_cancel - t1 >= 20 * 60,
+        "the drain found again counts from when it was found: one window before cancel"
+    );
+    let calls = w.cluster.borrow().calls.clone();
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("drain")).count(),
+        1,
+        "the drain is recognised by its Reason, not made again: {calls:?}"
+    );
+    assert!(calls.iter().any(|c| c == "scancel 700"));
+}
+
+#[test]
+fn corrupt_state_file_starts_from_scratch() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("state.json"), b"{\"version\": 1, \"mode\": \"enf").unwrap();
+    let w = world(vec![job("800", 800, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 3);
+    assert_eq!(seen.len(), 3);
+    assert!(
+        !seen.iter().any(|(_, _, v)| *v >= Verdict::Alert),
+        "fresh start: no escalation carried over"
+    );
+    let saved = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+    assert!(saved.contains("\"version\":1"), "rewritten whole");
+}
+
+#[test]
+fn failing_scancel_is_counted_and_budgeted() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("900", 900, 1, &[NODE])], 1);
+    w.cluster.borrow_mut().scancel_fails = true;
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    run_cycles(&mut d, T0, 120);
+    let calls = w.cluster.borrow().calls.clone();
+    let n = calls.iter().filter(|c| c.starts_with("scancel")).count();
+    assert!((1..=2).contains(&n), "one attempt per hour budget: {calls:?}");
+    assert_eq!(d.metrics.action_errors.get("cancel").copied(), Some(n as u64));
+    assert!(w.cluster.borrow().jobs.iter().any(|j| j.job_id == "900"));
+}
+
+#[test]
+fn squeue_failure_and_missing_telemetry_never_escalate() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("1000", 1000, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    w.cluster.borrow_mut().squeue_fails = true;
+    let seen = run_cycles(&mut d, T0, 30);
+    assert!(seen.is_empty(), "no findings without a job list");
+    assert_eq!(
+        d.metrics.read_errors.get(&("squeue".to_string(), "exit_1".to_string())).copied(),
+        Some(30)
+    );
+    w.cluster.borrow_mut().squeue_fails = false;
+    *w.gpus.no_data.borrow_mut() = Some("exit_15".into());
+    let seen = run_cycles(&mut d, T0 + 1800, 60);
+    assert!(
+        seen.iter().all(|(_, _, v)| *v <= Verdict::InsufficientEvidence),
+        "no data is unknown, never idle"
+    );
+    assert!(w.cluster.borrow().calls.is_empty());
+}
+
+#[test]
+fn pause_file_stops_every_action() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pause"), b"").unwrap();
+    let w = world(vec![job("1100", 1100, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    run_cycles(&mut d, T0, 100);
+    assert!(w.cluster.borrow().calls.is_empty());
+    assert!(d.metrics.skipped.get("paused").copied().unwrap_or(0) > 0);
+    assert_eq!(d.metrics.paused, 1);
+    std::fs::remove_file(dir.path().join("pause")).unwrap();
+    run_cycles(&mut d, T0 + 100 * 60, 2);
+    assert!(!w.cluster.borrow().calls.is_empty(), "actions resume once the pause file is gone");
+}
+
+#[test]
+fn multi_node_job_stops_at_alert_in_per_node_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("1200", 1200, 4, &[NODE, "gpu002"])], 2);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 120);
+    assert!(seen.iter().any(|(_, _, v)| *v == Verdict::Alert));
+    assert!(seen.iter().all(|(_, _, v)| *v <= Verdict::Alert));
+    assert!(w.cluster.borrow().calls.is_empty());
+}
+
+#[test]
+fn suspect_collector_blocks_drains_and_tells_admins() {
+    let dir = tempfile::tempdir().unwrap();
+    struct ByPid;
+    impl ProcReader for ByPid {
+        fn cgroup(&self, pid: u32) -> Option<String> {
+            Some(format!("0::/system.slice/slurmstepd.scope/job_{}/step_0\n", 1900 + pid))
+        }
+    }
+    let jobs: Vec<SlurmJob> = (0..10).map(|i| job(&format!("{}", 2000 + i), 2000 + i, 1, &[NODE])).collect();
+    let mut w = world(jobs, 10);
+    w.gpus.with_procs = true;
+    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0)); 10];
+    let exec = RealExecutor {
+        slurm: FakeSlurm(w.cluster.clone()),
+        notify_command: vec![],
+        webhook: None,
+        timeout: std::time::Duration::from_secs(1),
+    };
+    let mut d = Daemon::new(
+        config(dir.path(), "enforce", ""),
+        FakeSlurm(w.cluster.clone()),
+        w.gpus.clone(),
+        exec,
+        Box::new(ByPid),
+        T0,
+    );
+    let mut admin = 0;
+    for i in 0..60 {
+        let rep = d.cycle(T0 + i * 60);
+        admin += rep.actions.iter().filter(|(a, _)| a.kind() == "admin_alert").count();
+    }
+    assert!(w.cluster.borrow().calls.is_empty(), "10 of 10 jobs alerting: suspect the collector");
+    assert_eq!(admin, 1, "admins told once per hour");
+    assert!(d.metrics.skipped.get("suspect_collector").copied().unwrap_or(0) > 0);
+}
+
+#[test]
+fn observe_mode_changes_nothing_and_mode_change_drops_hypotheticals() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("1300", 1300, 1, &[NODE])], 1);
+    let cfg = config(dir.path(), "observe", "");
+    let mut d = Daemon::new(
+        cfg,
+        FakeSlurm(w.cluster.clone()),
+        w.gpus.clone(),
+        RecordingExecutor {
+            observe: true,
+            ..Default::default()
+        },
+        Box::new(NoProc),
+        T0,
+    );
+    let seen = run_cycles(&mut d, T0, 100);
+    assert!(
+        seen.iter().any(|(_, _, v)| *v == Verdict::Cancel),
+        "observe mode shows cancel (hypothetical)"
+    );
+    let kinds: Vec<&str> = d.executor.actions.iter().map(|a| a.kind()).collect();
+    assert!(kinds.contains(&"drain") && kinds.contains(&"cancel"));
+    assert!(w.cluster.borrow().calls.is_empty());
+    assert_eq!(
+        d.metrics.actions.get(&("cancel".to_string(), "would".to_string())).copied(),
+        Some(1)
+    );
+    drop(d);
+    // Switch to enforce: the would-drain must not count toward a real cancel.
+    let t1 = T0 + 100 * 60;
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), t1);
+    assert!(d.actions.drains.values().all(|r| !r.hypothetical));
+    assert!(d.actions.cancels.is_empty());
+    let rep = d.cycle(t1);
+    assert!(rep.actions.iter().all(|(a, _)| a.kind() != "cancel"));
+}
+
+#[test]
+fn reasons_stay_one_line_for_hostile_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = job("1400", 1400, 1, &[NODE]);
+    j.name = format!(";rm -rf / $(touch x) |\nnext {}", "y".repeat(300));
+    j.user = "$(touch x)".into();
+    j.comment = "a\nb|c".into();
+    let w = world(vec![j], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    run_cycles(&mut d, T0, 100);
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        assert!(!c.contains('\n') && c.chars().count() < 260, "{c:?}");
+        assert!(!c.contains("rm -rf"), "the job name never reaches Slurm: {c}");
+    }
+}
+
+#[test]
+fn attribution_by_process_through_proc_cgroup() {
+    struct Procs(BTreeMap<u32, String>);
+    impl ProcReader for Procs {
+        fn cgroup(&self, pid: u32) -> Option<String> {
+            self.0.get(&pid).cloned()
+        }
+    }
+    #[derive(Clone)]
+    struct Two;
+    impl Telemetry for Two {
+        fn read(&mut self, now_s: i64) -> TelemetryRead {
+            let g = |i: u16, u: f64| GpuReading {
+                index: Some(i),
+                uuid: Some(format!("GPU-{i}")),
+                util_pct: Some(u),
+                mem_used_mib: Some(500.0),
+                mem_total_mib: Some(81920.0),
+                power_w: Some(if u > 50.0 { 300.0 } else { 60.0 } + (now_s % 7) as f64),
+                power_limit_w: Some(400.0),
+                ..Default::default()
+            };
+            let app = |i: u16, pid: u32| ComputeApp {
+                gpu_uuid: Some(format!("GPU-{i}")),
+                pid: Some(pid),
+                used_memory_mib: Some(500.0),
+                process_name: None,
+            };
+            TelemetryRead {
+                gpus: vec![g(0, 95.0), g(1, 0.0)],
+                apps: Some(AppsTable {
+                    apps: vec![app(0, 10), app(1, 20)],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = job("3000", 3000, 1, &[NODE]);
+    a.sluid = Some("sEKNKTV3WPV500".into());
+    let b = job("3001_1", 3002, 1, &[NODE]);
+    let cluster = Rc::new(RefCell::new(Cluster {
+        jobs: vec![a, b],
+        node_state: "MIXED".into(),
+        ..Default::default()
+    }));
+    let procs = Procs(
+        [
+            (10, "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0\n".into()),
+            (20, "0::/system.slice/slurmstepd.scope/job_3002/step_0\n".into()),
+        ]
+        .into(),
+    );
+    let mut d = Daemon::new(
+        config(dir.path(), "observe", ""),
+        FakeSlurm(cluster.clone()),
+        Two,
+        RecordingExecutor::default(),
+        Box::new(procs),
+        T0,
+    );
+    let mut last = Vec::new();
+    for i in 0..30 {
+        last = d.cycle(T0 + i * 60).findings;
+    }
+    let v: BTreeMap<String, (Verdict, &str)> = last.iter().map(|f| (f.job_id.clone(), (f.verdict, f.signature))).collect();
+    assert_eq!(v["3000"].0, Verdict::Healthy, "the SLUID job owns the busy GPU 0");
+    assert!(
+        v["3001_1"].0 >= Verdict::Alert,
+        "job_3002 (array task 3001_1) owns the idle GPU 1: {:?}",
+        v["3001_1"]
+    );
+    assert_eq!(d.kept.get("3001_1"), Some(&vec![1u16]));
+}

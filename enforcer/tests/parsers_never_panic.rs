@@ -1,0 +1,50 @@
+//! Arbitrary bytes never make a parser panic (they may return errors).
+
+use enforcer::parse::{cgroup, hostlist, scontrol_node, smi, squeue_format, squeue_json, tres};
+use proptest::prelude::*;
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        // Arbitrary bytes, lossily decoded, as the runner does with child output.
+        proptest::collection::vec(any::<u8>(), 0..400).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        // Text built from the characters these formats are made of.
+        "[a-zA-Z0-9\\[\\]\\-,|=:+_/. \\n{}\"%#@*()]{0,300}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_parser_panics(t in text()) {
+        let _ = hostlist::parse(&t);
+        let _ = tres::parse(&t);
+        let _ = smi::parse_gpus(&t, None);
+        let _ = smi::parse_gpus(&t, Some(&smi::GPU_QUERY));
+        let _ = smi::parse_apps(&t, None);
+        let _ = smi::parse_list(&t);
+        let _ = smi::no_data(&t);
+        let _ = squeue_json::parse(&t);
+        let _ = squeue_format::parse(&t, &squeue_format::own_columns(), &chrono::Utc);
+        let _ = squeue_format::start_time(&t, &chrono::Utc);
+        let _ = scontrol_node::parse(&t);
+        let _ = scontrol_node::parse_reason(&t);
+        let _ = scontrol_node::strip_author(&t);
+        let _ = cgroup::parse(&t);
+    }
+
+    #[test]
+    fn hostlist_expansions_stay_bounded(prefix in "[a-z]{1,4}", lo in 0u32..50, span in 0u32..50, width in 1usize..5) {
+        let hi = lo + span;
+        let expr = format!("{prefix}[{lo:0width$}-{hi:0width$}]");
+        let got = hostlist::parse(&expr).unwrap();
+        prop_assert_eq!(got.len() as u32, span + 1);
+        prop_assert!(got.iter().all(|h| h.starts_with(&prefix)));
+    }
+
+    #[test]
+    fn squeue_json_from_structured_junk(id in any::<i64>(), state in "[A-Z_]{0,12}", nodes in "[a-z0-9\\[\\],-]{0,20}", tres in "[a-z/=:0-9,]{0,30}") {
+        let j = serde_json::json!({"jobs": [{"job_id": id, "job_state": [state], "nodes": nodes, "tres_alloc_str": tres, "start_time": {"set": true, "number": id}}]});
+        let _ = squeue_json::parse(&j.to_string());
+    }
+}

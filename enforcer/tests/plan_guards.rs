@@ -1,0 +1,440 @@
+//! The planner's damage limits and safety rules, as unit tables and proptest properties.
+
+use enforcer::config::RunMode;
+use enforcer::parse::scontrol_node::{self, NodeState};
+use enforcer::plan::{plan, Action, ActionState, JobView, Limits, Plan, PlanInput, SkipKind};
+use policy::{Cause, Evidence, Finding, JobFacts, SignatureId, Verdict};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+const NODE: &str = "gpu001";
+
+fn finding(i: u32, v: Verdict) -> Finding {
+    Finding {
+        job_index: i,
+        verdict: v,
+        signature: SignatureId::from_name("idle"),
+        cause: Cause::Breach,
+        cap: None,
+        dwell_s: 3600,
+        evidence: Evidence::default(),
+        wasted_gpu_h: 1.0,
+        hypothetical: false,
+        exempt: None,
+    }
+}
+
+fn job(id: &str) -> JobFacts {
+    JobFacts {
+        job_id: id.into(),
+        user: "alice".into(),
+        partition: "gpu".into(),
+        ..JobFacts::default()
+    }
+}
+
+fn node(state: &str, reason: Option<&str>) -> NodeState {
+    let mut t = format!("NodeName={NODE} State={state}\n");
+    if let Some(r) = reason {
+        t.push_str(&format!("   Reason={r} [root@2026-01-01T00:00:00]\n"));
+    }
+    scontrol_node::parse(&t).unwrap()
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_drains_per_hour: 2,
+        max_cancels_per_hour: 1,
+        suspect_min_jobs: 10,
+        suspect_frac: 0.2,
+        notify: true,
+        notice_s: 1800,
+    }
+}
+
+struct Case {
+    jobs: Vec<JobFacts>,
+    findings: Vec<Finding>,
+    nodes: Vec<Vec<String>>,
+}
+
+impl Case {
+    fn new(verdicts: &[Verdict]) -> Case {
+        Case {
+            jobs: (0..verdicts.len()).map(|i| job(&format!("{}", 100 + i))).collect(),
+            findings: verdicts.iter().enumerate().map(|(i, v)| finding(i as u32, *v)).collect(),
+            nodes: verdicts.iter().map(|_| vec![NODE.to_string()]).collect(),
+        }
+    }
+
+    fn plan(
+        &self,
+        mode: RunMode,
+        ns: Option<&NodeState>,
+        st: &ActionState,
+        paused: bool,
+        lim: Limits,
+        running: Option<&BTreeSet<String>>,
+    ) -> Plan {
+        let views: Vec<JobView<'_>> = self
+            .findings
+            .iter()
+            .enumerate()
+            .map(|(i, f)| JobView {
+                job: &self.jobs[i],
+                finding: f,
+                nodes: &self.nodes[i],
+            })
+            .collect();
+        plan(&PlanInput {
+            now_s: 10_000,
+            mode,
+            node: NODE,
+            node_state: ns,
+            jobs: &views,
+            running,
+            paused,
+            limits: lim,
+            state: st,
+        })
+    }
+}
+
+fn kinds(p: &Plan) -> Vec<&'static str> {
+    p.actions.iter().map(Action::kind).collect()
+}
+
+#[test]
+fn alert_once_per_rung_and_notice_once() {
+    let c = Case::new(&[Verdict::Alert]);
+    let mut st = ActionState::default();
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    for a in &p.actions {
+        st.record(a, 10_000, false);
+    }
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    let c = Case::new(&[Verdict::Drain]);
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "drain"], "a new rung alerts again; notice only once");
+    match &p.actions[1] {
+        Action::Drain { node_reason, .. } => assert_eq!(node_reason, "gpu-reaper: idle job 100"),
+        a => panic!("{a:?}"),
+    }
+}
+
+#[test]
+fn special_node_is_neither_drained_nor_resumed() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let st = ActionState::default();
+    for (state, reason) in [
+        ("IDLE+DRAIN", Some("bad PSU")),
+        ("DOWN*", None),
+        ("MIXED+MAINT", None),
+        ("MIXED+RESERVED", None),
+        ("FAIL", None),
+        ("MIXED+DRAIN", Some("gpu-reaper: idle job 999")),
+    ] {
+        let ns = node(state, reason);
+        let running: BTreeSet<String> = ["100".to_string()].into();
+        let p = c.plan(RunMode::Enforce, Some(&ns), &st, false, limits(), Some(&running));
+        assert!(
+            !kinds(&p).contains(&"drain") && !kinds(&p).contains(&"cancel"),
+            "{state}: {:?}",
+            p.actions
+        );
+        assert!(p.skips.iter().any(|s| s.kind == SkipKind::NodeSpecial), "{state}");
+        let is_ours_for_gone_job = reason.is_some_and(|r| r.starts_with("gpu-reaper"));
+        assert_eq!(
+            kinds(&p).contains(&"resume"),
+            is_ours_for_gone_job,
+            "{state}: only our own drain of a gone job is resumed"
+        );
+    }
+}
+
+#[test]
+fn cancel_needs_our_confirmed_drain() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let st = ActionState::default();
+    // Drain never confirmed (node shows no DRAIN): drain again, no cancel.
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    assert!(!kinds(&p).contains(&"cancel"));
+    assert!(p.skips.iter().any(|s| s.kind == SkipKind::DrainUnconfirmed));
+    // Our Reason but for another job: no cancel.
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED+DRAIN", Some("gpu-reaper: idle job 7"))),
+        &st,
+        false,
+        limits(),
+        None,
+    );
+    assert!(!kinds(&p).contains(&"cancel"));
+    // Our Reason for this job with DRAIN, but the user's notice has not gone out: no cancel.
+    let drained = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
+    let p = c.plan(RunMode::Enforce, Some(&drained), &st, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    assert!(p.skips.iter().any(|s| s.kind == SkipKind::NoticePending));
+    // Notice sent 10 minutes ago: still too recent (notice = 30 min).
+    let mut told = ActionState::default();
+    told.noticed.insert("100".into(), 10_000 - 600);
+    assert!(!kinds(&c.plan(RunMode::Enforce, Some(&drained), &told, false, limits(), None)).contains(&"cancel"));
+    // Notice sent an hour ago: cancel, and no second drain.
+    told.noticed.insert("100".into(), 10_000 - 3600);
+    let p = c.plan(RunMode::Enforce, Some(&drained), &told, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "cancel"]);
+    // Without a notify command the engine's own notice rule is the guard.
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&drained),
+        &st,
+        false,
+        Limits { notify: false, ..limits() },
+        None,
+    );
+    assert_eq!(kinds(&p), vec!["alert", "cancel"]);
+    // Our Reason without a DRAIN state (an admin resumed the node): not confirmed.
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED", Some("gpu-reaper: idle job 100"))),
+        &st,
+        false,
+        limits(),
+        None,
+    );
+    assert!(!kinds(&p).contains(&"cancel"));
+    // Observe mode: a hypothetical drain record never counts in enforce mode.
+    let mut hyp = ActionState::default();
+    hyp.record(
+        &Action::Drain {
+            node: NODE.into(),
+            job_id: "100".into(),
+            signature: "idle".into(),
+            node_reason: "x".into(),
+            reason: "x".into(),
+        },
+        9_000,
+        true,
+    );
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &hyp, false, limits(), None);
+    assert!(!kinds(&p).contains(&"cancel"));
+    hyp.noticed.insert("100".into(), 0);
+    let p = c.plan(RunMode::Observe, Some(&node("MIXED", None)), &hyp, false, limits(), None);
+    assert!(kinds(&p).contains(&"cancel"), "observe mode shows what enforcement would do");
+}
+
+#[test]
+fn multi_node_jobs_stop_at_alert() {
+    let mut c = Case::new(&[Verdict::Cancel]);
+    c.nodes[0] = vec![NODE.into(), "gpu002".into()];
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"))),
+        &ActionState::default(),
+        false,
+        limits(),
+        None,
+    );
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    assert!(p.skips.iter().any(|s| s.kind == SkipKind::MultiNode));
+}
+
+#[test]
+fn rate_limits_suspect_collector_and_pause() {
+    // Three single-node jobs want drains on three... one node: one drain per node per cycle.
+    let c = Case::new(&[Verdict::Drain, Verdict::Drain]);
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED", None)),
+        &ActionState::default(),
+        false,
+        limits(),
+        None,
+    );
+    assert_eq!(kinds(&p).iter().filter(|k| **k == "drain").count(), 1);
+    // Budget spent.
+    let mut st = ActionState {
+        drain_times_s: vec![9_000, 9_500],
+        ..ActionState::default()
+    };
+    let c1 = Case::new(&[Verdict::Drain]);
+    let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    assert!(!kinds(&p).contains(&"drain"));
+    assert!(p.skips.iter().any(|s| s.kind == SkipKind::RateLimit));
+    // An hour later the budget is back.
+    st.drain_times_s = vec![6_000, 6_300];
+    let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    assert!(kinds(&p).contains(&"drain"));
+    // Suspect collector: 10 jobs, 3 alerting (30 % > 20 %): no drain/cancel, admins told.
+    let mut v = vec![Verdict::Healthy; 7];
+    v.extend([Verdict::Cancel, Verdict::Drain, Verdict::Alert]);
+    let c10 = Case::new(&v);
+    let p = c10.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED+DRAIN", Some("gpu-reaper: idle job 107"))),
+        &ActionState::default(),
+        false,
+        limits(),
+        None,
+    );
+    assert!(p.suspect);
+    assert!(kinds(&p).contains(&"admin_alert"));
+    assert!(!kinds(&p).contains(&"drain") && !kinds(&p).contains(&"cancel"), "{:?}", kinds(&p));
+    // 9 jobs: the rule needs at least 10.
+    let c9 = Case::new(&v[1..]);
+    assert!(
+        !c9.plan(
+            RunMode::Enforce,
+            Some(&node("MIXED", None)),
+            &ActionState::default(),
+            false,
+            limits(),
+            None
+        )
+        .suspect
+    );
+    // Pause: nothing at all.
+    let p = c10.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED", None)),
+        &ActionState::default(),
+        true,
+        limits(),
+        None,
+    );
+    assert!(p.actions.is_empty());
+    assert!(p
+        .skips
+        .iter()
+        .all(|s| s.kind == SkipKind::Paused || s.kind == SkipKind::SuspectCollector || s.kind == SkipKind::DrainUnconfirmed));
+}
+
+#[test]
+fn resume_only_our_drain_of_a_gone_job_and_only_when_squeue_answered() {
+    let c = Case::new(&[]);
+    let ns = node("IDLE+DRAIN", Some("gpu-reaper: hung job 55_2"));
+    let running: BTreeSet<String> = ["55_3".to_string()].into();
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&ns),
+        &ActionState::default(),
+        false,
+        limits(),
+        Some(&running),
+    );
+    assert_eq!(
+        p.actions,
+        vec![Action::Resume {
+            node: NODE.into(),
+            job_id: "55_2".into()
+        }]
+    );
+    let p = c.plan(RunMode::Enforce, Some(&ns), &ActionState::default(), false, limits(), None);
+    assert!(p.actions.is_empty(), "squeue failed: the job may still run");
+    let running: BTreeSet<String> = ["55_2".to_string()].into();
+    assert!(c
+        .plan(
+            RunMode::Enforce,
+            Some(&ns),
+            &ActionState::default(),
+            false,
+            limits(),
+            Some(&running)
+        )
+        .actions
+        .is_empty());
+    let admin = node("IDLE+DRAIN", Some("gpu-reaper: hung job 55_2 plus disk errors"));
+    assert!(c
+        .plan(
+            RunMode::Enforce,
+            Some(&admin),
+            &ActionState::default(),
+            false,
+            limits(),
+            Some(&BTreeSet::new())
+        )
+        .actions
+        .is_empty());
+}
+
+fn verdict() -> impl Strategy<Value = Verdict> {
+    prop::sample::select(Verdict::ALL.to_vec())
+}
+
+fn node_state() -> impl Strategy<Value = Option<NodeState>> {
+    let states = prop::sample::select(vec![
+        "IDLE",
+        "MIXED",
+        "MIXED+DRAIN",
+        "IDLE+DRAIN",
+        "DOWN*",
+        "MIXED+MAINT",
+        "ALLOCATED+RESERVED",
+    ]);
+    let reasons = prop::option::of(prop::sample::select(vec![
+        "gpu-reaper: idle job 100",
+        "gpu-reaper: idle job 101",
+        "gpu-reaper: idle job 42",
+        "admin: bad fan",
+    ]));
+    prop::option::of((states, reasons).prop_map(|(s, r)| node(s, r)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The guards hold for any mix of verdicts, node states, budgets and modes.
+    #[test]
+    fn guards_hold(vs in prop::collection::vec(verdict(), 0..14), multi in prop::collection::vec(any::<bool>(), 14),
+                   ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>(),
+                   notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000)) {
+        let mut c = Case::new(&vs);
+        for (i, m) in multi.iter().enumerate().take(vs.len()) {
+            if *m { c.nodes[i].push("gpu009".into()); }
+        }
+        let st = ActionState {
+            drain_times_s: vec![9_999; drains_used as usize],
+            cancel_times_s: vec![9_999; cancels_used as usize],
+            noticed: noticed_ago_s.map(|a| c.jobs.iter().map(|j| (j.job_id.clone(), 10_000 - a)).collect()).unwrap_or_default(),
+            ..ActionState::default()
+        };
+        let lim = Limits { notify, ..limits() };
+        let mode = if enforce { RunMode::Enforce } else { RunMode::Observe };
+        let p = c.plan(mode, ns.as_ref(), &st, paused, lim, None);
+        let count = |k: &str| p.actions.iter().filter(|a| a.kind() == k).count() as u32;
+        if paused { prop_assert!(p.actions.is_empty()); }
+        prop_assert!(count("drain") + drains_used.min(2) <= 2, "drain budget");
+        prop_assert!(count("cancel") + cancels_used.min(1) <= 1, "cancel budget");
+        prop_assert!(count("drain") <= 1, "one drain per node per cycle");
+        if p.suspect { prop_assert_eq!(count("drain") + count("cancel"), 0); }
+        for a in &p.actions {
+            let Some(id) = a.job_id() else { continue };
+            let i = c.jobs.iter().position(|j| j.job_id == id);
+            match a {
+                Action::Drain { .. } | Action::Cancel { .. } => {
+                    let i = i.unwrap();
+                    prop_assert_eq!(c.nodes[i].len(), 1, "never on one node's evidence for a multi-node job");
+                    prop_assert!(vs[i] >= Verdict::Drain);
+                    if let Action::Cancel { .. } = a {
+                        prop_assert_eq!(vs[i], Verdict::Cancel);
+                        if notify {
+                            prop_assert!(noticed_ago_s.is_some_and(|a| a >= lim.notice_s), "cancel only after the notice went out");
+                        }
+                        if enforce {
+                            let n = ns.as_ref().unwrap();
+                            prop_assert!(n.has_drain() && n.our_reason_job().as_deref() == Some(id), "cancel only after our confirmed drain");
+                        }
+                    }
+                    if let Action::Drain { .. } = a {
+                        let n = ns.as_ref().unwrap();
+                        prop_assert!(!n.is_special(), "never drain a special node");
+                    }
+                }
+                Action::Alert { .. } | Action::Notice { .. } => prop_assert!(vs[i.unwrap()] >= Verdict::Alert),
+                _ => {}
+            }
+        }
+    }
+}
