@@ -56,14 +56,16 @@ fn default_fixture_has_waste_and_the_default_policy_never_cancels() {
 fn in_the_trap_fixture_every_cancel_is_false_and_nothing_is_recoverable() {
     let t = fixture("traps-seed3");
     let r = replay(&t, aggressive(), 60);
-    // Known boundary case, reported to the lead: job 100001 is `partial` (one GPU still busy)
-    // and then `hung` on all 8; the breach start carries over from `partial`, so the drain
-    // comes on the first `hung` cycle, exactly one window (20 min) after the last busy sample.
-    // The engine's window is (now − window, now], so that sample is just outside it. Nothing
-    // may come strictly inside the window.
-    for v in &r.safety {
-        assert_eq!(v.t_s - v.busy_t_s, 20 * 60, "{v:?}");
-    }
+    // Before policy bb6626b this fixture gave a drain exactly one window after a busy sample:
+    // job 100001's breach start carried over from `partial` into `hung`. Now dwell counts only
+    // while the signature's ceiling allows the stage, and nothing may come near a busy sample.
+    assert!(r.safety.is_empty(), "{:?}", r.safety);
+    // Under the default policy the long checkpoint stall is drained, and scored a false drain.
+    let d = replay(&t, Policy::new(&PolicyConfig::default()).unwrap(), 60);
+    let j = t.jobs.iter().position(|j| j.facts.job_id == "100001").unwrap();
+    assert_eq!(d.jobs[j].highest, Some(Verdict::Drain));
+    assert_eq!(d.jobs[j].score.as_ref().unwrap().false_drains, 1);
+    assert!(d.safety.is_empty());
     let mut cancels = 0;
     for o in &r.jobs {
         let s = o.score.as_ref().unwrap();
@@ -76,7 +78,6 @@ fn in_the_trap_fixture_every_cancel_is_false_and_nothing_is_recoverable() {
     }
     // The long checkpoint stall (job 100001, ~70 min at 0 %) is cancelled by the aggressive
     // policy, and scored as a false cancel: the trap does what it is for.
-    let j = t.jobs.iter().position(|j| j.facts.job_id == "100001").unwrap();
     assert!(r.jobs[j].highest.unwrap() >= Verdict::Drain);
     assert!(cancels >= 1);
 }
