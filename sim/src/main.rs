@@ -1,5 +1,5 @@
-//! sim: filled in by its own issue.
+//! The `sim` command: see `sim --help` and the `sim::cli` module.
 
-fn main() {
-    println!("sim: not yet implemented");
+fn main() -> std::process::ExitCode {
+    sim::cli::main()
 }

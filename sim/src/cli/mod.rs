@@ -1,0 +1,59 @@
+//! The `sim` command line. Each subcommand is one module here with an `Args` struct (clap
+//! derive) and a `run(args)` function; adding one is that module plus one [`Command`] variant.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub mod merge;
+pub mod sweep;
+
+/// gpu-reaper's simulator: generate workloads, sweep policy configurations, merge shards.
+#[derive(Debug, Parser)]
+#[command(name = "sim", version, about)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+// Parsed once per process; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Score policy configurations and baselines on generated workloads (the main job).
+    Sweep(sweep::Args),
+    /// Merge the sweep.csv files of `sweep --shard i/N` runs and write the reports.
+    Merge(merge::Args),
+}
+
+/// Parses the arguments, runs the subcommand, prints the error chain on failure.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sweep(a) => sweep::run(a),
+        Command::Merge(a) => merge::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sim: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes `sweep.csv`, `frontier.svg` and `summary.md` into `out` (created if missing).
+///
+/// # Errors
+/// I/O or drawing errors, with the path.
+pub fn write_reports(out: &std::path::Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    crate::sweep::write_csv(&out.join("sweep.csv"), rows)?;
+    let svg = crate::report::frontier_svg(rows)?;
+    std::fs::write(out.join("frontier.svg"), svg).with_context(|| format!("writing {}", out.join("frontier.svg").display()))?;
+    std::fs::write(out.join("summary.md"), crate::report::summary_md(rows))
+        .with_context(|| format!("writing {}", out.join("summary.md").display()))?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! `sim sweep`: the main job.
+
+use crate::grid::{self, GridConfig, SweepBlock};
+use crate::sweep::{self, SweepSpec};
+use anyhow::{bail, Context};
+use policy::DurationS;
+use std::path::PathBuf;
+
+/// `sim sweep` arguments. With none, runs the built-in default and trap workloads, the
+/// built-in grid, 2 seeds and 7 days, and writes `reports/`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Workload files, or `default` / `traps` for the built-ins. Repeatable.
+    /// Default: both built-ins.
+    #[arg(long = "workload", value_name = "FILE")]
+    pub workloads: Vec<String>,
+    /// Grid file (TOML, `[[sweep]]` blocks). Default: the built-in grid, unless grid flags are
+    /// given.
+    #[arg(long, value_name = "FILE")]
+    pub grid: Option<PathBuf>,
+    /// Number of seeds (1..=N).
+    #[arg(long, value_name = "N", conflicts_with = "seed_list")]
+    pub seeds: Option<u64>,
+    /// Explicit seeds, comma-separated.
+    #[arg(long, value_name = "A,B,C", value_delimiter = ',')]
+    pub seed_list: Option<Vec<u64>>,
+    /// Simulated span per seed, days.
+    #[arg(long, default_value_t = 7.0)]
+    pub days: f64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output folder.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Run only work items i mod N (a Slurm job-array task); merge with `sim merge`.
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<String>,
+    /// Skip the baselines.
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Grid flag: util thresholds, percent.
+    #[arg(long, value_delimiter = ',', value_name = "PCT,..")]
+    pub util_threshold_pct: Option<Vec<f64>>,
+    /// Grid flag: windows, e.g. 10m,20m.
+    #[arg(long, value_delimiter = ',', value_name = "DUR,..")]
+    pub window: Option<Vec<String>>,
+    /// Grid flag: warmups.
+    #[arg(long, value_delimiter = ',', value_name = "DUR,..")]
+    pub warmup: Option<Vec<String>>,
+    /// Grid flag: max sample gaps.
+    #[arg(long, value_delimiter = ',', value_name = "DUR,..")]
+    pub max_sample_gap: Option<Vec<String>>,
+    /// Grid flag: drain stage dwell.
+    #[arg(long, value_delimiter = ',', value_name = "DUR,..")]
+    pub drain_after: Option<Vec<String>>,
+    /// Grid flag: cancel stage dwell, or `none`.
+    #[arg(long, value_delimiter = ',', value_name = "DUR|none,..")]
+    pub cancel_after: Option<Vec<String>>,
+    /// Grid flag: spin ceilings (alert, drain, cancel).
+    #[arg(long, value_delimiter = ',', value_name = "VERDICT,..")]
+    pub spin_ceiling: Option<Vec<String>>,
+}
+
+fn durations(flag: &str, v: &Option<Vec<String>>) -> anyhow::Result<Option<Vec<DurationS>>> {
+    v.as_ref()
+        .map(|v| {
+            v.iter()
+                .map(|s| DurationS::parse(s).map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}")))
+                .collect()
+        })
+        .transpose()
+}
+
+impl Args {
+    fn grid_flags(&self) -> anyhow::Result<Option<SweepBlock>> {
+        let any = self.util_threshold_pct.is_some()
+            || self.window.is_some()
+            || self.warmup.is_some()
+            || self.max_sample_gap.is_some()
+            || self.drain_after.is_some()
+            || self.cancel_after.is_some()
+            || self.spin_ceiling.is_some();
+        if !any {
+            return Ok(None);
+        }
+        Ok(Some(SweepBlock {
+            util_threshold_pct: self.util_threshold_pct.clone(),
+            window: durations("window", &self.window)?,
+            warmup: durations("warmup", &self.warmup)?,
+            max_sample_gap: durations("max-sample-gap", &self.max_sample_gap)?,
+            drain_after: durations("drain-after", &self.drain_after)?,
+            cancel_after: self.cancel_after.clone(),
+            notice: None,
+            spin_ceiling: self.spin_ceiling.clone(),
+        }))
+    }
+
+    /// The sweep these arguments describe.
+    ///
+    /// # Errors
+    /// Bad files, flags, zero seeds or an empty grid, naming the culprit.
+    pub fn spec(&self) -> anyhow::Result<SweepSpec> {
+        let names: Vec<String> = if self.workloads.is_empty() {
+            vec!["default".into(), "traps".into()]
+        } else {
+            self.workloads.clone()
+        };
+        let workloads = names
+            .iter()
+            .map(|n| crate::load_workload(n).with_context(|| format!("loading workload {n:?}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let seeds: Vec<u64> = match (&self.seed_list, self.seeds) {
+            (Some(list), _) => list.clone(),
+            (None, Some(n)) => (1..=n).collect(),
+            (None, None) => vec![1, 2],
+        };
+        if seeds.is_empty() {
+            bail!("--seeds 0: a sweep needs at least one seed");
+        }
+        let configs: Vec<GridConfig> = match (&self.grid, self.grid_flags()?) {
+            (Some(_), Some(_)) => bail!("give either --grid FILE or grid flags (--window, --util-threshold-pct, ...), not both"),
+            (Some(path), None) => grid::load(path)?,
+            (None, Some(block)) => grid::expand(&policy::PolicyConfig::default(), &[block], "flags")?,
+            (None, None) => grid::builtin_default(),
+        };
+        let shard = match &self.shard {
+            None => None,
+            Some(s) => {
+                let (i, n) = s
+                    .split_once('/')
+                    .with_context(|| format!("--shard {s:?}: expected i/N, e.g. 0/8"))?;
+                let i: usize = i.trim().parse().with_context(|| format!("--shard {s:?}: i is not a number"))?;
+                let n: usize = n.trim().parse().with_context(|| format!("--shard {s:?}: N is not a number"))?;
+                Some((i, n))
+            }
+        };
+        let spec = SweepSpec {
+            workloads,
+            seeds,
+            days: self.days,
+            configs,
+            baselines: !self.no_baselines,
+            shard,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+/// Runs `sim sweep`.
+///
+/// # Errors
+/// Bad input or output errors, with context.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let spec = args.spec()?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 {
+        bail!("--threads 0: need at least one thread");
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("starting the thread pool")?;
+    let items = spec.items().len();
+    let bar = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::with_draw_target(Some(items as u64), indicatif::ProgressDrawTarget::stderr());
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} sweep [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
+                .map_err(|e| anyhow::anyhow!("progress bar template: {e}"))?
+                .progress_chars("=> "),
+        );
+        b
+    };
+    let t0 = std::time::Instant::now();
+    let result = pool.install(|| sweep::run(&spec, &|| bar.inc(1)))?;
+    bar.finish_and_clear();
+    let total_s = t0.elapsed().as_secs_f64();
+    if spec.shard.is_some() {
+        std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+        sweep::write_csv(&args.out.join("sweep.csv"), &result.rows)?;
+        println!(
+            "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`",
+            args.shard.as_deref().unwrap_or(""),
+            result.rows.len(),
+            args.out.join("sweep.csv").display()
+        );
+    } else {
+        super::write_reports(&args.out, &result.rows)?;
+        print!("{}", crate::report::short_table(&result.rows));
+        println!("reports written to {}/ (sweep.csv, frontier.svg, summary.md)", args.out.display());
+    }
+    let gticks = result.job_gpu_ticks as f64;
+    println!(
+        "timing: {} runs ({} configs + baselines on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread",
+        result.runs,
+        spec.configs.len(),
+        spec.worlds().len(),
+        spec.days,
+        gticks / 1e9,
+        result.generate_s,
+        result.run_s,
+        total_s,
+        threads,
+        gticks / result.run_s.max(1e-9) / threads as f64 / 1e6
+    );
+    Ok(())
+}

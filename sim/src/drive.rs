@@ -1,0 +1,131 @@
+//! Runs a decision-maker over a [`World`], tick by tick, and scores what it does.
+//!
+//! The same driver runs the policy engine and the baselines: each is a [`Judge`] that sees the
+//! running jobs and the tick's new samples and says, per job, a verdict and a signature. A
+//! cancel is carried out at once (the job leaves and its samples stop); drains in observe mode
+//! are hypothetical and confirmed by the engine itself one cycle later.
+
+use crate::score::Tally;
+use crate::world::{World, TICK_S};
+use policy::{Engine, Finding, JobFacts, Mode, Observation, Policy, Sample, Scope, SignatureId, Verdict};
+
+/// What a judge says about one job in one cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The signature that named the breach, when there is one.
+    pub signature: Option<SignatureId>,
+}
+
+/// A decision-maker the driver can run: the policy engine or a baseline.
+pub trait Judge {
+    /// One cycle at `now_s`: `jobs` are the running jobs (in a stable order), `samples` the
+    /// tick's new samples. Writes one judgement per job, in order, into `out` (cleared first).
+    fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>);
+}
+
+/// The policy engine as a [`Judge`]: `Mode::Observe`, `Scope::Whole`, no real drains.
+pub struct EngineJudge {
+    engine: Engine,
+    findings: Vec<Finding>,
+}
+
+impl EngineJudge {
+    /// A fresh engine for one run.
+    pub fn new(policy: Policy) -> EngineJudge {
+        EngineJudge {
+            engine: Engine::new(policy, Mode::Observe),
+            findings: Vec::new(),
+        }
+    }
+}
+
+impl Judge for EngineJudge {
+    fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>) {
+        let obs = Observation {
+            jobs,
+            samples,
+            scope: Scope::Whole,
+            drains: &[],
+        };
+        self.engine.step(now_s, &obs, &mut self.findings);
+        out.clear();
+        out.extend(self.findings.iter().map(|f| Judgement {
+            verdict: f.verdict,
+            signature: f.signature,
+        }));
+    }
+}
+
+/// Runs `judge` over the whole of `world` and returns the tally.
+///
+/// Per tick the driver: drops jobs that ended or were cancelled, adds jobs that start, copies
+/// the tick's samples of running jobs into one reused buffer, calls the judge once, and scores
+/// the judgements (alerts, drains, cancels, with their ground truth at that tick).
+pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
+    let mut tally = Tally::new(world);
+    let mut running: Vec<JobFacts> = Vec::new();
+    let mut run_idx: Vec<u32> = Vec::new();
+    let mut prev: Vec<Verdict> = Vec::new();
+    let mut cancelled = vec![false; world.jobs.len()];
+    let mut cancelled_live: Vec<u32> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::with_capacity(world.jobs.len().min(4096));
+    let mut out: Vec<Judgement> = Vec::new();
+    let mut running_gpus = 0u64;
+    for tick in 0..world.horizon {
+        // Departures (natural end or cancel), keeping order.
+        if run_idx.iter().any(|&j| world.jobs[j as usize].end <= tick || cancelled[j as usize]) {
+            let mut k = 0;
+            for i in 0..run_idx.len() {
+                let j = run_idx[i] as usize;
+                if world.jobs[j].end > tick && !cancelled[j] {
+                    // Stable compaction: kept jobs keep their order.
+                    run_idx.swap(k, i);
+                    running.swap(k, i);
+                    prev.swap(k, i);
+                    k += 1;
+                } else {
+                    running_gpus -= world.jobs[j].gpus as u64;
+                }
+            }
+            run_idx.truncate(k);
+            running.truncate(k);
+            prev.truncate(k);
+        }
+        for j in world.starting_at(tick) {
+            run_idx.push(j as u32);
+            running.push(world.jobs[j].facts.clone());
+            prev.push(Verdict::Healthy);
+            running_gpus += world.jobs[j].gpus as u64;
+        }
+        let now_s = tick as i64 * TICK_S;
+        samples.clear();
+        // Cancelled jobs' samples stay in the world until their natural end; skip them.
+        cancelled_live.retain(|&j| world.jobs[j as usize].end > tick);
+        let tick_samples = world.samples_at(tick);
+        // A tick's samples are sorted by job index, so each cancelled job's samples form one
+        // run: copy the stretches between those runs.
+        let mut from = 0;
+        for &j in &cancelled_live {
+            let lo = from + tick_samples[from..].partition_point(|c| c.job < j);
+            let hi = lo + tick_samples[lo..].partition_point(|c| c.job <= j);
+            samples.extend(tick_samples[from..lo].iter().map(|c| world.expand(c, now_s)));
+            from = hi;
+        }
+        samples.extend(tick_samples[from..].iter().map(|c| world.expand(c, now_s)));
+        judge.judge(now_s, &running, &samples, &mut out);
+        for (i, jd) in out.iter().enumerate() {
+            let j = run_idx[i];
+            let before = prev[i];
+            prev[i] = jd.verdict;
+            if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert) && tally.observe(world, tick, j, before, *jd) {
+                cancelled[j as usize] = true;
+                let at = cancelled_live.partition_point(|&x| x < j);
+                cancelled_live.insert(at, j);
+            }
+        }
+        tally.job_gpu_ticks += running_gpus;
+    }
+    tally
+}

@@ -1,0 +1,313 @@
+//! The sweep grid: policy configurations to score, from a TOML file (`--grid FILE`), from
+//! flags, or the built-in default (`sim/grids/default.toml`).
+//!
+//! A grid file has an optional `[policy]` section (any `[policy]` key; the base every
+//! configuration starts from) and one or more `[[sweep]]` blocks. Each block lists values per
+//! parameter; its configurations are the cartesian product. Blocks are concatenated in order
+//! and repeated configurations dropped. Configuration ids (`c000`, `c001`, …) follow that
+//! order, so they are stable for a given grid file (and shards of one sweep agree on them).
+
+use crate::score::RowParams;
+use policy::{DurationS, Policy, PolicyConfig, StageConfig};
+use serde::{Deserialize, Serialize};
+
+/// The built-in default grid, embedded so the sweep runs from a fresh clone.
+pub const DEFAULT_GRID_TOML: &str = include_str!("../grids/default.toml");
+
+/// A grid that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GridError {
+    /// The file could not be read.
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Malformed TOML, an unknown key or a wrong type (toml's message gives line and column).
+    #[error("{file}: {message}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// toml's message.
+        message: String,
+    },
+    /// A value the policy rejects, or an empty list.
+    #[error("{file}: `{key}` = {value}: {problem}")]
+    Invalid {
+        /// The file (or `flags`).
+        file: String,
+        /// Dotted key, e.g. `sweep[0].window`.
+        key: String,
+        /// The bad value.
+        value: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The grid holds no configuration.
+    #[error("{file}: the grid has no configurations; add a [[sweep]] block with at least one value per list")]
+    Empty {
+        /// The file.
+        file: String,
+    },
+}
+
+/// One `[[sweep]]` block: a list of values per parameter; an absent list keeps the base value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SweepBlock {
+    /// `util_threshold_pct` values.
+    pub util_threshold_pct: Option<Vec<f64>>,
+    /// `window` values, e.g. `["10m", "20m"]`.
+    pub window: Option<Vec<DurationS>>,
+    /// `warmup` values.
+    pub warmup: Option<Vec<DurationS>>,
+    /// `max_sample_gap` values.
+    pub max_sample_gap: Option<Vec<DurationS>>,
+    /// Dwell of the drain stage; the stages are alert at 0, drain at this, cancel at
+    /// `cancel_after`.
+    pub drain_after: Option<Vec<DurationS>>,
+    /// Dwell of the cancel stage, or `"none"` for no cancel stage.
+    pub cancel_after: Option<Vec<String>>,
+    /// `notice` values.
+    pub notice: Option<Vec<DurationS>>,
+    /// Ceiling of the spin signature: `alert`, `drain` or `cancel`.
+    pub spin_ceiling: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GridFile {
+    #[serde(default)]
+    policy: PolicyConfig,
+    #[serde(default)]
+    sweep: Vec<SweepBlock>,
+}
+
+/// One configuration of the grid: its id, its parameters as written to the CSV, and the
+/// validated policy.
+#[derive(Clone, Debug)]
+pub struct GridConfig {
+    /// Parameters and id.
+    pub params: RowParams,
+    /// The validated policy.
+    pub policy: Policy,
+}
+
+/// Reads a grid file.
+///
+/// # Errors
+/// [`GridError`] naming the file, the key and the value.
+pub fn load(path: &std::path::Path) -> Result<Vec<GridConfig>, GridError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| GridError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    from_toml(&text, &file)
+}
+
+/// Parses a grid; `file` names it in errors.
+///
+/// # Errors
+/// [`GridError`]; an empty grid is [`GridError::Empty`].
+pub fn from_toml(text: &str, file: &str) -> Result<Vec<GridConfig>, GridError> {
+    let g: GridFile = toml::from_str(text).map_err(|e| GridError::Parse {
+        file: file.to_string(),
+        message: e.to_string().trim_end().replace('\n', "\n  "),
+    })?;
+    expand(&g.policy, &g.sweep, file)
+}
+
+/// The built-in default grid.
+pub fn builtin_default() -> Vec<GridConfig> {
+    from_toml(DEFAULT_GRID_TOML, "sim/grids/default.toml").expect("the built-in grid is valid")
+}
+
+/// Expands blocks over a base policy into validated configurations.
+///
+/// # Errors
+/// [`GridError::Invalid`] naming `sweep[i].key` and the value; [`GridError::Empty`].
+pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<Vec<GridConfig>, GridError> {
+    let mut out: Vec<GridConfig> = Vec::new();
+    let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let base_drain = base
+        .stages
+        .iter()
+        .find(|s| s.verdict == "drain")
+        .map_or(DurationS(3600), |s| s.after);
+    let base_cancel = base.stages.iter().find(|s| s.verdict == "cancel").map(|s| s.after);
+    for (bi, b) in blocks.iter().enumerate() {
+        let inv = |key: &str, value: String, problem: &str| GridError::Invalid {
+            file: file.to_string(),
+            key: format!("sweep[{bi}].{key}"),
+            value,
+            problem: problem.to_string(),
+        };
+        fn list<T: Clone>(v: &Option<Vec<T>>, base: T) -> Vec<T> {
+            v.clone().unwrap_or_else(|| vec![base])
+        }
+        let utils = list(&b.util_threshold_pct, base.util_threshold_pct);
+        let windows = list(&b.window, base.window);
+        let warmups = list(&b.warmup, base.warmup);
+        let gaps = list(&b.max_sample_gap, base.max_sample_gap);
+        let drains = list(&b.drain_after, base_drain);
+        let cancels_raw = list(&b.cancel_after, base_cancel.map_or("none".to_string(), |d| d.to_string()));
+        let notices = list(&b.notice, base.notice);
+        let spins = list(
+            &b.spin_ceiling,
+            base.ceilings.get("spin").cloned().unwrap_or_else(|| "alert".to_string()),
+        );
+        for (key, n) in [
+            ("util_threshold_pct", utils.len()),
+            ("window", windows.len()),
+            ("warmup", warmups.len()),
+            ("max_sample_gap", gaps.len()),
+            ("drain_after", drains.len()),
+            ("cancel_after", cancels_raw.len()),
+            ("notice", notices.len()),
+            ("spin_ceiling", spins.len()),
+        ] {
+            if n == 0 {
+                return Err(inv(key, "[]".into(), "an empty list gives no configurations"));
+            }
+        }
+        let mut cancels: Vec<Option<DurationS>> = Vec::new();
+        for c in &cancels_raw {
+            if c == "none" {
+                cancels.push(None);
+            } else {
+                cancels.push(Some(
+                    DurationS::parse(c).map_err(|e| inv("cancel_after", format!("{c:?}"), &e.to_string()))?,
+                ));
+            }
+        }
+        for &u in &utils {
+            for &w in &windows {
+                for &wu in &warmups {
+                    for &gap in &gaps {
+                        for &d in &drains {
+                            for &c in &cancels {
+                                for &nt in &notices {
+                                    for spin in &spins {
+                                        let mut cfg = base.clone();
+                                        cfg.util_threshold_pct = u;
+                                        cfg.window = w;
+                                        cfg.warmup = wu;
+                                        cfg.max_sample_gap = gap;
+                                        cfg.notice = nt;
+                                        cfg.stages = vec![
+                                            StageConfig {
+                                                after: DurationS(0),
+                                                verdict: "alert".into(),
+                                            },
+                                            StageConfig {
+                                                after: d,
+                                                verdict: "drain".into(),
+                                            },
+                                        ];
+                                        if let Some(c) = c {
+                                            cfg.stages.push(StageConfig {
+                                                after: c,
+                                                verdict: "cancel".into(),
+                                            });
+                                        }
+                                        cfg.ceilings.insert("spin".into(), spin.clone());
+                                        let policy = Policy::new(&cfg).map_err(|e| {
+                                            let key = e.key.trim_start_matches("policy.");
+                                            let key = match key {
+                                                "stages" | "stages[1].after" | "stages[2].after" => "drain_after/cancel_after",
+                                                "ceilings.spin" => "spin_ceiling",
+                                                k => k,
+                                            };
+                                            inv(key, e.value.clone(), &e.problem)
+                                        })?;
+                                        let fingerprint = format!("{cfg:?}");
+                                        if !seen.insert(fingerprint) {
+                                            continue;
+                                        }
+                                        let params = RowParams {
+                                            policy: "gpu-reaper".into(),
+                                            config_id: format!("c{:03}", out.len()),
+                                            util_threshold_pct: Some(u),
+                                            window_s: Some(w.0),
+                                            warmup_s: Some(wu.0),
+                                            max_sample_gap_s: Some(gap.0),
+                                            drain_after_s: Some(d.0),
+                                            cancel_after_s: c.map(|c| c.0),
+                                            notice_s: Some(nt.0),
+                                            spin_ceiling: spin.clone(),
+                                        };
+                                        out.push(GridConfig { params, policy });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(GridError::Empty { file: file.to_string() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_grid_is_large_enough_and_has_cancel_stages_and_spin_ceilings() {
+        let g = builtin_default();
+        assert!(g.len() >= 100, "{} configs", g.len());
+        assert!(g.iter().any(|c| c.params.cancel_after_s.is_some()));
+        assert!(g.iter().any(|c| c.params.cancel_after_s.is_none()));
+        assert!(g.iter().any(|c| c.params.spin_ceiling == "cancel"));
+        assert!(g.iter().any(|c| c.params.spin_ceiling == "alert"));
+        let ids: std::collections::BTreeSet<_> = g.iter().map(|c| c.params.config_id.clone()).collect();
+        assert_eq!(ids.len(), g.len());
+    }
+
+    #[test]
+    fn zero_configurations_is_an_error() {
+        let e = from_toml("", "g.toml").unwrap_err().to_string();
+        assert!(e.contains("g.toml") && e.contains("no configurations"), "{e}");
+        let e = from_toml("[[sweep]]\nwindow = []", "g.toml").unwrap_err().to_string();
+        assert!(e.contains("sweep[0].window") && e.contains("[]"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_file_key_and_value() {
+        let e = from_toml("[[sweep]]\nwindow = [\"20m\", \"0s\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("g.toml") && e.contains("sweep[0].window") && e.contains("0s"), "{e}");
+        let e = from_toml("[[sweep]]\nspin_ceiling = [\"explode\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spin_ceiling") && e.contains("explode"), "{e}");
+        let e = from_toml("[[sweep]]\ncancel_after = [\"soon\"]", "g.toml").unwrap_err().to_string();
+        assert!(e.contains("sweep[0].cancel_after") && e.contains("soon"), "{e}");
+        let e = from_toml("[[sweep]]\nwindw = [\"20m\"]", "g.toml").unwrap_err().to_string();
+        assert!(e.contains("g.toml") && e.contains("windw"), "{e}");
+        let e = from_toml("[[sweep]]\nutil_threshold_pct = [150]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("util_threshold_pct") && e.contains("150"), "{e}");
+    }
+
+    #[test]
+    fn blocks_concatenate_and_repeats_are_dropped() {
+        let g = from_toml(
+            "[[sweep]]\nutil_threshold_pct = [5, 15]\n[[sweep]]\nutil_threshold_pct = [15, 30]",
+            "g.toml",
+        )
+        .unwrap();
+        let u: Vec<_> = g.iter().map(|c| c.params.util_threshold_pct.unwrap()).collect();
+        assert_eq!(u, vec![5.0, 15.0, 30.0]);
+        assert_eq!(g[2].params.config_id, "c002");
+    }
+}

@@ -1,0 +1,530 @@
+//! Reports from sweep rows alone (so `sim merge` can write them from shard CSVs):
+//! `summary.md`, `frontier.svg` and the short table printed at the end of a sweep.
+
+use crate::score::{round3, Row, SIG_COLUMNS};
+use crate::sweep::policy_rank;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One configuration (or baseline) summed over its rows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Aggregate {
+    /// `policy` column.
+    pub policy: String,
+    /// `config_id`.
+    pub config_id: String,
+    /// A row of this configuration (for its parameters).
+    pub first: Row,
+    /// Rows summed.
+    pub rows: usize,
+    /// Recovered GPU-hours, summed.
+    pub recovered_gpu_h: f64,
+    /// Wasted GPU-hours in the ground truth, summed.
+    pub wasted_gpu_h: f64,
+    /// Oracle recovery, summed.
+    pub oracle_gpu_h: f64,
+    /// False cancels, summed.
+    pub false_cancels: u64,
+    /// Rows with at least one false cancel.
+    pub rows_with_false_cancels: usize,
+    /// Lost GPU-hours of false cancels, summed.
+    pub lost_gpu_h: f64,
+    /// False drains, summed.
+    pub false_drains: u64,
+    /// Drained GPU-hours, summed.
+    pub drained_gpu_h: f64,
+    /// True alerts, summed.
+    pub true_alerts: u64,
+    /// False alerts, summed.
+    pub false_alerts: u64,
+    /// Cancels, summed.
+    pub cancels: u64,
+}
+
+impl Aggregate {
+    fn add(&mut self, r: &Row) {
+        if self.rows == 0 {
+            self.policy = r.policy.clone();
+            self.config_id = r.config_id.clone();
+            self.first = r.clone();
+        }
+        self.rows += 1;
+        self.recovered_gpu_h += r.recovered_gpu_h;
+        self.wasted_gpu_h += r.wasted_gpu_h;
+        self.oracle_gpu_h += r.oracle_recovered_gpu_h;
+        self.false_cancels += r.false_cancels;
+        self.rows_with_false_cancels += (r.false_cancels > 0) as usize;
+        self.lost_gpu_h += r.false_cancel_lost_gpu_h;
+        self.false_drains += r.false_drains;
+        self.drained_gpu_h += r.drained_gpu_h;
+        self.true_alerts += r.true_alerts;
+        self.false_alerts += r.false_alerts;
+        self.cancels += r.cancels;
+    }
+}
+
+/// Sums rows per (policy, config id), optionally only rows of one workload. Ordered by policy
+/// rank then config id.
+pub fn aggregate(rows: &[Row], workload: Option<&str>) -> Vec<Aggregate> {
+    let mut m: BTreeMap<(usize, String), Aggregate> = BTreeMap::new();
+    for r in rows.iter().filter(|r| workload.is_none_or(|w| r.workload == w)) {
+        m.entry((policy_rank(&r.policy), r.config_id.clone())).or_default().add(r);
+    }
+    m.into_values()
+        .map(|mut a| {
+            a.recovered_gpu_h = round3(a.recovered_gpu_h);
+            a.wasted_gpu_h = round3(a.wasted_gpu_h);
+            a.oracle_gpu_h = round3(a.oracle_gpu_h);
+            a.lost_gpu_h = round3(a.lost_gpu_h);
+            a.drained_gpu_h = round3(a.drained_gpu_h);
+            a
+        })
+        .collect()
+}
+
+/// The recommended configuration: among gpu-reaper configurations with zero false cancels on
+/// every row (every seed of every workload), the one recovering the most GPU-hours; ties go to
+/// fewer false drains, then fewer false alerts, then the lower config id.
+pub fn recommend(aggs: &[Aggregate]) -> Option<&Aggregate> {
+    aggs.iter()
+        .filter(|a| a.policy == "gpu-reaper" && a.false_cancels == 0)
+        .min_by(|a, b| {
+            b.recovered_gpu_h
+                .total_cmp(&a.recovered_gpu_h)
+                .then(a.false_drains.cmp(&b.false_drains))
+                .then(a.false_alerts.cmp(&b.false_alerts))
+                .then(a.config_id.cmp(&b.config_id))
+        })
+}
+
+/// Pareto front over (false cancels ↓, recovered GPU-hours ↑) among gpu-reaper configs.
+pub fn pareto(aggs: &[Aggregate]) -> Vec<&Aggregate> {
+    let cands: Vec<&Aggregate> = aggs.iter().filter(|a| a.policy == "gpu-reaper").collect();
+    let mut front: Vec<&Aggregate> = cands
+        .iter()
+        .copied()
+        .filter(|a| {
+            !cands.iter().any(|b| {
+                b.false_cancels <= a.false_cancels
+                    && b.recovered_gpu_h >= a.recovered_gpu_h
+                    && (b.false_cancels < a.false_cancels || b.recovered_gpu_h > a.recovered_gpu_h)
+            })
+        })
+        .collect();
+    front.sort_by(|a, b| a.false_cancels.cmp(&b.false_cancels).then(a.config_id.cmp(&b.config_id)));
+    front.dedup_by(|a, b| a.false_cancels == b.false_cancels && a.recovered_gpu_h == b.recovered_gpu_h);
+    front
+}
+
+fn dur(v: Option<i64>) -> String {
+    match v {
+        None => "none".into(),
+        Some(s) if s % 3600 == 0 && s > 0 => format!("{}h", s / 3600),
+        Some(s) if s % 60 == 0 => format!("{}m", s / 60),
+        Some(s) => format!("{s}s"),
+    }
+}
+
+/// Describes a configuration's parameters in one line.
+pub fn describe(r: &Row) -> String {
+    format!(
+        "util_threshold_pct {}, window {}, warmup {}, max_sample_gap {}, drain after {}, cancel after {}, notice {}, spin ceiling {}",
+        r.util_threshold_pct.map_or("–".into(), |u| u.to_string()),
+        dur(r.window_s),
+        dur(r.warmup_s),
+        dur(r.max_sample_gap_s),
+        dur(r.drain_after_s),
+        dur(r.cancel_after_s),
+        dur(r.notice_s),
+        if r.spin_ceiling.is_empty() { "–" } else { &r.spin_ceiling }
+    )
+}
+
+/// The short table printed after a sweep: the recommended configuration and the baselines,
+/// summed over every workload and seed.
+pub fn short_table(rows: &[Row]) -> String {
+    let aggs = aggregate(rows, None);
+    let rec = recommend(&aggs);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:<12} {:>13} {:>13} {:>13} {:>12} {:>12} {:>12}",
+        "policy", "config", "recovered_h", "oracle_h", "false_cancel", "false_drain", "true_alert", "false_alert"
+    );
+    let mut show: Vec<&Aggregate> = rec.into_iter().collect();
+    show.extend(aggs.iter().filter(|a| a.policy != "gpu-reaper"));
+    for a in show {
+        let _ = writeln!(
+            s,
+            "{:<12} {:<12} {:>13.1} {:>13.1} {:>13} {:>12} {:>12} {:>12}",
+            a.policy, a.config_id, a.recovered_gpu_h, a.oracle_gpu_h, a.false_cancels, a.false_drains, a.true_alerts, a.false_alerts
+        );
+    }
+    if rec.is_none() {
+        s.push_str("no gpu-reaper configuration had zero false cancels on every seed of every workload\n");
+    }
+    s
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    (n > 0).then(|| s / n as f64)
+}
+
+/// `summary.md`, from the rows alone.
+pub fn summary_md(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let workloads: Vec<String> = {
+        let mut v: Vec<String> = rows.iter().map(|r| r.workload.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let seeds: Vec<u64> = {
+        let mut v: Vec<u64> = rows.iter().map(|r| r.seed).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let aggs = aggregate(rows, None);
+    let configs = aggs.iter().filter(|a| a.policy == "gpu-reaper").count();
+    let days = rows.first().map_or(0.0, |r| r.days);
+    let _ = writeln!(s, "# gpu-reaper sweep summary\n");
+    let _ = writeln!(
+        s,
+        "{} policy configurations and the baselines, on {} workload(s) ({}) × {} seed(s) ({}), {} simulated days each. \
+         Rows: {}. Every column is documented in `reports/README.md`.\n",
+        configs,
+        workloads.len(),
+        workloads.join(", "),
+        seeds.len(),
+        seeds.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "),
+        days,
+        rows.len()
+    );
+
+    let _ = writeln!(s, "## Recommended configuration\n");
+    let rec = recommend(&aggs);
+    match rec {
+        Some(a) => {
+            let _ = writeln!(
+                s,
+                "Rule: the gpu-reaper configuration that recovers the most GPU-hours with zero false cancels on every seed of \
+                 every workload.\n\n**{}**: {}.\n\nOver all rows it recovers {:.1} GPU-hours of the oracle's {:.1} ({:.1} %), with {} \
+                 false cancels, {} false drains, {} true and {} false alerts.\n",
+                a.config_id,
+                describe(&a.first),
+                a.recovered_gpu_h,
+                a.oracle_gpu_h,
+                if a.oracle_gpu_h > 0.0 {
+                    100.0 * a.recovered_gpu_h / a.oracle_gpu_h
+                } else {
+                    0.0
+                },
+                a.false_cancels,
+                a.false_drains,
+                a.true_alerts,
+                a.false_alerts
+            );
+            if a.first.cancel_after_s.is_none() {
+                let _ = writeln!(
+                    s,
+                    "It has no cancel stage: no configuration with a cancel stage had zero false cancels on every seed of every \
+                     workload. The section \"False cancels of gpu-reaper configurations, by signature\" shows which signature \
+                     made them, and the Pareto front below what cancelling would recover at what cost.\n"
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "No gpu-reaper configuration had zero false cancels on every seed of every workload.\n"
+            );
+        }
+    }
+
+    let _ = writeln!(s, "## Recommended configuration next to the baselines\n");
+    let _ = writeln!(
+        s,
+        "Per workload, summed over seeds (latencies: mean over seeds of the per-seed percentile, seconds).\n"
+    );
+    for w in &workloads {
+        let _ = writeln!(s, "### Workload `{w}`\n");
+        let _ = writeln!(
+            s,
+            "| policy | config | recovered GPU-h | recovered share | oracle GPU-h | wasted GPU-h | false cancels | lost GPU-h | false drains | drained GPU-h | true alerts | false alerts | alert p50 / p95 s | cancel p50 / p95 s |"
+        );
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let waggs = aggregate(rows, Some(w));
+        let mut show: Vec<&Aggregate> = Vec::new();
+        if let Some(r) = rec {
+            show.extend(waggs.iter().filter(|a| a.policy == r.policy && a.config_id == r.config_id));
+        }
+        show.extend(waggs.iter().filter(|a| a.policy != "gpu-reaper"));
+        for a in show {
+            let mine: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.workload == *w && r.policy == a.policy && r.config_id == a.config_id)
+                .collect();
+            let lat = |f: fn(&Row) -> Option<i64>| {
+                mean(mine.iter().filter_map(|r| f(r)).map(|x| x as f64)).map_or("–".into(), |x| format!("{x:.0}"))
+            };
+            let share = if a.wasted_gpu_h > 0.0 {
+                format!("{:.1} %", 100.0 * a.recovered_gpu_h / a.wasted_gpu_h)
+            } else {
+                "–".into()
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {:.1} | {} | {} | {} / {} | {} / {} |",
+                a.policy,
+                a.config_id,
+                a.recovered_gpu_h,
+                share,
+                a.oracle_gpu_h,
+                a.wasted_gpu_h,
+                a.false_cancels,
+                a.lost_gpu_h,
+                a.false_drains,
+                a.drained_gpu_h,
+                a.true_alerts,
+                a.false_alerts,
+                lat(|r| r.alert_latency_p50_s),
+                lat(|r| r.alert_latency_p95_s),
+                lat(|r| r.cancel_latency_p50_s),
+                lat(|r| r.cancel_latency_p95_s),
+            );
+        }
+        let _ = writeln!(s);
+    }
+
+    let _ = writeln!(s, "## Baselines: how they are modelled\n");
+    let _ = writeln!(
+        s,
+        "Each baseline is modelled from its public description, not run from its own code:\n\n\
+         * **jds** (job_defense_shield, its documented example config): evaluated every 15 minutes; a job whose utilisation \
+         averages exactly 0 from its start to 120 minutes is cancelled (warnings, counted as the alert, at 60 and 105 minutes); \
+         after that a sliding 300-minute window applies. Memory is ignored; a job is idle when any one GPU is idle.\n\
+         * **reaper-v0.1** (the previous gpu-reaper): peak util below 15 % over 20 minutes with at least 8 samples; no check \
+         that the window is covered or fresh; `[N/A]` read as 0; cancel after alert then drain. Its stage times are not \
+         published: modelled as alert at breach, drain after 60 minutes, cancel 20 minutes later.\n\
+         * **naive-mean**: mean util below 15 % over 20 minutes (missing values skipped), same ladder as reaper-v0.1.\n\
+         * **oracle**: cancels every wholly wasted job at the onset of its waste: the ceiling on recovery.\n"
+    );
+
+    if let Some(a) = rec {
+        let _ = writeln!(s, "## Per-signature breakdown of the recommended configuration\n");
+        let _ = writeln!(s, "| workload | signature | alerts | cancels | false cancels | recovered GPU-h |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+        for w in &workloads {
+            let mut sums = [(0u64, 0u64, 0u64, 0f64); 6];
+            for r in rows
+                .iter()
+                .filter(|r| r.workload == *w && r.policy == a.policy && r.config_id == a.config_id)
+            {
+                for (i, x) in r.by_signature().iter().enumerate() {
+                    sums[i].0 += x.0;
+                    sums[i].1 += x.1;
+                    sums[i].2 += x.2;
+                    sums[i].3 += x.3;
+                }
+            }
+            for (i, name) in SIG_COLUMNS.iter().enumerate() {
+                let x = sums[i];
+                let _ = writeln!(s, "| {w} | {name} | {} | {} | {} | {:.1} |", x.0, x.1, x.2, x.3);
+            }
+        }
+        let _ = writeln!(s);
+    }
+
+    let _ = writeln!(s, "## False cancels of gpu-reaper configurations, by signature\n");
+    let _ = writeln!(
+        s,
+        "Summed over every gpu-reaper configuration with a cancel stage and every seed; a configuration qualifies for the \
+         recommendation only with zero false cancels on every row.\n"
+    );
+    let _ = writeln!(s, "| workload | configurations with false cancels | {} |", SIG_COLUMNS.join(" | "));
+    let _ = writeln!(s, "|---|---:|{}", "---:|".repeat(SIG_COLUMNS.len()));
+    for w in &workloads {
+        let mut by = [0u64; 6];
+        let mut configs_fc: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.workload == *w && r.policy == "gpu-reaper" && r.cancel_after_s.is_some())
+        {
+            for (i, x) in r.by_signature().iter().enumerate() {
+                by[i] += x.2;
+            }
+            if r.false_cancels > 0 {
+                configs_fc.insert(&r.config_id);
+            }
+        }
+        let cells: Vec<String> = by.iter().map(|x| x.to_string()).collect();
+        let _ = writeln!(s, "| {w} | {} | {} |", configs_fc.len(), cells.join(" | "));
+    }
+    let _ = writeln!(s);
+
+    let _ = writeln!(s, "## Spin ceiling\n");
+    let spin_up: Vec<&Aggregate> = aggs
+        .iter()
+        .filter(|a| {
+            a.policy == "gpu-reaper"
+                && a.first.cancel_after_s.is_some()
+                && (a.first.spin_ceiling == "drain" || a.first.spin_ceiling == "cancel")
+        })
+        .collect();
+    let shortest = spin_up.iter().filter_map(|a| a.first.cancel_after_s).min();
+    let trap_spin_fc = |a: &Aggregate| -> u64 {
+        rows.iter()
+            .filter(|r| r.workload == "traps" && r.policy == a.policy && r.config_id == a.config_id)
+            .map(|r| r.false_cancels_spin)
+            .sum()
+    };
+    let with_fc = spin_up.iter().filter(|a| trap_spin_fc(a) > 0).count();
+    let total_fc: u64 = spin_up.iter().map(|a| trap_spin_fc(a)).sum();
+    let best_spin = spin_up
+        .iter()
+        .map(|a| {
+            let rec: f64 = rows
+                .iter()
+                .filter(|r| r.policy == a.policy && r.config_id == a.config_id)
+                .map(|r| r.recovered_gpu_h_spin)
+                .sum();
+            (round3(rec), a.config_id.as_str())
+        })
+        .max_by(|x, y| x.0.total_cmp(&y.0).then(y.1.cmp(x.1)));
+    if workloads.iter().any(|w| w == "traps") && !spin_up.is_empty() {
+        let _ = writeln!(
+            s,
+            "{} configurations raise the spin ceiling above alert and have a cancel stage (the shortest swept: {}). On the trap \
+             workload, whose brief spins last 5–40 minutes, {} of them made spin false cancels ({} in all).",
+            spin_up.len(),
+            dur(shortest),
+            with_fc,
+            total_fc
+        );
+        if let Some((rec, id)) = best_spin {
+            let _ = writeln!(
+                s,
+                "The most spin recovery among them: {rec:.1} GPU-hours from spin cancels ({id}, all workloads and seeds).\n"
+            );
+        }
+        if with_fc == 0 {
+            let _ = writeln!(
+                s,
+                "**Finding:** a spin ceiling of `cancel` caused no spin false cancel on the trap workload with any swept cancel \
+                 stage of {} or more. Raising the spin ceiling above alert is safe on this evidence wherever a cancel stage of at \
+                 least that dwell is itself safe (see the recommended configuration and the false-cancel table above).\n",
+                dur(shortest)
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "**Finding:** spin false cancels occurred on the trap workload: keep the spin ceiling at `alert`.\n"
+            );
+        }
+    } else {
+        let _ = writeln!(s, "The sweep had no trap workload or no configuration raising the spin ceiling with a cancel stage, so it says nothing about the spin ceiling.\n");
+    }
+
+    let _ = writeln!(s, "## Pareto front (gpu-reaper configurations)\n");
+    let _ = writeln!(s, "| config | false cancels | recovered GPU-h | parameters |");
+    let _ = writeln!(s, "|---|---:|---:|---|");
+    for a in pareto(&aggs) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {} |",
+            a.config_id,
+            a.false_cancels,
+            a.recovered_gpu_h,
+            describe(&a.first)
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "GPU-hours are counted within the simulated span. Alert latencies are from the onset of a job's non-productive \
+         episode; cancel latencies from the onset of whole waste. Baselines name no signature, so their per-signature \
+         columns are 0."
+    );
+    s
+}
+
+/// `frontier.svg`: recovered GPU-hours against false cancels (summed over every workload and
+/// seed), the Pareto front highlighted and the baselines marked.
+///
+/// # Errors
+/// A drawing error from plotters.
+pub fn frontier_svg(rows: &[Row]) -> anyhow::Result<String> {
+    use plotters::prelude::*;
+    let aggs = aggregate(rows, None);
+    let front = pareto(&aggs);
+    let max_x = aggs.iter().map(|a| a.false_cancels).max().unwrap_or(1).max(1) as f64;
+    let max_y = aggs.iter().map(|a| a.recovered_gpu_h.max(a.oracle_gpu_h)).fold(1.0, f64::max);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("gpu-reaper sweep: recovered GPU-hours vs false cancels", ("sans-serif", 20))
+            .margin(20)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..max_x * 1.05 + 0.5, 0f64..max_y * 1.08)
+            .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc("false cancels (all workloads and seeds)")
+            .y_desc("recovered GPU-hours")
+            .draw()
+            .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
+        let grey = RGBColor(150, 150, 150);
+        chart
+            .draw_series(
+                aggs.iter()
+                    .filter(|a| a.policy == "gpu-reaper")
+                    .map(|a| Circle::new((a.false_cancels as f64, a.recovered_gpu_h), 3, grey.filled())),
+            )
+            .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?
+            .label("gpu-reaper configuration")
+            .legend(move |(x, y)| Circle::new((x, y), 3, grey.filled()));
+        chart
+            .draw_series(LineSeries::new(
+                front.iter().map(|a| (a.false_cancels as f64, a.recovered_gpu_h)),
+                RED.stroke_width(2),
+            ))
+            .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?
+            .label("Pareto front")
+            .legend(|(x, y)| PathElement::new(vec![(x - 8, y), (x + 8, y)], RED.stroke_width(2)));
+        chart
+            .draw_series(
+                front
+                    .iter()
+                    .map(|a| Circle::new((a.false_cancels as f64, a.recovered_gpu_h), 5, RED.filled())),
+            )
+            .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
+        let colours = [BLUE, GREEN, MAGENTA, BLACK];
+        for (i, a) in aggs.iter().filter(|a| a.policy != "gpu-reaper").enumerate() {
+            let c = colours[i % colours.len()];
+            let name = a.policy.clone();
+            chart
+                .draw_series(std::iter::once(TriangleMarker::new(
+                    (a.false_cancels as f64, a.recovered_gpu_h),
+                    8,
+                    c.filled(),
+                )))
+                .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?
+                .label(name)
+                .legend(move |(x, y)| TriangleMarker::new((x, y), 6, c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("frontier.svg: {e}"))?;
+    }
+    Ok(svg)
+}

@@ -1,0 +1,367 @@
+//! Scoring, exactly as issue 3 defines it, against the ground truth of a [`World`].
+//!
+//! * A cancel is correct only if every GPU of the job is `wasted` at that tick and stays so
+//!   until the job's end; every other cancel is false (starved and partial jobs included). A
+//!   false cancel loses the GPU-hours since the job's last checkpoint.
+//! * A drain is false when the job is not wholly wasted. `drained_gpu_h`: the GPUs of the
+//!   drained nodes the job does not hold, for as long as the verdict stays at drain or above.
+//! * An alert (a job's verdict reaching alert or above from below) is true when the job has
+//!   wasted or starved GPUs at that tick.
+//! * Recovered GPU-hours: per correct cancel, GPUs × the time the job would otherwise have held
+//!   them (to its end, within the simulated span).
+//! * Latency: onset of the non-productive episode to the alert (true alerts), onset of whole
+//!   waste to the cancel (correct cancels).
+
+use crate::drive::Judgement;
+use crate::world::{World, TICK_S};
+use policy::{signature::REGISTRY, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// Number of registered signatures, plus one bucket for "none".
+pub const SIG_BUCKETS: usize = 7;
+
+/// Counts accumulated over one run, in ticks and GPU-ticks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    /// Jobs in the world.
+    pub jobs: u64,
+    /// Job-GPU-ticks evaluated (allocated GPUs of running jobs, summed over ticks).
+    pub job_gpu_ticks: u64,
+    /// GPU-ticks labelled wasted in the ground truth.
+    pub wasted_gpu_ticks: u64,
+    /// GPU-ticks labelled starved in the ground truth.
+    pub starved_gpu_ticks: u64,
+    /// What the oracle recovers, GPU-ticks.
+    pub oracle_gpu_ticks: u64,
+    /// Alerts on jobs with wasted or starved GPUs.
+    pub true_alerts: u64,
+    /// Alerts on wholly productive jobs.
+    pub false_alerts: u64,
+    /// Drains.
+    pub drains: u64,
+    /// Drains of jobs that were not wholly wasted.
+    pub false_drains: u64,
+    /// Capacity withheld by drains, GPU-ticks.
+    pub drained_gpu_ticks: u64,
+    /// Cancels.
+    pub cancels: u64,
+    /// False cancels.
+    pub false_cancels: u64,
+    /// Work lost by false cancels since each job's last checkpoint, GPU-ticks.
+    pub false_cancel_lost_gpu_ticks: u64,
+    /// Recovered by correct cancels, GPU-ticks.
+    pub recovered_gpu_ticks: u64,
+    /// Onset-to-alert latencies of true alerts, ticks.
+    pub alert_latency: Vec<u32>,
+    /// Onset-to-cancel latencies of correct cancels, ticks.
+    pub cancel_latency: Vec<u32>,
+    /// Alerts by signature bucket (registry index; last = none).
+    pub alerts_by_sig: [u64; SIG_BUCKETS],
+    /// Cancels by signature bucket.
+    pub cancels_by_sig: [u64; SIG_BUCKETS],
+    /// False cancels by signature bucket.
+    pub false_cancels_by_sig: [u64; SIG_BUCKETS],
+    /// Recovered GPU-ticks by signature bucket.
+    pub recovered_by_sig: [u64; SIG_BUCKETS],
+}
+
+impl Tally {
+    /// An empty tally carrying the world's ground-truth totals.
+    pub fn new(world: &World) -> Tally {
+        Tally {
+            jobs: world.jobs.len() as u64,
+            wasted_gpu_ticks: world.wasted_gpu_ticks(),
+            starved_gpu_ticks: world.jobs.iter().map(|j| world.truth_ticks(j, traces::Truth::Starved)).sum(),
+            oracle_gpu_ticks: world.oracle_gpu_ticks(),
+            ..Tally::default()
+        }
+    }
+
+    /// Scores job `j`'s judgement at `tick`, given its previous verdict. Returns true when the
+    /// judgement is a cancel (the driver then removes the job).
+    pub fn observe(&mut self, world: &World, tick: u32, j: u32, before: Verdict, jd: Judgement) -> bool {
+        let job = &world.jobs[j as usize];
+        let v = jd.verdict;
+        let sig = jd.signature.map_or(SIG_BUCKETS - 1, |s| (s.0 as usize).min(SIG_BUCKETS - 2));
+        if before < Verdict::Alert && v >= Verdict::Alert {
+            self.alerts_by_sig[sig] += 1;
+            if job.nonproductive_at(tick) {
+                self.true_alerts += 1;
+                self.alert_latency.push(tick - job.episode_onset(tick).min(tick));
+            } else {
+                self.false_alerts += 1;
+            }
+        }
+        if before < Verdict::Drain && v >= Verdict::Drain {
+            self.drains += 1;
+            if !job.wholly_wasted_at(tick) {
+                self.false_drains += 1;
+            }
+        }
+        if v >= Verdict::Drain {
+            self.drained_gpu_ticks += job.drain_extra_gpus as u64;
+        }
+        if v == Verdict::Cancel {
+            self.cancels += 1;
+            self.cancels_by_sig[sig] += 1;
+            if job.wholly_wasted_at(tick) {
+                let rec = job.gpus as u64 * job.end.min(world.horizon).saturating_sub(tick) as u64;
+                self.recovered_gpu_ticks += rec;
+                self.recovered_by_sig[sig] += rec;
+                self.cancel_latency.push(tick - job.wholly_wasted_from.unwrap_or(tick).min(tick));
+            } else {
+                self.false_cancels += 1;
+                self.false_cancels_by_sig[sig] += 1;
+                self.false_cancel_lost_gpu_ticks += job.gpus as u64 * (tick - job.last_checkpoint(tick).min(tick)) as u64;
+            }
+            return true;
+        }
+        false
+    }
+
+    /// The oracle: cancels every job that becomes wholly wasted at the tick it does, alerting
+    /// at the same tick. It is the ceiling on recovery.
+    pub fn oracle(world: &World) -> Tally {
+        let mut t = Tally::new(world);
+        for job in &world.jobs {
+            if let Some(w) = job.wholly_wasted_from.filter(|&w| w < world.horizon && w < job.end) {
+                t.true_alerts += 1;
+                t.alert_latency.push(0);
+                t.cancels += 1;
+                t.recovered_gpu_ticks += job.gpus as u64 * (job.end.min(world.horizon) - w) as u64;
+                t.cancel_latency.push(0);
+            }
+        }
+        t.job_gpu_ticks = world.job_gpu_ticks();
+        t
+    }
+}
+
+/// Nearest-rank percentile `p` (0–100) of `ticks`, in seconds; `None` when empty.
+pub fn percentile_s(ticks: &[u32], p: f64) -> Option<i64> {
+    if ticks.is_empty() {
+        return None;
+    }
+    let mut v = ticks.to_vec();
+    v.sort_unstable();
+    let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    Some(v[rank.min(v.len()) - 1] as i64 * TICK_S)
+}
+
+/// GPU-ticks to GPU-hours, rounded to 3 decimals.
+pub fn gpu_h(gpu_ticks: u64) -> f64 {
+    round3(gpu_ticks as f64 * TICK_S as f64 / 3600.0)
+}
+
+/// Rounds to 3 decimals (keeps the CSV short and stable).
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The parameters of the configuration a row was run with (blank for baselines that lack one).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowParams {
+    /// `gpu-reaper`, `jds`, `reaper-v0.1`, `naive-mean` or `oracle`.
+    pub policy: String,
+    /// Grid configuration id (`c000`…) or the baseline's name.
+    pub config_id: String,
+    /// `util_threshold_pct`.
+    pub util_threshold_pct: Option<f64>,
+    /// `window`, seconds.
+    pub window_s: Option<i64>,
+    /// `warmup`, seconds.
+    pub warmup_s: Option<i64>,
+    /// `max_sample_gap`, seconds.
+    pub max_sample_gap_s: Option<i64>,
+    /// Dwell of the drain stage, seconds.
+    pub drain_after_s: Option<i64>,
+    /// Dwell of the cancel stage, seconds; none without a cancel stage.
+    pub cancel_after_s: Option<i64>,
+    /// `notice`, seconds.
+    pub notice_s: Option<i64>,
+    /// Ceiling of the spin signature.
+    pub spin_ceiling: String,
+}
+
+/// One row of `reports/sweep.csv`: a (policy, configuration, workload, seed). The first 25
+/// fields are issue 3's columns in its order; the rest follow. Documented in reports/README.md.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Row {
+    pub policy: String,
+    pub config_id: String,
+    pub workload: String,
+    pub seed: u64,
+    pub util_threshold_pct: Option<f64>,
+    pub window_s: Option<i64>,
+    pub warmup_s: Option<i64>,
+    pub max_sample_gap_s: Option<i64>,
+    pub drain_after_s: Option<i64>,
+    pub cancel_after_s: Option<i64>,
+    pub jobs: u64,
+    pub wasted_gpu_h: f64,
+    pub recovered_gpu_h: f64,
+    pub recovered_share: Option<f64>,
+    pub oracle_recovered_gpu_h: f64,
+    pub false_cancels: u64,
+    pub false_cancel_lost_gpu_h: f64,
+    pub false_drains: u64,
+    pub drained_gpu_h: f64,
+    pub true_alerts: u64,
+    pub false_alerts: u64,
+    pub alert_latency_p50_s: Option<i64>,
+    pub alert_latency_p95_s: Option<i64>,
+    pub cancel_latency_p50_s: Option<i64>,
+    pub cancel_latency_p95_s: Option<i64>,
+    // Further columns.
+    pub notice_s: Option<i64>,
+    pub spin_ceiling: String,
+    pub days: f64,
+    pub cancels: u64,
+    pub drains: u64,
+    pub starved_gpu_h: f64,
+    pub job_gpu_ticks: u64,
+    pub alerts_spin: u64,
+    pub alerts_hung: u64,
+    pub alerts_idle: u64,
+    pub alerts_starved: u64,
+    pub alerts_partial: u64,
+    pub alerts_unknown: u64,
+    pub cancels_spin: u64,
+    pub cancels_hung: u64,
+    pub cancels_idle: u64,
+    pub cancels_starved: u64,
+    pub cancels_partial: u64,
+    pub cancels_unknown: u64,
+    pub false_cancels_spin: u64,
+    pub false_cancels_hung: u64,
+    pub false_cancels_idle: u64,
+    pub false_cancels_starved: u64,
+    pub false_cancels_partial: u64,
+    pub false_cancels_unknown: u64,
+    pub recovered_gpu_h_spin: f64,
+    pub recovered_gpu_h_hung: f64,
+    pub recovered_gpu_h_idle: f64,
+    pub recovered_gpu_h_starved: f64,
+    pub recovered_gpu_h_partial: f64,
+    pub recovered_gpu_h_unknown: f64,
+}
+
+/// The signature names of the per-signature columns, in column order.
+pub const SIG_COLUMNS: [&str; 6] = ["spin", "hung", "idle", "starved", "partial", "unknown"];
+
+impl Row {
+    /// Builds a row from a run's tally.
+    pub fn new(p: &RowParams, world: &World, days: f64, t: &Tally) -> Row {
+        // Map registry order to the fixed column order (they match today; this keeps the CSV
+        // stable if the registry is reordered).
+        let by = |arr: &[u64; SIG_BUCKETS], name: &str| -> u64 {
+            REGISTRY
+                .iter()
+                .position(|s| s.name() == name)
+                .map_or(0, |i| arr[i.min(SIG_BUCKETS - 2)])
+        };
+        let wasted = gpu_h(t.wasted_gpu_ticks);
+        let recovered = gpu_h(t.recovered_gpu_ticks);
+        Row {
+            policy: p.policy.clone(),
+            config_id: p.config_id.clone(),
+            workload: world.workload.clone(),
+            seed: world.seed,
+            util_threshold_pct: p.util_threshold_pct,
+            window_s: p.window_s,
+            warmup_s: p.warmup_s,
+            max_sample_gap_s: p.max_sample_gap_s,
+            drain_after_s: p.drain_after_s,
+            cancel_after_s: p.cancel_after_s,
+            jobs: t.jobs,
+            wasted_gpu_h: wasted,
+            recovered_gpu_h: recovered,
+            recovered_share: (t.wasted_gpu_ticks > 0).then(|| round3(t.recovered_gpu_ticks as f64 / t.wasted_gpu_ticks as f64)),
+            oracle_recovered_gpu_h: gpu_h(t.oracle_gpu_ticks),
+            false_cancels: t.false_cancels,
+            false_cancel_lost_gpu_h: gpu_h(t.false_cancel_lost_gpu_ticks),
+            false_drains: t.false_drains,
+            drained_gpu_h: gpu_h(t.drained_gpu_ticks),
+            true_alerts: t.true_alerts,
+            false_alerts: t.false_alerts,
+            alert_latency_p50_s: percentile_s(&t.alert_latency, 50.0),
+            alert_latency_p95_s: percentile_s(&t.alert_latency, 95.0),
+            cancel_latency_p50_s: percentile_s(&t.cancel_latency, 50.0),
+            cancel_latency_p95_s: percentile_s(&t.cancel_latency, 95.0),
+            notice_s: p.notice_s,
+            spin_ceiling: p.spin_ceiling.clone(),
+            days,
+            cancels: t.cancels,
+            drains: t.drains,
+            starved_gpu_h: gpu_h(t.starved_gpu_ticks),
+            job_gpu_ticks: t.job_gpu_ticks,
+            alerts_spin: by(&t.alerts_by_sig, "spin"),
+            alerts_hung: by(&t.alerts_by_sig, "hung"),
+            alerts_idle: by(&t.alerts_by_sig, "idle"),
+            alerts_starved: by(&t.alerts_by_sig, "starved"),
+            alerts_partial: by(&t.alerts_by_sig, "partial"),
+            alerts_unknown: by(&t.alerts_by_sig, "unknown"),
+            cancels_spin: by(&t.cancels_by_sig, "spin"),
+            cancels_hung: by(&t.cancels_by_sig, "hung"),
+            cancels_idle: by(&t.cancels_by_sig, "idle"),
+            cancels_starved: by(&t.cancels_by_sig, "starved"),
+            cancels_partial: by(&t.cancels_by_sig, "partial"),
+            cancels_unknown: by(&t.cancels_by_sig, "unknown"),
+            false_cancels_spin: by(&t.false_cancels_by_sig, "spin"),
+            false_cancels_hung: by(&t.false_cancels_by_sig, "hung"),
+            false_cancels_idle: by(&t.false_cancels_by_sig, "idle"),
+            false_cancels_starved: by(&t.false_cancels_by_sig, "starved"),
+            false_cancels_partial: by(&t.false_cancels_by_sig, "partial"),
+            false_cancels_unknown: by(&t.false_cancels_by_sig, "unknown"),
+            recovered_gpu_h_spin: gpu_h(by(&t.recovered_by_sig, "spin")),
+            recovered_gpu_h_hung: gpu_h(by(&t.recovered_by_sig, "hung")),
+            recovered_gpu_h_idle: gpu_h(by(&t.recovered_by_sig, "idle")),
+            recovered_gpu_h_starved: gpu_h(by(&t.recovered_by_sig, "starved")),
+            recovered_gpu_h_partial: gpu_h(by(&t.recovered_by_sig, "partial")),
+            recovered_gpu_h_unknown: gpu_h(by(&t.recovered_by_sig, "unknown")),
+        }
+    }
+
+    /// Per-signature (alerts, cancels, false cancels, recovered GPU-h), in [`SIG_COLUMNS`] order.
+    pub fn by_signature(&self) -> [(u64, u64, u64, f64); 6] {
+        [
+            (
+                self.alerts_spin,
+                self.cancels_spin,
+                self.false_cancels_spin,
+                self.recovered_gpu_h_spin,
+            ),
+            (
+                self.alerts_hung,
+                self.cancels_hung,
+                self.false_cancels_hung,
+                self.recovered_gpu_h_hung,
+            ),
+            (
+                self.alerts_idle,
+                self.cancels_idle,
+                self.false_cancels_idle,
+                self.recovered_gpu_h_idle,
+            ),
+            (
+                self.alerts_starved,
+                self.cancels_starved,
+                self.false_cancels_starved,
+                self.recovered_gpu_h_starved,
+            ),
+            (
+                self.alerts_partial,
+                self.cancels_partial,
+                self.false_cancels_partial,
+                self.recovered_gpu_h_partial,
+            ),
+            (
+                self.alerts_unknown,
+                self.cancels_unknown,
+                self.false_cancels_unknown,
+                self.recovered_gpu_h_unknown,
+            ),
+        ]
+    }
+}

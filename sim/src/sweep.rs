@@ -1,0 +1,265 @@
+//! `sim sweep`: every (configuration × workload × seed) run, plus the baselines, in parallel
+//! with rayon; each (workload, seed) world is generated once and shared read-only.
+//!
+//! Output order never depends on the thread count: rows are sorted by (policy, config id,
+//! workload, seed) before they are written.
+
+use crate::baseline::Baseline;
+use crate::drive::{self, EngineJudge};
+use crate::generate::generate;
+use crate::grid::GridConfig;
+use crate::score::{Row, Tally};
+use crate::workload::Workload;
+use crate::world::World;
+use rayon::prelude::*;
+use std::path::Path;
+
+/// What to sweep.
+#[derive(Clone, Debug)]
+pub struct SweepSpec {
+    /// The workloads (each generated once per seed).
+    pub workloads: Vec<Workload>,
+    /// The seeds; at least one.
+    pub seeds: Vec<u64>,
+    /// Simulated span per world, days.
+    pub days: f64,
+    /// Policy configurations; at least one.
+    pub configs: Vec<GridConfig>,
+    /// Run the baselines too.
+    pub baselines: bool,
+    /// `(i, n)`: run only work items whose index is `i` mod `n`.
+    pub shard: Option<(usize, usize)>,
+}
+
+/// A sweep that cannot start.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SweepError {
+    /// No seeds.
+    #[error("the seed count is 0: a sweep needs at least one seed (--seeds N or --seed-list a,b)")]
+    NoSeeds,
+    /// No configurations.
+    #[error("the grid has no configurations")]
+    NoConfigs,
+    /// No workloads.
+    #[error("no workloads")]
+    NoWorkloads,
+    /// Bad span.
+    #[error("--days {0}: must be above 0 and at most 366")]
+    Days(String),
+    /// Bad shard.
+    #[error("--shard {0}/{1}: needs 0 <= i < N")]
+    Shard(usize, usize),
+}
+
+/// One unit of work: a configuration (or baseline) on one world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    /// Grid configuration index.
+    Config(usize),
+    /// A baseline.
+    Baseline(Baseline),
+}
+
+/// The result of a sweep.
+#[derive(Clone, Debug)]
+pub struct SweepResult {
+    /// Rows, sorted.
+    pub rows: Vec<Row>,
+    /// Job-GPU-ticks evaluated by policy and baseline runs (the oracle is not run).
+    pub job_gpu_ticks: u64,
+    /// Runs done.
+    pub runs: usize,
+    /// Seconds spent generating worlds (wall clock; for the timing line only).
+    pub generate_s: f64,
+    /// Seconds spent running (wall clock; for the timing line only).
+    pub run_s: f64,
+}
+
+impl SweepSpec {
+    /// Checks the spec.
+    ///
+    /// # Errors
+    /// [`SweepError`] for zero seeds, configurations or workloads, a bad span or shard.
+    pub fn validate(&self) -> Result<(), SweepError> {
+        if self.seeds.is_empty() {
+            return Err(SweepError::NoSeeds);
+        }
+        if self.configs.is_empty() {
+            return Err(SweepError::NoConfigs);
+        }
+        if self.workloads.is_empty() {
+            return Err(SweepError::NoWorkloads);
+        }
+        if !(self.days > 0.0 && self.days <= 366.0) {
+            return Err(SweepError::Days(self.days.to_string()));
+        }
+        if let Some((i, n)) = self.shard {
+            if n == 0 || i >= n {
+                return Err(SweepError::Shard(i, n));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every work item in canonical order — configurations, then baselines, each over every
+    /// (workload, seed) — filtered to this shard. The second field indexes [`Self::worlds`].
+    pub fn items(&self) -> Vec<(Runner, usize)> {
+        let nw = self.workloads.len() * self.seeds.len();
+        let mut runners: Vec<Runner> = (0..self.configs.len()).map(Runner::Config).collect();
+        if self.baselines {
+            runners.extend(Baseline::ALL.into_iter().map(Runner::Baseline));
+        }
+        let mut items = Vec::new();
+        for r in runners {
+            for w in 0..nw {
+                items.push((r, w));
+            }
+        }
+        match self.shard {
+            Some((i, n)) => items.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, x)| x).collect(),
+            None => items,
+        }
+    }
+
+    /// The (workload index, seed) of each world, in world-index order.
+    pub fn worlds(&self) -> Vec<(usize, u64)> {
+        let mut v = Vec::new();
+        for wi in 0..self.workloads.len() {
+            for &s in &self.seeds {
+                v.push((wi, s));
+            }
+        }
+        v
+    }
+}
+
+/// Runs one work item on a world.
+pub fn run_item(spec: &SweepSpec, runner: Runner, world: &World) -> (Row, u64) {
+    match runner {
+        Runner::Config(ci) => {
+            let cfg = &spec.configs[ci];
+            let mut judge = EngineJudge::new(cfg.policy.clone());
+            let t = drive::run(world, &mut judge);
+            (Row::new(&cfg.params, world, spec.days, &t), t.job_gpu_ticks)
+        }
+        Runner::Baseline(b) => {
+            let t: Tally = match b.judge(world.gpus_per_node, world.nodes.len()) {
+                Some(mut j) => drive::run(world, j.as_mut()),
+                None => Tally::oracle(world),
+            };
+            let ticks = if b == Baseline::Oracle { 0 } else { t.job_gpu_ticks };
+            (Row::new(&b.params(), world, spec.days, &t), ticks)
+        }
+    }
+}
+
+/// Generates the worlds this spec's items need, in parallel. `None` for worlds no item uses.
+pub fn generate_worlds(spec: &SweepSpec, items: &[(Runner, usize)]) -> Vec<Option<World>> {
+    let needed: std::collections::BTreeSet<usize> = items.iter().map(|x| x.1).collect();
+    spec.worlds()
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, (wi, seed))| needed.contains(&i).then(|| generate(&spec.workloads[wi], seed, spec.days)))
+        .collect()
+}
+
+/// Runs the sweep on the current rayon pool. `tick` is called once per finished item (for a
+/// progress bar).
+///
+/// # Errors
+/// [`SweepError`] when the spec is invalid.
+pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<SweepResult, SweepError> {
+    spec.validate()?;
+    let items = spec.items();
+    let t0 = std::time::Instant::now();
+    let worlds = generate_worlds(spec, &items);
+    let generate_s = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
+    let mut results: Vec<(Row, u64)> = items
+        .par_iter()
+        .with_max_len(1)
+        .map(|&(r, w)| {
+            let world = worlds[w].as_ref().expect("world generated for every item");
+            let out = run_item(spec, r, world);
+            tick();
+            out
+        })
+        .collect();
+    let run_s = t1.elapsed().as_secs_f64();
+    let job_gpu_ticks = results.iter().map(|r| r.1).sum();
+    let mut rows: Vec<Row> = results.drain(..).map(|r| r.0).collect();
+    sort_rows(&mut rows);
+    Ok(SweepResult {
+        runs: rows.len(),
+        rows,
+        job_gpu_ticks,
+        generate_s,
+        run_s,
+    })
+}
+
+/// Rank of a `policy` value in reports: gpu-reaper first, then the baselines in order.
+pub fn policy_rank(p: &str) -> usize {
+    if p == "gpu-reaper" {
+        0
+    } else {
+        1 + Baseline::ALL.iter().position(|b| b.name() == p).unwrap_or(Baseline::ALL.len())
+    }
+}
+
+/// Sorts rows by (policy, config id, workload, seed): the CSV order.
+pub fn sort_rows(rows: &mut [Row]) {
+    rows.sort_by(|a, b| {
+        (policy_rank(&a.policy), &a.config_id, &a.workload, a.seed).cmp(&(policy_rank(&b.policy), &b.config_id, &b.workload, b.seed))
+    });
+}
+
+/// Writes rows as CSV.
+///
+/// # Errors
+/// I/O and CSV errors, with the path.
+pub fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut w = csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+    for r in rows {
+        w.serialize(r).with_context(|| format!("writing {}", path.display()))?;
+    }
+    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Reads rows written by [`write_csv`].
+///
+/// # Errors
+/// A message naming the file and the line of a bad row.
+pub fn read_csv(path: &Path) -> anyhow::Result<Vec<Row>> {
+    use anyhow::Context;
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, rec) in r.deserialize::<Row>().enumerate() {
+        rows.push(rec.with_context(|| format!("{}: line {}: not a sweep.csv row", path.display(), i + 2))?);
+    }
+    Ok(rows)
+}
+
+/// Merges shard outputs: concatenates, refuses duplicate (policy, config, workload, seed)
+/// keys, and sorts.
+///
+/// # Errors
+/// A duplicate key, naming it.
+pub fn merge_rows(parts: Vec<Vec<Row>>) -> anyhow::Result<Vec<Row>> {
+    let mut rows: Vec<Row> = parts.into_iter().flatten().collect();
+    sort_rows(&mut rows);
+    for w in rows.windows(2) {
+        if (&w[0].policy, &w[0].config_id, &w[0].workload, w[0].seed) == (&w[1].policy, &w[1].config_id, &w[1].workload, w[1].seed) {
+            anyhow::bail!(
+                "duplicate row for policy {} config {} workload {} seed {}: were the same shard's files given twice?",
+                w[0].policy,
+                w[0].config_id,
+                w[0].workload,
+                w[0].seed
+            );
+        }
+    }
+    Ok(rows)
+}
