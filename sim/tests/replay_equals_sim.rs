@@ -125,9 +125,11 @@ fn replay_scores_a_generated_trace_as_the_sweep_does() {
             "seed {seed}: false cancels"
         );
         let recovered: f64 = scores.iter().map(|s| s.recovered_gpu_h).sum();
+        // `gpu_h` rounds to 3 decimals.
+        let sweep_h = sim::score::gpu_h(tally.recovered_gpu_ticks);
         assert!(
-            (recovered - sim::score::gpu_h(tally.recovered_gpu_ticks)).abs() < 1e-6,
-            "seed {seed}: recovered {recovered}"
+            (recovered - sweep_h).abs() < 1e-3,
+            "seed {seed}: recovered {recovered} vs {sweep_h}"
         );
         assert!(tally.cancels > 0 || tally.true_alerts > 0, "seed {seed}: nothing to compare");
     }
