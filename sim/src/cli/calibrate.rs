@@ -16,8 +16,8 @@ pub struct Args {
     /// RNG seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Simulated span, days.
-    #[arg(long, default_value_t = 2.0)]
+    /// Simulated span, days (the sweep's default span).
+    #[arg(long, default_value_t = 7.0)]
     pub days: f64,
     /// Folder holding `seren_GPU_UTIL_pct.csv`, `seren_GPU_POWER_W_aug2023.csv` and
     /// `seren_FB_USED_pct_of_80GB.csv`.
@@ -129,24 +129,61 @@ pub fn draw(metrics: &[Metric], svg: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The value at cumulative fraction `q` of sorted samples (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// The value of a reference CDF at cumulative fraction `q`: the first point reaching it.
+fn ref_quantile(c: &QuantileCdf, q: f64) -> f64 {
+    c.points.iter().find(|p| p.1 >= q).or(c.points.last()).map_or(f64::NAN, |p| p.0)
+}
+
 /// Runs `sim calibrate`.
 pub fn run(args: Args) -> Result<()> {
+    use std::fmt::Write as _;
     let w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
     let metrics = measure(&w, args.seed, args.days, &args.cdfs)?;
-    println!(
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "calibration of workload {} (seed {}, {} days) against Seren:",
         w.name, args.seed, args.days
     );
     for m in &metrics {
-        println!(
+        let _ = writeln!(
+            out,
             "  {:<24} KS distance {:.3} ({} simulated samples){}",
             m.name,
             m.ks,
             m.sim.len(),
             if m.ks <= 0.10 { "" } else { "  above 0.10" }
         );
+        let zero_sim = m.sim.partition_point(|&v| v <= 0.0) as f64 / m.sim.len().max(1) as f64;
+        let q = |f: f64| (quantile(&m.sim, f), ref_quantile(&m.reference, f));
+        let (p25, p50, p75, p90) = (q(0.25), q(0.5), q(0.75), q(0.9));
+        let _ = writeln!(
+            out,
+            "  {:<24} at 0: {:.1} % vs {:.1} %; p25 {:.1} vs {:.1}; p50 {:.1} vs {:.1}; p75 {:.1} vs {:.1}; p90 {:.1} vs {:.1} (simulated vs Seren)",
+            "",
+            100.0 * zero_sim,
+            100.0 * m.reference.at(0.0),
+            p25.0,
+            p25.1,
+            p50.0,
+            p50.1,
+            p75.0,
+            p75.1,
+            p90.0,
+            p90.1
+        );
     }
     draw(&metrics, &args.svg)?;
-    println!("wrote {}", args.svg.display());
+    let _ = writeln!(out, "wrote {}", args.svg.display());
+    super::replay::emit(&out);
     Ok(())
 }
