@@ -1,41 +1,28 @@
 //! Replaying a generated trace (written to CSV and read back) gives the same findings as the
 //! in-memory simulation of the same seed: the same (time, job, verdict, signature) changes.
 
-use policy::{Engine, Finding, JobFacts, Mode, Observation, Policy, PolicyConfig, Sample, Scope, SignatureId, Verdict};
-use sim::drive::{Judge, Judgement};
+use policy::{JobFacts, Policy, PolicyConfig, Sample, SignatureId, Verdict};
+use sim::drive::{EngineJudge, Judge, Judgement};
 use std::collections::BTreeMap;
 
 type Change = (i64, String, Verdict, Option<SignatureId>);
 
-/// The engine as a judge that also records every change of verdict or signature per job.
+/// The sweep's engine judge, recording every change of verdict or signature per job.
 struct Recorder {
-    engine: Engine,
-    findings: Vec<Finding>,
+    inner: EngineJudge,
     last: BTreeMap<String, (Verdict, Option<SignatureId>)>,
     changes: Vec<Change>,
 }
 
 impl Judge for Recorder {
     fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>) {
-        let obs = Observation {
-            jobs,
-            samples,
-            scope: Scope::Whole,
-            drains: &[],
-        };
-        self.engine.step(now_s, &obs, &mut self.findings);
-        out.clear();
-        for f in &self.findings {
-            let id = &jobs[f.job_index as usize].job_id;
-            let key = (f.verdict, f.signature);
-            if self.last.get(id) != Some(&key) {
-                self.last.insert(id.clone(), key);
-                self.changes.push((now_s, id.clone(), f.verdict, f.signature));
+        self.inner.judge(now_s, jobs, samples, out);
+        for (job, jd) in jobs.iter().zip(out.iter()) {
+            let key = (jd.verdict, jd.signature);
+            if self.last.get(&job.job_id) != Some(&key) {
+                self.last.insert(job.job_id.clone(), key);
+                self.changes.push((now_s, job.job_id.clone(), jd.verdict, jd.signature));
             }
-            out.push(Judgement {
-                verdict: f.verdict,
-                signature: f.signature,
-            });
         }
     }
 }
@@ -53,8 +40,7 @@ fn replay_of_a_generated_trace_equals_the_simulation() {
     for seed in [1u64, 2] {
         let world = sim::generate::generate(&w, seed, 1.0);
         let mut rec = Recorder {
-            engine: Engine::new(Policy::new(&cfg).unwrap(), Mode::Observe),
-            findings: Vec::new(),
+            inner: EngineJudge::new(Policy::new(&cfg).unwrap()),
             last: BTreeMap::new(),
             changes: Vec::new(),
         };
@@ -110,7 +96,7 @@ fn replay_scores_a_generated_trace_as_the_sweep_does() {
     let w = small_default();
     for seed in [1u64, 2] {
         let world = sim::generate::generate(&w, seed, 1.0);
-        let tally = sim::drive::run(&world, &mut sim::drive::EngineJudge::new(Policy::new(&cfg).unwrap()));
+        let tally = sim::drive::run(&world, &mut EngineJudge::new(Policy::new(&cfg).unwrap()));
         let trace = sim::trace::to_trace(&world);
         let res = traces::replay::replay(&trace, Policy::new(&cfg).unwrap(), 60);
         let scores: Vec<&traces::score::JobScore> = res.jobs.iter().map(|o| o.score.as_ref().unwrap()).collect();
