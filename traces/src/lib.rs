@@ -4,7 +4,30 @@
 //! In memory it is a [`Trace`]: jobs with their Slurm facts, and GPU samples in time order,
 //! optionally labelled with ground truth. The simulator generates traces, `sim replay` reads
 //! them, and the importers turn public traces and operators' own logs into them.
+//!
+//! * [`mod@format`]: read and write the folder ([`read_trace`], [`write_trace`]); strict by
+//!   default (the first bad row is a [`TraceError`] naming file, line and column), lenient on
+//!   request (bad rows skipped and listed in the [`ReadReport`]).
+//! * [`alloc`]: the `alloc` column syntax, `node001:0-3;node002:0-3`.
+//! * [`replay`]: the replay driver over `policy::Engine` (observe mode, whole allocations),
+//!   its `findings.csv` / `jobs-summary.csv` writers and the drain/cancel safety check;
+//!   [`score`] scores it against `truth` with the sweep's rules.
+//! * [`import`]: Philly, Alibaba GenAI, nvidia-smi CSV logs and dcgm-exporter pages.
+//! * [`cdf`]: AcmeTrace quantile CDFs and the Kolmogorov–Smirnov distance (`sim calibrate`).
+//!
+//! The crate reads no clock and holds no RNG; missing values stay `None` everywhere.
 
+pub mod alloc;
+pub mod cdf;
+pub mod error;
+pub mod format;
+pub mod import;
+mod records;
+pub mod replay;
+pub mod score;
+
+pub use error::{RowProblem, TraceError};
+pub use format::{read_trace, write_trace, ReadReport};
 pub use policy::{GpuRef, JobFacts, NodeId, NodeTable, Sample};
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,11 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod calibrate;
+pub mod generate;
+pub mod import;
 pub mod merge;
+pub mod replay;
 pub mod sweep;
 
 /// gpu-reaper's simulator: generate workloads, sweep policy configurations, merge shards.
@@ -25,6 +29,14 @@ pub enum Command {
     Sweep(sweep::Args),
     /// Merge the sweep.csv files of `sweep --shard i/N` runs and write the reports.
     Merge(merge::Args),
+    /// Write a generated workload in the trace format, ground truth included.
+    Generate(generate::Args),
+    /// Run the policy over a trace folder: findings.csv and jobs-summary.csv.
+    Replay(replay::Args),
+    /// Convert a public trace or an nvidia-smi / dcgm log into the trace format.
+    Import(import::Args),
+    /// KS distance of the default workload's util, power and memory against Seren, with an SVG.
+    Calibrate(calibrate::Args),
 }
 
 /// Parses the arguments, runs the subcommand, prints the error chain on failure.
@@ -33,6 +45,10 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sweep(a) => sweep::run(a),
         Command::Merge(a) => merge::run(a),
+        Command::Generate(a) => generate::run(a),
+        Command::Replay(a) => replay::run(a),
+        Command::Import(a) => import::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

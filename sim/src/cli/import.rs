@@ -1,0 +1,136 @@
+//! `sim import FORMAT SRC [options] --out DIR`: convert a public trace or an operator's own
+//! telemetry log into the trace format (see `traces/README.md`).
+
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use traces::import::{self, Attribution, ImportReport};
+
+/// The source formats `sim import` reads.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Philly per-minute GPU utilisation excerpt; needs `--jobs` (the JSON job list).
+    Philly,
+    /// Alibaba GenAI serving pods (duty cycle and memory per pod).
+    AlibabaGenai,
+    /// `nvidia-smi --query-gpu=... --format=csv -l N` log; needs `--node`.
+    NvidiaSmiLog,
+    /// A folder of dcgm-exporter pages named `<unix_seconds>.prom`.
+    Dcgm,
+}
+
+/// Arguments of `sim import`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Source format.
+    #[arg(value_enum)]
+    pub format: Format,
+    /// Source file (or folder, for `dcgm`).
+    pub src: PathBuf,
+    /// Job metadata: the Philly JSON job list, or a trace-format `jobs.csv` for
+    /// `nvidia-smi-log` and `dcgm` (without it, each GPU becomes one pseudo-job).
+    #[arg(long)]
+    pub jobs: Option<PathBuf>,
+    /// Host name the log was taken on (`nvidia-smi-log`; `dcgm` series without a host label).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Zone of nvidia-smi's local timestamps: `local` (default), an IANA name or `+HH:MM`.
+    #[arg(long, default_value = "local")]
+    pub tz: String,
+    /// Field list of a headerless nvidia-smi log.
+    #[arg(long, default_value = import::nvidia_smi::DEFAULT_QUERY)]
+    pub query: String,
+    /// Seconds added to relative timestamps (`alibaba-genai`).
+    #[arg(long, default_value_t = 0)]
+    pub epoch_s: i64,
+    /// Skip malformed rows (counted) instead of failing on the first.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Output trace folder.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+fn attribution(jobs: Option<&PathBuf>, lenient: bool) -> Result<Attribution> {
+    Ok(match jobs {
+        None => Attribution::PseudoJobPerGpu,
+        Some(p) => {
+            let mut log = traces::error::RowLog::new(lenient);
+            Attribution::Jobs(traces::format::read_jobs_file(p, &mut log).with_context(|| format!("reading --jobs {}", p.display()))?)
+        }
+    })
+}
+
+/// Runs `sim import`.
+pub fn run(args: Args) -> Result<()> {
+    let src = &args.src;
+    let ctx = || format!("importing {} as {:?}", src.display(), args.format);
+    let (trace, report): (traces::Trace, ImportReport) = match args.format {
+        Format::Philly => {
+            let Some(jobs) = &args.jobs else {
+                bail!("philly needs --jobs philly_dre_jobs_excerpt.json")
+            };
+            import::philly::import(src, jobs, args.lenient).with_context(ctx)?
+        }
+        Format::AlibabaGenai => import::alibaba::import(src, args.epoch_s, args.lenient).with_context(ctx)?,
+        Format::NvidiaSmiLog => {
+            let Some(node) = &args.node else {
+                bail!("nvidia-smi-log needs --node NAME (the host the log was taken on)")
+            };
+            let opts = import::nvidia_smi::SmiOptions {
+                node: node.clone(),
+                zone: import::Zone::parse(&args.tz)?,
+                query: args.query.clone(),
+                lenient: args.lenient,
+            };
+            import::nvidia_smi::import(src, &opts, attribution(args.jobs.as_ref(), args.lenient)?).with_context(ctx)?
+        }
+        Format::Dcgm => import::dcgm::import(
+            src,
+            args.node.as_deref(),
+            args.lenient,
+            attribution(args.jobs.as_ref(), args.lenient)?,
+        )
+        .with_context(ctx)?,
+    };
+    traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "imported {} jobs, {} samples into {}",
+        trace.jobs.len(),
+        trace.samples.len(),
+        args.out.display()
+    );
+    for (k, v) in &report.counts {
+        let _ = writeln!(out, "  {k}: {v}");
+    }
+    if !report.skipped.is_empty() {
+        let _ = writeln!(out, "  malformed rows skipped: {}", report.skipped.len());
+        for p in report.skipped.iter().take(5) {
+            let _ = writeln!(out, "    {p}");
+        }
+    }
+    for n in &report.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    if args.format == Format::Philly {
+        let _ = writeln!(out, "  GPUs at 0 % or with no reading, by minute after the job's start:");
+        for m in import::philly::start_profile(&trace) {
+            let share = |k: u64| 100.0 * k as f64 / m.gpus.max(1) as f64;
+            let _ = writeln!(
+                out,
+                "    +{} min: {} GPUs, {} at 0 % ({:.1} %), {} missing ({:.1} %), together {:.1} %",
+                m.minute,
+                m.gpus,
+                m.zero,
+                share(m.zero),
+                m.missing,
+                share(m.missing),
+                share(m.zero + m.missing)
+            );
+        }
+    }
+    super::replay::emit(&out);
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! Replaying a generated trace (written to CSV and read back) gives the same findings as the
+//! in-memory simulation of the same seed: the same (time, job, verdict, signature) changes.
+
+use policy::{JobFacts, Policy, PolicyConfig, Sample, SignatureId, Verdict};
+use sim::drive::{EngineJudge, Judge, Judgement};
+use std::collections::BTreeMap;
+
+type Change = (i64, String, Verdict, Option<SignatureId>);
+
+/// The sweep's engine judge, recording every change of verdict or signature per job.
+struct Recorder {
+    inner: EngineJudge,
+    last: BTreeMap<String, (Verdict, Option<SignatureId>)>,
+    changes: Vec<Change>,
+}
+
+impl Judge for Recorder {
+    fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>) {
+        self.inner.judge(now_s, jobs, samples, out);
+        for (job, jd) in jobs.iter().zip(out.iter()) {
+            let key = (jd.verdict, jd.signature);
+            if self.last.get(&job.job_id) != Some(&key) {
+                self.last.insert(job.job_id.clone(), key);
+                self.changes.push((now_s, job.job_id.clone(), jd.verdict, jd.signature));
+            }
+        }
+    }
+}
+
+fn small_default() -> sim::workload::Workload {
+    let mut w = sim::workload::Workload::builtin_default();
+    w.cluster.nodes = 8;
+    w
+}
+
+#[test]
+fn replay_of_a_generated_trace_equals_the_simulation() {
+    let w = small_default();
+    let cfg = PolicyConfig::default();
+    for seed in [1u64, 2] {
+        let world = sim::generate::generate(&w, seed, 1.0);
+        let mut rec = Recorder {
+            inner: EngineJudge::new(Policy::new(&cfg).unwrap()),
+            last: BTreeMap::new(),
+            changes: Vec::new(),
+        };
+        sim::drive::run(&world, &mut rec);
+        let mut expected = rec.changes;
+        expected.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+
+        let dir = tempfile::tempdir().unwrap();
+        traces::write_trace(dir.path(), &sim::trace::to_trace(&world)).unwrap();
+        let (trace, report) = traces::read_trace(dir.path(), false).unwrap();
+        assert_eq!(report, traces::ReadReport::default());
+        assert!(trace.has_truth());
+        let res = traces::replay::replay(&trace, Policy::new(&cfg).unwrap(), 60);
+        let mut got: Vec<Change> = res
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.t_s,
+                    trace.jobs[r.job as usize].facts.job_id.clone(),
+                    r.finding.verdict,
+                    r.finding.signature,
+                )
+            })
+            .collect();
+        got.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        assert!(expected.len() > world.jobs.len(), "seed {seed}: too few changes to compare");
+        assert!(
+            expected.iter().any(|c| c.2 >= Verdict::Alert),
+            "seed {seed}: the workload should reach alert somewhere"
+        );
+        assert_eq!(got.len(), expected.len(), "seed {seed}");
+        for (g, e) in got.iter().zip(&expected) {
+            assert_eq!(g, e, "seed {seed}");
+        }
+        assert!(res.safety.is_empty(), "seed {seed}: {:?}", res.safety.first());
+    }
+}
+
+#[test]
+fn replay_scores_a_generated_trace_as_the_sweep_does() {
+    // A policy that reaches cancel, so every rule is exercised.
+    let cfg = PolicyConfig {
+        stages: [(0, "alert"), (60, "drain"), (120, "cancel")]
+            .into_iter()
+            .map(|(m, v)| policy::StageConfig {
+                after: policy::DurationS(m * 60),
+                verdict: v.into(),
+            })
+            .collect(),
+        ..PolicyConfig::default()
+    };
+    let w = small_default();
+    for seed in [1u64, 2] {
+        let world = sim::generate::generate(&w, seed, 1.0);
+        let tally = sim::drive::run(&world, &mut EngineJudge::new(Policy::new(&cfg).unwrap()));
+        let trace = sim::trace::to_trace(&world);
+        let res = traces::replay::replay(&trace, Policy::new(&cfg).unwrap(), 60);
+        let scores: Vec<&traces::score::JobScore> = res.jobs.iter().map(|o| o.score.as_ref().unwrap()).collect();
+        let sum = |f: &dyn Fn(&traces::score::JobScore) -> u64| scores.iter().map(|s| f(s)).sum::<u64>();
+        assert_eq!(sum(&|s| s.true_alerts as u64), tally.true_alerts, "seed {seed}: true alerts");
+        assert_eq!(sum(&|s| s.false_alerts as u64), tally.false_alerts, "seed {seed}: false alerts");
+        assert_eq!(sum(&|s| s.false_drains as u64), tally.false_drains, "seed {seed}: false drains");
+        assert_eq!(sum(&|s| s.cancel_correct.is_some() as u64), tally.cancels, "seed {seed}: cancels");
+        assert_eq!(
+            sum(&|s| (s.cancel_correct == Some(false)) as u64),
+            tally.false_cancels,
+            "seed {seed}: false cancels"
+        );
+        let recovered: f64 = scores.iter().map(|s| s.recovered_gpu_h).sum();
+        // `gpu_h` rounds to 3 decimals.
+        let sweep_h = sim::score::gpu_h(tally.recovered_gpu_ticks);
+        assert!(
+            (recovered - sweep_h).abs() < 1e-3,
+            "seed {seed}: recovered {recovered} vs {sweep_h}"
+        );
+        assert!(tally.cancels > 0 || tally.true_alerts > 0, "seed {seed}: nothing to compare");
+    }
+}

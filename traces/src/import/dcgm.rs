@@ -1,0 +1,350 @@
+//! Importer for scraped dcgm-exporter `/metrics` pages: a folder of files named
+//! `<unix_seconds>.prom`, each one page in the Prometheus text format.
+//!
+//! * **Time.** A sample line's own timestamp (milliseconds, Prometheus style) wins; otherwise
+//!   the file name's seconds are used.
+//! * **Labels.** The host is the `Hostname` or `hostname` label (exporter versions differ),
+//!   else `--node`; the GPU is the `gpu` label, which is **NVML's index**, not necessarily
+//!   Slurm's. `UUID`/`uuid` are accepted and not needed. Series with a non-empty
+//!   `GPU_I_ID` (MIG instances) are skipped and counted: a MIG slice is not a whole GPU.
+//! * **Fields.** `DCGM_FI_DEV_GPU_UTIL` → `util_pct`; `DCGM_FI_DEV_FB_USED` → `mem_used_mib`;
+//!   `DCGM_FI_DEV_FB_TOTAL`, else `FB_USED + FB_FREE (+ FB_RESERVED)` → `mem_total_mib`;
+//!   `DCGM_FI_DEV_POWER_USAGE` → `power_w`; `DCGM_FI_DEV_POWER_MGMT_LIMIT` →
+//!   `power_limit_w`; `DCGM_FI_PROF_SM_ACTIVE` → `sm_active`. Other series are ignored but
+//!   make the GPU known, so it gets a sample row whose fields are missing.
+//! * **Absent is missing.** A series that is not on the page leaves its field empty, never 0.
+//!   DCGM's blank sentinels (and the ×100 blank seen in the wild), `NaN` and `±Inf` are
+//!   missing too (counted as `blank_values`).
+//! * **Duplicated series** (the `hpc_job` label duplicates a shared GPU's series once per job,
+//!   each with the whole GPU's value) collapse when equal; when they disagree the field is
+//!   missing (`conflicting_series`).
+//! * A line that is not a metric sample is a bad row (file, line, column): a failed scrape
+//!   (an HTTP 500 body) thus fails the import, or with `--lenient` is skipped and counted.
+
+use super::{build_trace, Attribution, ImportReport, RawSample};
+use crate::error::{RowLog, RowProblem, TraceError};
+use crate::{Sample, Trace};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One parsed sample line: metric name, labels and value, with its own timestamp if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromLine {
+    /// Metric name.
+    pub name: String,
+    /// Labels in page order.
+    pub labels: Vec<(String, String)>,
+    /// The value as written (`NaN`, `+Inf` kept as such).
+    pub value: f64,
+    /// The line's timestamp, milliseconds since the epoch.
+    pub t_ms: Option<i64>,
+}
+
+impl PromLine {
+    /// The first label among `keys` present.
+    pub fn label(&self, keys: &[&str]) -> Option<&str> {
+        keys.iter()
+            .find_map(|k| self.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()))
+    }
+}
+
+/// Parses one line of the Prometheus text format. `Ok(None)` for blank and `#` lines. The
+/// error gives the 1-based character column and what is wrong.
+pub fn parse_line(line: &str) -> Result<Option<PromLine>, (usize, String)> {
+    let l = line.trim_end_matches(['\r', '\n']);
+    let trimmed = l.trim_start();
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Ok(None);
+    }
+    let off = l.len() - trimmed.len();
+    let b = trimmed.as_bytes();
+    let mut i = 0;
+    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+        i += 1;
+    }
+    if i == 0 || b[0].is_ascii_digit() {
+        return Err((off + 1, format!("{:?} does not start with a metric name", cut(trimmed))));
+    }
+    let name = trimmed[..i].to_string();
+    let mut labels = Vec::new();
+    if i < b.len() && b[i] == b'{' {
+        i += 1;
+        loop {
+            while i < b.len() && (b[i] == b' ' || b[i] == b',') {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b'}' {
+                i += 1;
+                break;
+            }
+            let ks = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            if ks == i || i >= b.len() || b[i] != b'=' {
+                return Err((off + i + 1, "bad label name or missing '='".into()));
+            }
+            let key = trimmed[ks..i].to_string();
+            i += 1;
+            if i >= b.len() || b[i] != b'"' {
+                return Err((off + i + 1, format!("label {key} value is not quoted")));
+            }
+            i += 1;
+            let mut val = String::new();
+            let mut closed = false;
+            let chars: Vec<char> = trimmed[i..].chars().collect();
+            let mut k = 0;
+            while k < chars.len() {
+                let c = chars[k];
+                if c == '\\' && k + 1 < chars.len() {
+                    val.push(match chars[k + 1] {
+                        'n' => '\n',
+                        other => other,
+                    });
+                    k += 2;
+                    continue;
+                }
+                if c == '"' {
+                    closed = true;
+                    k += 1;
+                    break;
+                }
+                val.push(c);
+                k += 1;
+            }
+            if !closed {
+                return Err((off + i + 1, format!("label {key} value is not closed")));
+            }
+            i += chars[..k].iter().map(|c| c.len_utf8()).sum::<usize>();
+            labels.push((key, val));
+        }
+    }
+    let rest = &trimmed[i..];
+    let mut parts = rest.split_whitespace();
+    let col_v = off + i + 1 + (rest.len() - rest.trim_start().len());
+    let vtext = parts.next().ok_or((col_v, "no value".to_string()))?;
+    let value = match vtext {
+        "NaN" => f64::NAN,
+        "+Inf" | "Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse::<f64>().map_err(|_| (col_v, format!("value {v:?} is not a number")))?,
+    };
+    let t_ms = match parts.next() {
+        None => None,
+        Some(t) => Some(
+            t.parse::<i64>()
+                .map_err(|_| (col_v + vtext.len() + 1, format!("timestamp {t:?} is not integer milliseconds")))?,
+        ),
+    };
+    if let Some(extra) = parts.next() {
+        return Err((col_v, format!("unexpected {extra:?} after the timestamp")));
+    }
+    Ok(Some(PromLine { name, labels, value, t_ms }))
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Field {
+    Util,
+    FbUsed,
+    FbFree,
+    FbReserved,
+    FbTotal,
+    Power,
+    PowerLimit,
+    SmActive,
+    Other,
+}
+
+fn field_of(name: &str) -> Field {
+    match name {
+        "DCGM_FI_DEV_GPU_UTIL" => Field::Util,
+        "DCGM_FI_DEV_FB_USED" => Field::FbUsed,
+        "DCGM_FI_DEV_FB_FREE" => Field::FbFree,
+        "DCGM_FI_DEV_FB_RESERVED" => Field::FbReserved,
+        "DCGM_FI_DEV_FB_TOTAL" => Field::FbTotal,
+        "DCGM_FI_DEV_POWER_USAGE" => Field::Power,
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT" => Field::PowerLimit,
+        "DCGM_FI_PROF_SM_ACTIVE" => Field::SmActive,
+        _ => Field::Other,
+    }
+}
+
+/// A value per (time, host, GPU, field): `Some(v)` agreed, `None` conflicting.
+type Readings = BTreeMap<(i64, String, u16), BTreeMap<Field, Option<f64>>>;
+
+/// Parses one page's text taken at `file_t_s` into `readings`. `path` is for errors.
+fn parse_page(
+    text: &str,
+    file_t_s: i64,
+    path: &Path,
+    node: Option<&str>,
+    log: &mut RowLog,
+    report: &mut ImportReport,
+    readings: &mut Readings,
+) -> Result<(), TraceError> {
+    for (n, line) in text.lines().enumerate() {
+        let bad = |col: usize, what: String| RowProblem {
+            file: path.into(),
+            line: n as u64 + 1,
+            column: "-".into(),
+            column_number: col,
+            problem: what,
+        };
+        let p = match parse_line(line) {
+            Ok(Some(p)) => p,
+            Ok(None) => continue,
+            Err((col, what)) => {
+                log.bad_row(bad(col, what))?;
+                continue;
+            }
+        };
+        if !p.name.starts_with("DCGM_") {
+            continue;
+        }
+        let Some(gpu_text) = p.label(&["gpu"]) else {
+            log.bad_row(bad(1, format!("series {} has no gpu label", p.name)))?;
+            continue;
+        };
+        let Ok(gpu) = gpu_text.parse::<u16>() else {
+            log.bad_row(bad(1, format!("gpu label {gpu_text:?} is not an index")))?;
+            continue;
+        };
+        if p.label(&["GPU_I_ID"]).is_some_and(|v| !v.is_empty()) {
+            report.bump("mig_series_skipped");
+            continue;
+        }
+        let host = match p.label(&["Hostname", "hostname"]).or(node) {
+            Some(h) if !h.trim().is_empty() => h.trim().to_string(),
+            _ => {
+                log.bad_row(bad(
+                    1,
+                    format!("series {} has no Hostname/hostname label and no --node was given", p.name),
+                ))?;
+                continue;
+            }
+        };
+        let t_s = p.t_ms.map_or(file_t_s, |ms| ms.div_euclid(1000));
+        let entry = readings.entry((t_s, host, gpu)).or_default();
+        let field = field_of(&p.name);
+        if field == Field::Other {
+            continue;
+        }
+        let v = if !p.value.is_finite() || policy::is_sentinel(p.value) {
+            report.bump("blank_values");
+            None
+        } else {
+            Some(p.value)
+        };
+        match entry.get(&field) {
+            None => {
+                if let Some(v) = v {
+                    entry.insert(field, Some(v));
+                }
+            }
+            Some(Some(old)) if v == Some(*old) => {}
+            Some(_) if v.is_none() => {}
+            Some(_) => {
+                report.bump("conflicting_series");
+                entry.insert(field, None);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `.prom` files of a folder with their time, sorted by time then name. Other files are an
+/// error in strict mode (they are not pages) and skipped in lenient mode.
+pub fn list_pages(dir: &Path, log: &mut RowLog) -> Result<Vec<(i64, PathBuf)>, TraceError> {
+    let mut pages = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))? {
+        let e = e.map_err(|e| TraceError::io(dir, e))?;
+        let path = e.path();
+        if !path.is_file() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().to_string();
+        match name.strip_suffix(".prom").and_then(|s| s.parse::<i64>().ok()) {
+            Some(t) => pages.push((t, path)),
+            None => log.bad_row(RowProblem {
+                file: path,
+                line: 0,
+                column: "file name".into(),
+                column_number: 0,
+                problem: format!("{name:?} is not <unix_seconds>.prom"),
+            })?,
+        }
+    }
+    pages.sort();
+    Ok(pages)
+}
+
+/// Imports a folder of dcgm-exporter pages. `node` is the host for series without a host
+/// label (`--node`). See the module docs.
+pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attribution) -> Result<(Trace, ImportReport), TraceError> {
+    let mut report = ImportReport::default();
+    let mut log = RowLog::new(lenient);
+    let pages = list_pages(dir, &mut log)?;
+    if pages.is_empty() && !lenient {
+        return Err(TraceError::file(dir, "no <unix_seconds>.prom pages in this folder"));
+    }
+    let mut readings = Readings::new();
+    for (t, path) in &pages {
+        let text = std::fs::read_to_string(path).map_err(|e| TraceError::io(path, e))?;
+        parse_page(&text, *t, path, node, &mut log, &mut report, &mut readings)?;
+        report.bump("pages");
+    }
+    let raw = to_raw(readings);
+    report.skipped.extend(log.skipped);
+    let trace = build_trace(raw, attribution, &mut report);
+    Ok((trace, report))
+}
+
+/// Parses page texts (pure; for tests and callers holding pages in memory): `(t_s, label,
+/// text)` where `label` names the page in errors.
+pub fn parse_pages(
+    pages: &[(i64, &str, &str)],
+    node: Option<&str>,
+    lenient: bool,
+    report: &mut ImportReport,
+) -> Result<Vec<RawSample>, TraceError> {
+    let mut log = RowLog::new(lenient);
+    let mut readings = Readings::new();
+    for (t, label, text) in pages {
+        parse_page(text, *t, Path::new(label), node, &mut log, report, &mut readings)?;
+    }
+    report.skipped.extend(log.skipped);
+    Ok(to_raw(readings))
+}
+
+fn to_raw(readings: Readings) -> Vec<RawSample> {
+    readings
+        .into_iter()
+        .map(|((t_s, host, gpu), f)| {
+            let get = |k: Field| f.get(&k).copied().flatten();
+            let total = get(Field::FbTotal).or_else(|| match (get(Field::FbUsed), get(Field::FbFree)) {
+                (Some(u), Some(fr)) => Some(u + fr + get(Field::FbReserved).unwrap_or(0.0)),
+                _ => None,
+            });
+            RawSample {
+                node: host,
+                gpu,
+                sample: Sample {
+                    t_s,
+                    gpu,
+                    util_pct: get(Field::Util),
+                    mem_used_mib: get(Field::FbUsed),
+                    mem_total_mib: total,
+                    power_w: get(Field::Power),
+                    power_limit_w: get(Field::PowerLimit),
+                    procs: None,
+                    sm_active: get(Field::SmActive),
+                    ..Sample::default()
+                },
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,263 @@
+//! Importers: convert public traces and operators' own logs into a [`crate::Trace`].
+//!
+//! Each importer is a pure-ish function of its input files and options that returns the trace
+//! and an [`ImportReport`] of what it dropped or could not read. None of them ever turns a
+//! missing or unreadable value into 0.
+
+use std::collections::BTreeMap;
+
+/// Counts of what an importer did besides keeping samples, by name (e.g. `missing_util`,
+/// `rows_before_start`). Ordered for stable printing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Named counters.
+    pub counts: BTreeMap<&'static str, u64>,
+    /// Rows skipped in lenient mode.
+    pub skipped: Vec<crate::RowProblem>,
+    /// Notes the operator should read (assumptions made, e.g. the time zone used).
+    pub notes: Vec<String>,
+}
+
+impl ImportReport {
+    pub(crate) fn bump(&mut self, key: &'static str) {
+        *self.counts.entry(key).or_insert(0) += 1;
+    }
+
+    /// The count for `key` (0 when never bumped).
+    pub fn count(&self, key: &str) -> u64 {
+        self.counts.get(key).copied().unwrap_or(0)
+    }
+}
+
+pub mod alibaba;
+pub mod dcgm;
+pub mod nvidia_smi;
+pub mod philly;
+
+use crate::{GpuRef, JobFacts, Sample, Trace, TraceJob};
+
+/// One reading before it is attributed to a job: the node by name and the GPU index as the
+/// source numbers it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawSample {
+    /// Node (host) name.
+    pub node: String,
+    /// GPU index as the source numbers it (NVML / DCGM `gpu` label).
+    pub gpu: u16,
+    /// The reading; its `node` field is set when attributed.
+    pub sample: Sample,
+}
+
+/// How samples are attributed to jobs.
+#[derive(Clone, Debug)]
+pub enum Attribution {
+    /// One pseudo-job per (node, GPU), named `<node>-gpu<N>`, from its first sample to its
+    /// last sample plus one sampling step (the median step of that GPU, at least 1 s).
+    PseudoJobPerGpu,
+    /// The jobs of a `jobs.csv`: a sample goes to the job whose `alloc` holds its node and
+    /// GPU and that runs at its time (`start_s ≤ t_s < end_s`); other samples are dropped and
+    /// counted as `unattributed_samples`. Jobs with no GPU on the imported nodes are left out.
+    Jobs(Trace),
+}
+
+/// Builds a trace from raw samples. Counts `unattributed_samples` in `report`.
+pub fn build_trace(raw: Vec<RawSample>, attribution: Attribution, report: &mut ImportReport) -> Trace {
+    match attribution {
+        Attribution::PseudoJobPerGpu => pseudo_jobs(raw),
+        Attribution::Jobs(jobs) => attribute(raw, jobs, report),
+    }
+}
+
+fn pseudo_jobs(raw: Vec<RawSample>) -> Trace {
+    let mut trace = Trace::default();
+    let mut by_gpu: BTreeMap<(String, u16), Vec<Sample>> = BTreeMap::new();
+    for r in raw {
+        by_gpu.entry((r.node, r.gpu)).or_default().push(r.sample);
+    }
+    for ((node, gpu), mut samples) in by_gpu {
+        samples.sort_by_key(|s| s.t_s);
+        let id = trace.nodes.intern(&node);
+        let first = samples[0].t_s;
+        let last = samples[samples.len() - 1].t_s;
+        let step = median_step_s(&samples).unwrap_or(1);
+        let ji = trace.jobs.len() as u32;
+        trace.jobs.push(TraceJob {
+            facts: JobFacts {
+                job_id: format!("{node}-gpu{gpu}"),
+                name: format!("{node} gpu{gpu}"),
+                comment: "pseudo-job: one per GPU, no Slurm job attribution".into(),
+                start_s: first,
+                alloc: vec![GpuRef { node: id, gpu }],
+                ..JobFacts::default()
+            },
+            end_s: last + step,
+            time_limit_s: None,
+        });
+        for mut s in samples {
+            s.node = id;
+            s.gpu = gpu;
+            trace.samples.push(s);
+            trace.sample_job.push(ji);
+            trace.truth.push(None);
+        }
+    }
+    trace.normalize();
+    trace
+}
+
+/// The median positive step between consecutive samples (sorted by time), seconds; `None`
+/// with fewer than two distinct times.
+pub fn median_step_s(samples: &[Sample]) -> Option<i64> {
+    let mut steps: Vec<i64> = samples.windows(2).map(|w| w[1].t_s - w[0].t_s).filter(|d| *d > 0).collect();
+    steps.sort_unstable();
+    steps.get(steps.len() / 2).copied()
+}
+
+fn attribute(raw: Vec<RawSample>, jobs: Trace, report: &mut ImportReport) -> Trace {
+    let mut trace = Trace {
+        nodes: jobs.nodes,
+        jobs: jobs.jobs,
+        ..Trace::default()
+    };
+    let imported: std::collections::BTreeSet<String> = raw.iter().map(|r| r.node.clone()).collect();
+    // Owners per (node, gpu): job indices, to be checked against time.
+    let mut owners: std::collections::HashMap<(u32, u16), Vec<u32>> = std::collections::HashMap::new();
+    for (ji, j) in trace.jobs.iter().enumerate() {
+        for g in &j.facts.alloc {
+            owners.entry((g.node.0, g.gpu)).or_default().push(ji as u32);
+        }
+    }
+    let mut used = vec![false; trace.jobs.len()];
+    for r in raw {
+        let Some(node) = trace.nodes.get(&r.node) else {
+            report.bump("unattributed_samples");
+            continue;
+        };
+        let t = r.sample.t_s;
+        let owner = owners.get(&(node.0, r.gpu)).and_then(|list| {
+            let mut running = list.iter().filter(|&&j| {
+                let job = &trace.jobs[j as usize];
+                job.facts.start_s <= t && t < job.end_s
+            });
+            let first = running.next().copied();
+            // Two jobs claiming one GPU at one time: attribute to neither.
+            if running.next().is_some() {
+                None
+            } else {
+                first
+            }
+        });
+        match owner {
+            Some(j) => {
+                let mut s = r.sample;
+                s.node = node;
+                s.gpu = r.gpu;
+                used[j as usize] = true;
+                trace.samples.push(s);
+                trace.sample_job.push(j);
+                trace.truth.push(None);
+            }
+            None => report.bump("unattributed_samples"),
+        }
+    }
+    // Keep the jobs that hold a GPU on an imported node; remap sample job indices.
+    let keep: Vec<bool> = trace
+        .jobs
+        .iter()
+        .map(|j| j.facts.alloc.iter().any(|g| imported.contains(trace.nodes.name(g.node))))
+        .collect();
+    let mut new_index = vec![u32::MAX; trace.jobs.len()];
+    let mut next = 0u32;
+    for (i, k) in keep.iter().enumerate() {
+        if *k {
+            new_index[i] = next;
+            next += 1;
+        } else {
+            report.bump("jobs_not_on_imported_nodes");
+        }
+    }
+    let mut i = 0;
+    trace.jobs.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+    for j in trace.sample_job.iter_mut() {
+        *j = new_index[*j as usize];
+    }
+    let _ = used;
+    trace.normalize();
+    trace
+}
+
+/// The time zone local timestamps are read in (`--tz`): the importing machine's zone
+/// (default), an IANA name such as `Europe/Berlin`, `UTC`, or a fixed offset like `+02:00`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Zone {
+    /// The zone of the machine doing the import (`TZ`, else `/etc/localtime`).
+    Local,
+    /// An IANA zone.
+    Named(chrono_tz::Tz),
+    /// A fixed offset from UTC.
+    Fixed(chrono::FixedOffset),
+}
+
+impl Zone {
+    /// Parses a `--tz` value: `local`, an IANA name, `UTC`, or `±HH:MM`.
+    pub fn parse(text: &str) -> Result<Zone, crate::TraceError> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("local") {
+            return Ok(Zone::Local);
+        }
+        if let Ok(tz) = t.parse::<chrono_tz::Tz>() {
+            return Ok(Zone::Named(tz));
+        }
+        if let Ok(dt) = chrono::DateTime::parse_from_str(&format!("2000-01-01 00:00:00 {t}"), "%Y-%m-%d %H:%M:%S %:z") {
+            return Ok(Zone::Fixed(*dt.offset()));
+        }
+        Err(crate::TraceError::Option {
+            option: "--tz".into(),
+            problem: format!("{t:?} is not `local`, an IANA zone name (e.g. Europe/Berlin) or an offset like +02:00"),
+        })
+    }
+
+    /// Epoch seconds of a local wall-clock time. An ambiguous time (the repeated hour when
+    /// clocks go back) takes the earlier instant and sets the flag; a time that does not
+    /// exist (skipped when clocks go forward) is `None`.
+    pub fn to_epoch_s(self, local: chrono::NaiveDateTime) -> Option<(i64, bool)> {
+        use chrono::{LocalResult, TimeZone};
+        fn pick<T: TimeZone>(r: LocalResult<chrono::DateTime<T>>) -> Option<(i64, bool)> {
+            match r {
+                LocalResult::Single(t) => Some((t.timestamp(), false)),
+                LocalResult::Ambiguous(a, b) => Some((a.timestamp().min(b.timestamp()), true)),
+                LocalResult::None => None,
+            }
+        }
+        match self {
+            Zone::Local => pick(chrono::Local.from_local_datetime(&local)),
+            Zone::Named(tz) => pick(tz.from_local_datetime(&local)),
+            Zone::Fixed(o) => pick(o.from_local_datetime(&local)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_parse_and_convert_with_dst() {
+        let t = |s: &str| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
+        let utc = Zone::parse("UTC").unwrap();
+        assert_eq!(utc.to_epoch_s(t("1970-01-01 00:01:00")), Some((60, false)));
+        let fixed = Zone::parse("+02:00").unwrap();
+        assert_eq!(fixed.to_epoch_s(t("1970-01-01 02:00:00")), Some((0, false)));
+        let berlin = Zone::parse("Europe/Berlin").unwrap();
+        // 2026-03-29 02:30 does not exist in Berlin; 2026-10-25 02:30 happens twice.
+        assert_eq!(berlin.to_epoch_s(t("2026-03-29 02:30:00")), None);
+        let (e, amb) = berlin.to_epoch_s(t("2026-10-25 02:30:00")).unwrap();
+        assert!(amb);
+        assert_eq!(e, 1_792_888_200); // 00:30 UTC, the earlier of the two
+        assert!(Zone::parse("Mars/Olympus").is_err());
+        assert_eq!(Zone::parse("local").unwrap(), Zone::Local);
+    }
+}

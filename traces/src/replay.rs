@@ -1,0 +1,603 @@
+//! The replay driver: runs the policy engine over a [`Trace`] cycle by cycle, as the enforcer
+//! would have, and records what it would have done.
+//!
+//! Cycles run at `interval_s` from the first job start to the last job end. At cycle `now`
+//! the running jobs are those with `start_s ≤ now < end_s` (in trace order) and the engine
+//! gets the samples with `t_s` in `(now − interval_s, now]`; samples stamped before the first
+//! cycle's interval, or after the last cycle, are never delivered and are counted. Stretches
+//! with no running job and no sample are skipped (the engine holds no state then, so this
+//! changes nothing). The engine runs in [`Mode::Observe`] with [`Scope::Whole`], so a drain
+//! counts as confirmed one cycle later and drain/cancel findings are hypothetical.
+//!
+//! Output: a [`FindingRow`] whenever a job's verdict or signature changes (its first cycle
+//! included), a [`JobOutcome`] per job, and a safety check: every cycle that gives `drain` or
+//! `cancel` is checked for a compute reading at or above `util_threshold_pct` within one
+//! window before it, which would be a safety bug ([`SafetyViolation`]).
+
+use crate::error::TraceError;
+use crate::format::write_text;
+use crate::score::{JobScore, JobTruth};
+use crate::{JobFacts, Trace, Truth};
+use policy::{Cause, EngineCounters, Finding, Mode, Observation, Policy, Scope, SignatureId, Verdict};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One row of `findings.csv`: a change of verdict or signature.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FindingRow {
+    /// Cycle time, epoch seconds.
+    pub t_s: i64,
+    /// Index of the job in [`Trace::jobs`].
+    pub job: u32,
+    /// The finding (its `job_index` is the position among that cycle's running jobs).
+    pub finding: Finding,
+    /// [`Finding::reason`] for the job.
+    pub reason: String,
+}
+
+/// Per-job outcome of a replay (a row of `jobs-summary.csv`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobOutcome {
+    /// Index of the job in [`Trace::jobs`].
+    pub job: u32,
+    /// Cycles the job was evaluated in.
+    pub cycles: u64,
+    /// Highest verdict reached (ladder order of [`Verdict`]); `None` if never evaluated.
+    pub highest: Option<Verdict>,
+    /// Signature with the highest verdict (first time it was reached).
+    pub highest_signature: Option<SignatureId>,
+    /// When the highest verdict was first reached, epoch seconds.
+    pub highest_at_s: Option<i64>,
+    /// First cycle with verdict alert or above.
+    pub first_alert_s: Option<i64>,
+    /// First cycle with verdict drain or above.
+    pub first_drain_s: Option<i64>,
+    /// First cycle with verdict cancel.
+    pub first_cancel_s: Option<i64>,
+    /// Longest stretch, seconds, over which every GPU of the job read below
+    /// `util_threshold_pct` on every sample (see [`longest_quiet_s`]).
+    pub longest_quiet_s: i64,
+    /// Times the job climbed onto `alert` or above from below it (alert episodes).
+    pub alerts: u32,
+    /// Times the job climbed onto `drain` or above from below it.
+    pub drains: u32,
+    /// Cycles giving drain/cancel with a reading at or above the threshold in the window.
+    pub safety_violations: u32,
+    /// Scoring against `truth`, when the trace has it.
+    pub score: Option<JobScore>,
+}
+
+/// A drain or cancel given while a sample of the job within one window read at or above the
+/// utilisation threshold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SafetyViolation {
+    /// Cycle time, epoch seconds.
+    pub t_s: i64,
+    /// Index of the job in [`Trace::jobs`].
+    pub job: u32,
+    /// The verdict given.
+    pub verdict: Verdict,
+    /// Time of the busy sample.
+    pub busy_t_s: i64,
+    /// Its compute reading, percent.
+    pub busy_util_pct: f64,
+}
+
+/// Everything a replay produces.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayResult {
+    /// Changes of verdict or signature, in cycle order, then job order.
+    pub rows: Vec<FindingRow>,
+    /// One per trace job, in trace order.
+    pub jobs: Vec<JobOutcome>,
+    /// Cycles evaluated (skipped empty stretches not counted).
+    pub cycles: u64,
+    /// Samples stamped at or before the first cycle's interval, never delivered.
+    pub samples_before_first_cycle: u64,
+    /// Samples stamped after the last cycle, never delivered.
+    pub samples_after_last_cycle: u64,
+    /// The engine's counters (unattributed samples: no running job holds that GPU).
+    pub counters: EngineCounters,
+    /// Every drain/cancel cycle with a busy sample in the window. Must be empty.
+    pub safety: Vec<SafetyViolation>,
+    /// The interval used, seconds.
+    pub interval_s: i64,
+}
+
+/// The compute reading of a sample, percent: `util_pct`, else `sm_active × 100`.
+pub fn compute_pct(s: &policy::Sample) -> Option<f64> {
+    s.util_pct.or(s.sm_active.map(|x| x * 100.0))
+}
+
+/// Replays `trace` under `policy` at `interval_s` (> 0). Deterministic: the same trace and
+/// policy give the same result.
+pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
+    assert!(interval_s > 0, "interval_s must be positive");
+    let cfg = policy.config().clone();
+    let threshold = cfg.util_threshold_pct;
+    let window_s = cfg.window.secs();
+    let mut engine = policy::Engine::new(policy, Mode::Observe);
+    let n = trace.jobs.len();
+    let mut res = ReplayResult {
+        interval_s,
+        ..ReplayResult::default()
+    };
+    // Per-job sample lists (indices into trace.samples, time-ordered).
+    let mut per_job: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, &j) in trace.sample_job.iter().enumerate() {
+        per_job[j as usize].push(i as u32);
+    }
+    let with_truth = trace.has_truth();
+    let mut truth: Vec<JobTruth> = trace.jobs.iter().map(|j| JobTruth::new(j.facts.alloc.len())).collect();
+    if with_truth {
+        for (j, list) in per_job.iter().enumerate() {
+            let t = &mut truth[j];
+            for &i in list {
+                let s = &trace.samples[i as usize];
+                match trace.truth[i as usize] {
+                    Some(Truth::Wasted) => t.score.wasted_gpu_h += interval_s as f64 / 3600.0,
+                    Some(Truth::Starved) => t.score.starved_gpu_h += interval_s as f64 / 3600.0,
+                    _ => {}
+                }
+                if trace.truth[i as usize] != Some(Truth::Wasted) {
+                    t.last_not_wasted_s = Some(t.last_not_wasted_s.map_or(s.t_s, |x| x.max(s.t_s)));
+                }
+            }
+            let onset = list
+                .iter()
+                .map(|&i| trace.samples[i as usize].t_s)
+                .find(|&ts| t.last_not_wasted_s.is_none_or(|l| ts > l));
+            t.wasted_tail_onset_s = onset;
+            if let Some(o) = onset {
+                let end = trace.jobs[j].end_s;
+                t.score.oracle_recovered_gpu_h = trace.jobs[j].facts.alloc.len() as f64 * (end - o).max(0) as f64 / 3600.0;
+            }
+        }
+    }
+    res.jobs = (0..n)
+        .map(|j| JobOutcome {
+            job: j as u32,
+            cycles: 0,
+            highest: None,
+            highest_signature: None,
+            highest_at_s: None,
+            first_alert_s: None,
+            first_drain_s: None,
+            first_cancel_s: None,
+            longest_quiet_s: longest_quiet_s(trace, &per_job[j], threshold, cfg.max_sample_gap.secs()),
+            alerts: 0,
+            drains: 0,
+            safety_violations: 0,
+            score: None,
+        })
+        .collect();
+    if n == 0 {
+        res.samples_after_last_cycle = trace.samples.len() as u64;
+        return res;
+    }
+    let first_s = trace.jobs[0].facts.start_s;
+    let last_end_s = trace.jobs.iter().map(|j| j.end_s).max().unwrap_or(first_s);
+    let samples = &trace.samples;
+    let mut si = samples.partition_point(|s| s.t_s <= first_s - interval_s);
+    res.samples_before_first_cycle = si as u64;
+    let mut next_job = 0usize;
+    let mut running: Vec<u32> = Vec::new();
+    let mut facts: Vec<JobFacts> = Vec::new();
+    let mut prev: Vec<Option<(Verdict, Option<SignatureId>)>> = vec![None; n];
+    let mut out: Vec<Finding> = Vec::new();
+    let mut now = first_s;
+    while now <= last_end_s {
+        let mut changed = false;
+        while next_job < n && trace.jobs[next_job].facts.start_s <= now {
+            running.push(next_job as u32);
+            next_job += 1;
+            changed = true;
+        }
+        let before = running.len();
+        running.retain(|&j| trace.jobs[j as usize].end_s > now);
+        changed |= running.len() != before;
+        let lo = si;
+        while si < samples.len() && samples[si].t_s <= now {
+            si += 1;
+        }
+        if running.is_empty() && lo == si {
+            // Nothing runs and nothing arrives: jump to the cycle at or after the next start.
+            if next_job >= n {
+                break;
+            }
+            let next_start = trace.jobs[next_job].facts.start_s;
+            let k = (next_start - first_s + interval_s - 1).div_euclid(interval_s);
+            let jump_to = first_s + k * interval_s;
+            if jump_to > now + interval_s {
+                // Samples in (now, jump_to − interval] would reach an engine with no jobs.
+                let skip_to = samples.partition_point(|s| s.t_s <= jump_to - interval_s);
+                res.counters.unattributed_samples += (skip_to.max(si) - si) as u64;
+                si = skip_to.max(si);
+                now = jump_to;
+                continue;
+            }
+        }
+        if changed {
+            facts.clear();
+            facts.extend(running.iter().map(|&j| trace.jobs[j as usize].facts.clone()));
+        }
+        let obs = Observation {
+            jobs: &facts,
+            samples: &samples[lo..si],
+            scope: Scope::Whole,
+            drains: &[],
+        };
+        // Truth seen up to now.
+        if with_truth {
+            for (i, s) in samples.iter().enumerate().take(si).skip(lo) {
+                let j = trace.sample_job[i] as usize;
+                if let Some(slot) = trace.jobs[j].facts.alloc.iter().position(|g| g.node == s.node && g.gpu == s.gpu) {
+                    truth[j].current[slot] = trace.truth[i];
+                }
+            }
+        }
+        engine.step(now, &obs, &mut out);
+        res.cycles += 1;
+        for f in &out {
+            let j = running[f.job_index as usize] as usize;
+            let o = &mut res.jobs[j];
+            o.cycles += 1;
+            let key = (f.verdict, f.signature);
+            let old = prev[j];
+            if o.highest.is_none_or(|h| f.verdict > h) {
+                o.highest = Some(f.verdict);
+                o.highest_signature = f.signature;
+                o.highest_at_s = Some(now);
+            }
+            if f.verdict >= Verdict::Alert && o.first_alert_s.is_none() {
+                o.first_alert_s = Some(now);
+            }
+            if f.verdict >= Verdict::Drain && o.first_drain_s.is_none() {
+                o.first_drain_s = Some(now);
+            }
+            if f.verdict == Verdict::Cancel && o.first_cancel_s.is_none() {
+                o.first_cancel_s = Some(now);
+            }
+            if f.verdict >= Verdict::Drain {
+                if let Some(v) = busy_sample(trace, &per_job[j], now, window_s, threshold) {
+                    o.safety_violations += 1;
+                    res.safety.push(SafetyViolation {
+                        t_s: now,
+                        job: j as u32,
+                        verdict: f.verdict,
+                        busy_t_s: v.0,
+                        busy_util_pct: v.1,
+                    });
+                }
+            }
+            let was = old.map_or(Verdict::Healthy, |p| p.0);
+            if f.verdict >= Verdict::Alert && was < Verdict::Alert {
+                o.alerts += 1;
+            }
+            if f.verdict >= Verdict::Drain && was < Verdict::Drain {
+                o.drains += 1;
+            }
+            if with_truth {
+                for rung in [Verdict::Alert, Verdict::Drain, Verdict::Cancel] {
+                    if f.verdict >= rung && was < rung {
+                        truth[j].on_rung(rung, now, trace.jobs[j].end_s);
+                    }
+                }
+            }
+            if old != Some(key) {
+                prev[j] = Some(key);
+                res.rows.push(FindingRow {
+                    t_s: now,
+                    job: j as u32,
+                    finding: f.clone(),
+                    reason: f.reason(&facts[f.job_index as usize]),
+                });
+            }
+        }
+        now += interval_s;
+    }
+    res.samples_after_last_cycle = (samples.len() - si) as u64;
+    let c = engine.counters();
+    res.counters.unattributed_samples += c.unattributed_samples;
+    res.counters.ignored_confirmations += c.ignored_confirmations;
+    if with_truth {
+        for (o, t) in res.jobs.iter_mut().zip(truth) {
+            o.score = Some(t.score);
+        }
+    }
+    res
+}
+
+/// The newest sample of the job in `[now − window_s, now]` reading at or above `threshold`.
+fn busy_sample(trace: &Trace, list: &[u32], now: i64, window_s: i64, threshold: f64) -> Option<(i64, f64)> {
+    let lo = list.partition_point(|&i| trace.samples[i as usize].t_s < now - window_s);
+    let hi = list.partition_point(|&i| trace.samples[i as usize].t_s <= now);
+    list[lo..hi].iter().rev().find_map(|&i| {
+        let s = &trace.samples[i as usize];
+        compute_pct(s).filter(|&u| u >= threshold).map(|u| (s.t_s, u))
+    })
+}
+
+/// The longest quiet stretch of a job, seconds: over consecutive sample times of the job, each
+/// with every reading present below `threshold` (and at least one reading), with no two
+/// consecutive times more than `max_gap_s` apart. Its length is last time − first time, so a
+/// single quiet sample counts 0. A sample with no compute reading ends the stretch: unknown
+/// is not quiet.
+pub fn longest_quiet_s(trace: &Trace, list: &[u32], threshold: f64, max_gap_s: i64) -> i64 {
+    let mut best = 0i64;
+    let mut run_start: Option<i64> = None;
+    let mut last_t: Option<i64> = None;
+    let mut i = 0;
+    while i < list.len() {
+        let t = trace.samples[list[i] as usize].t_s;
+        let mut quiet = true;
+        while i < list.len() && trace.samples[list[i] as usize].t_s == t {
+            if compute_pct(&trace.samples[list[i] as usize]).is_none_or(|u| u >= threshold) {
+                quiet = false;
+            }
+            i += 1;
+        }
+        let contiguous = last_t.is_some_and(|l| t - l <= max_gap_s);
+        if quiet {
+            let start = match run_start {
+                Some(s) if contiguous => s,
+                _ => t,
+            };
+            run_start = Some(start);
+            best = best.max(t - start);
+        } else {
+            run_start = None;
+        }
+        last_t = Some(t);
+    }
+    best
+}
+
+/// Name of a finding's cause for CSV: `warmup`, `no_breach`, `evidence:<problem>`,
+/// `short_coverage`, `breach`.
+pub fn cause_name(c: Cause) -> String {
+    match c {
+        Cause::Warmup => "warmup".into(),
+        Cause::NoBreach => "no_breach".into(),
+        Cause::Evidence(p) => format!("evidence:{}", p.as_str()),
+        Cause::ShortCoverage => "short_coverage".into(),
+        Cause::Breach => "breach".into(),
+    }
+}
+
+/// Columns of `findings.csv`.
+pub const FINDINGS_COLUMNS: [&str; 28] = [
+    "t_s",
+    "job_id",
+    "verdict",
+    "signature",
+    "reason",
+    "cause",
+    "cap",
+    "dwell_s",
+    "wasted_gpu_h",
+    "hypothetical",
+    "exempt",
+    "window_start_s",
+    "window_end_s",
+    "gpus_allocated",
+    "gpus_observed",
+    "samples_min_per_gpu",
+    "samples_max_per_gpu",
+    "invalid_samples",
+    "late_samples",
+    "frozen_gpus",
+    "freeze_undetectable_gpus",
+    "peak_util_pct",
+    "mean_util_pct",
+    "mem_used_mean_mib",
+    "mem_held_gpus",
+    "power_mean_w",
+    "procs_unknown",
+    "wasted_gpus",
+];
+
+/// Columns of `jobs-summary.csv`.
+pub const SUMMARY_COLUMNS: [&str; 25] = [
+    "job_id",
+    "gpus",
+    "start_s",
+    "end_s",
+    "cycles",
+    "highest_verdict",
+    "signature",
+    "highest_at_s",
+    "first_alert_s",
+    "first_drain_s",
+    "first_cancel_s",
+    "longest_quiet_s",
+    "alerts",
+    "drains",
+    "safety_violations",
+    "wasted_gpu_h",
+    "starved_gpu_h",
+    "true_alerts",
+    "false_alerts",
+    "true_drains",
+    "false_drains",
+    "cancel",
+    "recovered_gpu_h",
+    "oracle_recovered_gpu_h",
+    "scored",
+];
+
+fn opt<T: ToString>(x: Option<T>) -> String {
+    x.map_or_else(String::new, |v| v.to_string())
+}
+
+fn rounded(x: f64) -> String {
+    // Six decimals keep files stable and readable; the values are estimates.
+    let s = format!("{x:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes `findings.csv` and `jobs-summary.csv` into `out` (created if absent).
+pub fn write_replay(out: &Path, trace: &Trace, res: &ReplayResult) -> Result<(), TraceError> {
+    std::fs::create_dir_all(out).map_err(|e| TraceError::io(out, e))?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let err = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e: csv::Error| TraceError::io(p.clone(), std::io::Error::other(e))
+    };
+    let fpath = out.join("findings.csv");
+    w.write_record(FINDINGS_COLUMNS).map_err(err(&fpath))?;
+    for r in &res.rows {
+        let f = &r.finding;
+        let e = &f.evidence;
+        w.write_record([
+            r.t_s.to_string(),
+            trace.jobs[r.job as usize].facts.job_id.clone(),
+            f.verdict.as_str().into(),
+            f.signature_name().into(),
+            r.reason.clone(),
+            cause_name(f.cause),
+            f.cap.map_or("", |c| c.as_str()).into(),
+            f.dwell_s.to_string(),
+            rounded(f.wasted_gpu_h),
+            f.hypothetical.to_string(),
+            f.exempt.clone().unwrap_or_default(),
+            e.window_start_s.to_string(),
+            e.window_end_s.to_string(),
+            e.gpus_allocated.to_string(),
+            e.gpus_observed.to_string(),
+            e.samples_min_per_gpu.to_string(),
+            e.samples_max_per_gpu.to_string(),
+            e.invalid_samples.to_string(),
+            e.late_samples.to_string(),
+            e.frozen_gpus.to_string(),
+            e.freeze_undetectable_gpus.to_string(),
+            rounded(e.peak_util_pct),
+            rounded(e.mean_util_pct),
+            e.mem_used_mean_mib.map_or_else(String::new, rounded),
+            e.mem_held_gpus.to_string(),
+            e.power_mean_w.map_or_else(String::new, rounded),
+            e.procs_unknown.to_string(),
+            e.wasted_gpus.to_string(),
+        ])
+        .map_err(err(&fpath))?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| TraceError::io(&fpath, std::io::Error::other(e.to_string())))?;
+    write_text(&fpath, &String::from_utf8_lossy(&bytes))?;
+
+    let spath = out.join("jobs-summary.csv");
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(SUMMARY_COLUMNS).map_err(err(&spath))?;
+    for o in &res.jobs {
+        let j = &trace.jobs[o.job as usize];
+        let sc = o.score.as_ref();
+        let s = |f: &dyn Fn(&JobScore) -> String| sc.map_or_else(String::new, f);
+        w.write_record([
+            j.facts.job_id.clone(),
+            j.facts.alloc.len().to_string(),
+            j.facts.start_s.to_string(),
+            j.end_s.to_string(),
+            o.cycles.to_string(),
+            opt(o.highest.map(Verdict::as_str)),
+            o.highest
+                .map_or(String::new(), |_| o.highest_signature.map_or("none", SignatureId::name).to_string()),
+            opt(o.highest_at_s),
+            opt(o.first_alert_s),
+            opt(o.first_drain_s),
+            opt(o.first_cancel_s),
+            o.longest_quiet_s.to_string(),
+            o.alerts.to_string(),
+            o.drains.to_string(),
+            o.safety_violations.to_string(),
+            s(&|x| rounded(x.wasted_gpu_h)),
+            s(&|x| rounded(x.starved_gpu_h)),
+            s(&|x| x.true_alerts.to_string()),
+            s(&|x| x.false_alerts.to_string()),
+            s(&|x| x.true_drains.to_string()),
+            s(&|x| x.false_drains.to_string()),
+            s(&|x| match x.cancel_correct {
+                None => "none".into(),
+                Some(true) => "correct".into(),
+                Some(false) => "false".into(),
+            }),
+            s(&|x| rounded(x.recovered_gpu_h)),
+            s(&|x| rounded(x.oracle_recovered_gpu_h)),
+            sc.is_some().to_string(),
+        ])
+        .map_err(err(&spath))?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| TraceError::io(&spath, std::io::Error::other(e.to_string())))?;
+    write_text(&spath, &String::from_utf8_lossy(&bytes))?;
+    Ok(())
+}
+
+/// A short plain-text summary of a replay for the terminal: cycles, verdict counts, sample
+/// accounting, safety check and, with truth, the score totals.
+pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "replay: {} jobs, {} samples, {} cycles at {} s, {} finding rows",
+        trace.jobs.len(),
+        trace.samples.len(),
+        res.cycles,
+        res.interval_s,
+        res.rows.len()
+    );
+    let mut counts = std::collections::BTreeMap::new();
+    for o in &res.jobs {
+        *counts.entry(o.highest.map_or("not evaluated", Verdict::as_str)).or_insert(0u32) += 1;
+    }
+    let line: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(s, "highest verdict per job: {}", line.join(", "));
+    let _ = writeln!(
+        s,
+        "samples never delivered: {} before the first cycle, {} after the last; unattributed: {}",
+        res.samples_before_first_cycle, res.samples_after_last_cycle, res.counters.unattributed_samples
+    );
+    let _ = writeln!(
+        s,
+        "safety check (no drain/cancel within one window after a reading at or above the threshold): {}",
+        if res.safety.is_empty() {
+            "passed".to_string()
+        } else {
+            format!("FAILED on {} cycles", res.safety.len())
+        }
+    );
+    if trace.has_truth() {
+        let mut t = JobScore::default();
+        let (mut cancels, mut false_cancels) = (0, 0);
+        for sc in res.jobs.iter().filter_map(|o| o.score.as_ref()) {
+            t.wasted_gpu_h += sc.wasted_gpu_h;
+            t.true_alerts += sc.true_alerts;
+            t.false_alerts += sc.false_alerts;
+            t.false_drains += sc.false_drains;
+            t.recovered_gpu_h += sc.recovered_gpu_h;
+            t.oracle_recovered_gpu_h += sc.oracle_recovered_gpu_h;
+            match sc.cancel_correct {
+                Some(true) => cancels += 1,
+                Some(false) => false_cancels += 1,
+                None => {}
+            }
+        }
+        let _ = writeln!(
+            s,
+            "score: wasted {} GPU-h, recovered {} GPU-h (oracle {}), correct cancels {cancels}, false cancels {false_cancels}, false drains {}, alerts {} true / {} false",
+            rounded(t.wasted_gpu_h),
+            rounded(t.recovered_gpu_h),
+            rounded(t.oracle_recovered_gpu_h),
+            t.false_drains,
+            t.true_alerts,
+            t.false_alerts
+        );
+    }
+    s
+}

@@ -1,0 +1,423 @@
+//! Importers on the shared excerpts and samples (`../shared`), plus constructed inputs for
+//! the cases the excerpts lack. Every reading of `samples/README.md` about dcgm pages is an
+//! explicit assertion here.
+
+mod common;
+use common::shared;
+use std::path::Path;
+use traces::import::{self, Attribution, ImportReport, RawSample};
+
+fn find<'a>(raw: &'a [RawSample], node: &str, gpu: u16) -> Vec<&'a RawSample> {
+    raw.iter().filter(|r| r.node == node && r.gpu == gpu).collect()
+}
+
+fn strip_comments(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn philly_excerpt_imports_every_job_and_keeps_minus_one_missing() {
+    let Some(sh) = shared() else { return };
+    let t = sh.join("traces");
+    let (trace, report) = import::philly::import(
+        &t.join("philly_dre_gpu_util_excerpt.csv"),
+        &t.join("philly_dre_jobs_excerpt.json"),
+        false,
+    )
+    .unwrap();
+    assert_eq!(trace.jobs.len(), 50);
+    let gpus: usize = trace.jobs.iter().map(|j| j.facts.alloc.len()).sum();
+    // 4,648 rows = 332 GPUs × 14 minutes (−10..+3); minutes −10..−1 are dropped.
+    assert_eq!(gpus, 332);
+    assert_eq!(report.count("rows_before_start"), 332 * 10);
+    assert_eq!(trace.samples.len(), 332 * 4);
+    let missing = trace.samples.iter().filter(|s| s.util_pct.is_none()).count() as u64;
+    assert_eq!(missing, report.count("missing_util"));
+    assert!(
+        trace.samples.iter().all(|s| s.util_pct.is_none_or(|u| u >= 0.0)),
+        "-1 must never survive as a value"
+    );
+    // The 64-GPU job spans several machines.
+    let big = trace
+        .jobs
+        .iter()
+        .find(|j| j.facts.job_id == "application_1512440382012_0641")
+        .unwrap();
+    assert_eq!(big.facts.alloc.len(), 64);
+    assert!(
+        big.facts
+            .alloc
+            .iter()
+            .map(|g| g.node)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    );
+    // Job ends are clipped to the excerpt; the real end is kept in the comment.
+    let first = trace
+        .jobs
+        .iter()
+        .find(|j| j.facts.job_id == "application_1508364558011_23053")
+        .unwrap();
+    assert_eq!(first.end_s - first.facts.start_s, 240);
+    assert!(first.facts.comment.contains("2017-11-02 17:17:23"));
+    assert_eq!(first.facts.start_s, 1_509_464_134); // 2017-10-31 15:35:34 read as UTC
+                                                    // First row of the file: m415_gpu0 at minute 0 of that job.
+    let node = trace.nodes.get("m415").unwrap();
+    let s0 = trace
+        .samples
+        .iter()
+        .find(|s| s.node == node && s.gpu == 0 && s.t_s == first.facts.start_s)
+        .unwrap();
+    assert!(s0.util_pct.is_some());
+    let prof = import::philly::start_profile(&trace);
+    assert_eq!(prof.len(), 4);
+    assert!(prof.iter().all(|m| m.gpus == 332));
+}
+
+#[test]
+fn philly_bad_rows_name_line_and_column() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("jobs.json");
+    std::fs::write(&json, r#"[{"jobid":"j1","status":"Pass","vc":"vc1","user":"u","start_time":"2017-10-01 00:00:00","end_time":"2017-10-01 01:00:00","detail":[{"ip":"m1","gpus":["gpu0","gpu1"]}]}]"#).unwrap();
+    let csv = d.path().join("util.csv");
+    std::fs::write(&csv, "jobid,status,gpu,minute_rel_to_job_start,gpu_util_pct\nj1,Pass,m1_gpu0,0,5\nj1,Pass,m1_gpu1,0,-1\nj1,Pass,m1_gpu1,1,\nj1,Pass,m1_gpu0,1,x\nj1,Pass,m1_gpu7,1,3\n").unwrap();
+    let e = import::philly::import(&csv, &json, false).unwrap_err().to_string();
+    assert!(e.contains("util.csv: line 5, column 5 (gpu_util_pct)"), "{e}");
+    let (t, r) = import::philly::import(&csv, &json, true).unwrap();
+    assert_eq!(r.skipped.len(), 2);
+    assert_eq!((r.skipped[1].line, r.skipped[1].column.as_str()), (6, "gpu"));
+    assert_eq!(r.count("missing_util"), 2);
+    assert_eq!(
+        t.samples.iter().map(|s| s.util_pct).collect::<Vec<_>>(),
+        vec![Some(5.0), None, None]
+    );
+}
+
+#[test]
+fn alibaba_excerpt_becomes_one_single_gpu_job_per_pod() {
+    let Some(sh) = shared() else { return };
+    let (trace, report) = import::alibaba::import(&sh.join("traces/alibaba_gentd26_pod_gpu_excerpt.csv"), 0, false).unwrap();
+    assert_eq!(trace.jobs.len(), 8);
+    assert_eq!(trace.samples.len(), 11232);
+    assert!(trace.jobs.iter().all(|j| j.facts.alloc.len() == 1));
+    assert!(trace
+        .samples
+        .iter()
+        .all(|s| s.power_w.is_none() && s.procs.is_none() && s.mem_total_mib.is_none()));
+    assert!(report.notes.iter().any(|n| n.contains("scaled")));
+    let pod0 = trace.jobs.iter().find(|j| j.facts.job_id == "pod0_96c64ba3").unwrap();
+    assert_eq!(pod0.facts.start_s, 0);
+    assert_eq!(pod0.end_s, 1440 * 57 + 57);
+    // First row: 0,pod0_96c64ba3,0.0,23576444928 → 0 % (a real reading), 22484.25 MiB.
+    let s = &trace.samples[trace
+        .sample_job
+        .iter()
+        .position(|&j| trace.jobs[j as usize].facts.job_id == "pod0_96c64ba3")
+        .unwrap()];
+    assert_eq!(s.t_s, 0);
+    assert_eq!(s.util_pct, Some(0.0));
+    assert_eq!(s.mem_used_mib, Some(23576444928.0 / 1_048_576.0));
+}
+
+#[test]
+fn alibaba_empty_cells_are_missing_and_bad_cells_fail() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("a.csv");
+    std::fs::write(
+        &p,
+        "t_rel_s,pod,gpu_duty_cycle_pct,gpu_mem_used_bytes\n0,p1,,1048576\n57,p1,12.5,\n114,p1,abc,0\n",
+    )
+    .unwrap();
+    let e = import::alibaba::import(&p, 0, false).unwrap_err().to_string();
+    assert!(e.contains("line 4, column 3 (gpu_duty_cycle_pct)"), "{e}");
+    let (t, r) = import::alibaba::import(&p, 1000, true).unwrap();
+    assert_eq!(r.skipped.len(), 1);
+    assert_eq!(t.samples[0].util_pct, None);
+    assert_eq!(t.samples[0].mem_used_mib, Some(1.0));
+    assert_eq!(t.samples[1].mem_used_mib, None);
+    assert_eq!(t.samples[1].t_s, 1057);
+}
+
+fn smi_opts(tz: &str) -> import::nvidia_smi::SmiOptions {
+    import::nvidia_smi::SmiOptions {
+        node: "node001".into(),
+        zone: import::Zone::parse(tz).unwrap(),
+        query: import::nvidia_smi::DEFAULT_QUERY.into(),
+        lenient: false,
+    }
+}
+
+const SMI_LOG: &str = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]
+2026/11/29 10:00:00.512, 0, GPU-00000000-0000-0000-0000-000000000000, 97 %, 30000 MiB, 81920 MiB, 312.50 W, 400.00 W
+2026/11/29 10:00:00.514, 1, GPU-00000000-0000-0000-0000-000000000001, [N/A], [Insufficient Permissions], 81920 MiB, [Not Supported], 400.00 W
+timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]
+2026/11/29 10:01:00.001, 0, GPU-00000000-0000-0000-0000-000000000000, 0 %, 0 MiB, 81920 MiB, 61.00 W, 400.00 W
+";
+
+#[test]
+fn nvidia_smi_log_reads_header_units_and_na() {
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(SMI_LOG, Path::new("smi.csv"), &smi_opts("Europe/Berlin"), &mut r).unwrap();
+    assert_eq!(raw.len(), 3);
+    let a = &raw[0].sample;
+    // 10:00:00.512 in Berlin (UTC+1 in November) = 09:00:00 UTC.
+    assert_eq!(a.t_s, 1_795_942_800);
+    assert_eq!(
+        (a.util_pct, a.mem_used_mib, a.mem_total_mib, a.power_w, a.power_limit_w),
+        (Some(97.0), Some(30000.0), Some(81920.0), Some(312.5), Some(400.0))
+    );
+    let b = &raw[1].sample;
+    assert_eq!(
+        (b.util_pct, b.mem_used_mib, b.power_w),
+        (None, None, None),
+        "[N/A]/[Insufficient Permissions]/[Not Supported] are missing, not 0"
+    );
+    assert_eq!(b.mem_total_mib, Some(81920.0));
+    assert_eq!(raw[2].sample.util_pct, Some(0.0), "a real 0 % stays 0");
+    assert_eq!(r.count("repeated_headers"), 1);
+    assert_eq!(r.count("missing_util"), 1);
+    assert_eq!(r.count("missing_power"), 1);
+    // UTC reading of the same log differs by exactly the zone offset.
+    let raw_utc = import::nvidia_smi::parse(SMI_LOG, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default()).unwrap();
+    assert_eq!(raw_utc[0].sample.t_s - a.t_s, 3600);
+}
+
+#[test]
+fn nvidia_smi_headerless_and_bad_rows() {
+    let body =
+        "2026/11/29 10:00:00.000, 0, GPU-0, 5, 100, 81920, 70.0, 400.0\n2026/11/29 10:00:01.000, 0, GPU-0, 5 %%, 100, 81920, 70.0, 400.0\n";
+    let e = import::nvidia_smi::parse(body, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("smi.csv: line 2, column 4 (utilization.gpu)"), "{e}");
+    let mut o = smi_opts("UTC");
+    o.lenient = true;
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(body, Path::new("smi.csv"), &o, &mut r).unwrap();
+    assert_eq!(raw.len(), 1);
+    assert_eq!(raw[0].sample.util_pct, Some(5.0));
+    assert_eq!(r.skipped.len(), 1);
+    let short = "2026/11/29 10:00:00.000, 0, GPU-0\n";
+    let e = import::nvidia_smi::parse(short, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("3 fields"), "{e}");
+    let skipped_hour = "2026/03/29 02:30:00.000, 0, GPU-0, 5, 100, 81920, 70.0, 400.0\n";
+    assert!(import::nvidia_smi::parse(
+        skipped_hour,
+        Path::new("smi.csv"),
+        &smi_opts("Europe/Berlin"),
+        &mut ImportReport::default()
+    )
+    .is_err());
+}
+
+#[test]
+fn nvidia_smi_pseudo_jobs_and_jobs_attribution() {
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("smi.csv");
+    std::fs::write(&log, SMI_LOG).unwrap();
+    let (t, _) = import::nvidia_smi::import(&log, &smi_opts("UTC"), Attribution::PseudoJobPerGpu).unwrap();
+    let ids: Vec<&str> = t.jobs.iter().map(|j| j.facts.job_id.as_str()).collect();
+    assert_eq!(ids, vec!["node001-gpu0", "node001-gpu1"]);
+    assert_eq!(t.jobs[0].end_s - t.jobs[0].facts.start_s, 120);
+    let jobs = d.path().join("jobs.csv");
+    // Job 5 holds GPU 0 from 10:00:30 UTC; job 6 is on another node.
+    std::fs::write(
+        &jobs,
+        format!(
+            "{}5,u,a,p,q,n,,1795946430,1795950000,,1,node001:0\n6,u,a,p,q,n,,0,1795950000,,1,node002:0\n",
+            common::JOBS_HEADER
+        ),
+    )
+    .unwrap();
+    let jt = traces::format::read_jobs_file(&jobs, &mut traces::error::RowLog::new(false)).unwrap();
+    let (t, r) = import::nvidia_smi::import(&log, &smi_opts("UTC"), Attribution::Jobs(jt)).unwrap();
+    assert_eq!(t.jobs.len(), 1);
+    assert_eq!(t.samples.len(), 1);
+    assert_eq!(t.samples[0].util_pct, Some(0.0));
+    assert_eq!(r.count("unattributed_samples"), 2);
+    assert_eq!(r.count("jobs_not_on_imported_nodes"), 1);
+}
+
+fn dcgm_page(sh: &Path, name: &str) -> String {
+    std::fs::read_to_string(sh.join("samples").join(name)).unwrap()
+}
+
+/// C1, dcgm-v3-page.prom: "+ modelName, Hostname; some GPUs may be missing".
+#[test]
+fn dcgm_v3_page_hostname_label_and_missing_gpus() {
+    let Some(sh) = shared() else { return };
+    let text = dcgm_page(&sh, "dcgm-v3-page.prom");
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(1_700_000_000, "dcgm-v3-page.prom", &text)], None, false, &mut r).unwrap();
+    // The host comes from the capital-H Hostname label of exporter 3.x.
+    assert!(raw.iter().all(|s| s.node == "node001"));
+    // GPU 0: util 0 is on the page, a real reading.
+    let g0 = find(&raw, "node001", 0);
+    assert_eq!(g0.len(), 1);
+    assert_eq!(g0[0].sample.util_pct, Some(0.0));
+    assert_eq!(g0[0].sample.t_s, 1_700_000_000);
+    // GPU 1 is missing from the page entirely: no sample, hence a gap, never idle.
+    assert!(find(&raw, "node001", 1).is_empty());
+    // GPU 2 has only its power limit: util, memory and power stay missing.
+    let g2 = find(&raw, "node001", 2)[0].sample;
+    assert_eq!(g2.power_limit_w, Some(300.0));
+    assert_eq!((g2.util_pct, g2.mem_used_mib, g2.power_w, g2.sm_active), (None, None, None, None));
+    // GPU 3 has only an unrelated counter: known to exist, every field missing.
+    let g3 = find(&raw, "node001", 3)[0].sample;
+    assert_eq!(
+        (g3.util_pct, g3.mem_used_mib, g3.power_w, g3.power_limit_w),
+        (None, None, None, None)
+    );
+    // No PROF series on this page: sm_active missing everywhere (C3 as well).
+    assert!(raw.iter().all(|s| s.sample.sm_active.is_none()));
+}
+
+/// C3, dcgm-prof-not-enabled.log: "PROF series ABSENT → unknown, not 0". The exporter's log is
+/// not a page; a page without PROF series leaves sm_active missing, and a log fed as a page is
+/// refused rather than read.
+#[test]
+fn dcgm_prof_series_absent_is_unknown() {
+    let Some(sh) = shared() else { return };
+    let log = dcgm_page(&sh, "dcgm-prof-not-enabled.log");
+    assert!(log.contains("Not collecting DCP metrics"));
+    let page = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-1\",Hostname=\"node001\"} 0\n";
+    let raw = import::dcgm::parse_pages(&[(100, "p", page)], None, false, &mut ImportReport::default()).unwrap();
+    assert_eq!(raw[0].sample.sm_active, None);
+    assert_eq!(raw[0].sample.util_pct, Some(0.0));
+    let e = import::dcgm::parse_pages(
+        &[(100, "exporter.log", &strip_comments(&log))],
+        None,
+        false,
+        &mut ImportReport::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("exporter.log: line 1"), "{e}");
+}
+
+/// C5, dcgm-blank-sentinel.txt: "sentinel 1.407e16 / absent series / HTTP 500 page = unknown".
+#[test]
+fn dcgm_blank_sentinels_absent_series_and_500_pages_are_unknown() {
+    let Some(sh) = shared() else { return };
+    let text = dcgm_page(&sh, "dcgm-blank-sentinel.txt");
+    let published = strip_comments(&text).trim().to_string();
+    assert_eq!(published, "1.40737488355328e+16");
+    let page = format!(
+        "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",uuid=\"GPU-1\",hostname=\"node002\"}} {published}\nDCGM_FI_PROF_SM_ACTIVE{{gpu=\"0\",uuid=\"GPU-1\",hostname=\"node002\"}} 140737488355328.0\nDCGM_FI_DEV_FB_USED{{gpu=\"0\",uuid=\"GPU-1\",hostname=\"node002\"}} 2147483632\n"
+    );
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(100, "p", &page)], None, false, &mut r).unwrap();
+    let s = raw[0].sample;
+    assert_eq!(raw[0].node, "node002", "lowercase hostname label");
+    assert_eq!((s.util_pct, s.sm_active, s.mem_used_mib), (None, None, None));
+    assert_eq!(r.count("blank_values"), 3);
+    // Absent series: power never on the page → missing, not 0 W.
+    assert_eq!(s.power_w, None);
+    // An HTTP 500 body scraped as a page is not read: an error, or skipped with --lenient.
+    let body500 =
+        "An error has occurred while serving metrics:\n\ncollected metric was collected before with the same name and label values\n";
+    assert!(import::dcgm::parse_pages(&[(160, "160.prom", body500)], None, false, &mut ImportReport::default()).is_err());
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(100, "p", &page), (160, "160.prom", body500)], None, true, &mut r).unwrap();
+    assert_eq!(raw.len(), 1, "the failed scrape adds no sample: a gap");
+    assert_eq!(r.skipped.len(), 2);
+}
+
+/// C6, dcgm-hpc-job.prom: "duplicated series per job carry whole-GPU value; missing label ≠ idle".
+#[test]
+fn dcgm_hpc_job_duplicates_collapse_and_unlabelled_gpus_stay() {
+    let Some(sh) = shared() else { return };
+    let text = dcgm_page(&sh, "dcgm-hpc-job.prom");
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(200, "dcgm-hpc-job.prom", &text)], None, false, &mut r).unwrap();
+    let g0 = find(&raw, "node003", 0);
+    assert_eq!(g0.len(), 1, "one sample for the shared GPU, not one per job");
+    assert_eq!(g0[0].sample.util_pct, Some(97.0), "the whole-GPU value, not summed");
+    assert_eq!(r.count("conflicting_series"), 0);
+    let g1 = find(&raw, "node003", 1);
+    assert_eq!(g1.len(), 1, "a GPU without hpc_job label is still read");
+    assert_eq!(g1[0].sample.util_pct, Some(0.0));
+}
+
+#[test]
+fn dcgm_folder_line_timestamps_win_and_names_are_checked() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("1000.prom"),
+        "# HELP x\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n1\"} 50\nDCGM_FI_DEV_POWER_USAGE{gpu=\"0\",Hostname=\"n1\"} 250.5 990000\nDCGM_FI_DEV_FB_USED{gpu=\"0\",Hostname=\"n1\"} 100\nDCGM_FI_DEV_FB_FREE{gpu=\"0\",Hostname=\"n1\"} 900\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("1060.prom"),
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n1\"} 40\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n1\"} 45\n",
+    )
+    .unwrap();
+    let (t, r) = import::dcgm::import(d.path(), None, false, Attribution::PseudoJobPerGpu).unwrap();
+    type Row = (i64, Option<f64>, Option<f64>, Option<f64>);
+    let got: Vec<Row> = t.samples.iter().map(|s| (s.t_s, s.util_pct, s.power_w, s.mem_total_mib)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (990, None, Some(250.5), None),
+            (1000, Some(50.0), None, Some(1000.0)),
+            (1060, None, None, None)
+        ]
+    );
+    assert_eq!(r.count("conflicting_series"), 1);
+    assert_eq!(r.count("pages"), 2);
+    std::fs::write(d.path().join("notes.txt"), "x").unwrap();
+    let e = import::dcgm::import(d.path(), None, false, Attribution::PseudoJobPerGpu).unwrap_err();
+    assert!(e.to_string().contains("notes.txt"), "{e}");
+    // No host label and no --node: an error naming the line.
+    let d2 = tempfile::tempdir().unwrap();
+    std::fs::write(d2.path().join("5.prom"), "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 1\n").unwrap();
+    assert!(import::dcgm::import(d2.path(), None, false, Attribution::PseudoJobPerGpu)
+        .unwrap_err()
+        .to_string()
+        .contains("line 1"));
+    let (t, _) = import::dcgm::import(d2.path(), Some("n9"), false, Attribution::PseudoJobPerGpu).unwrap();
+    assert_eq!(t.nodes.name(t.samples[0].node), "n9");
+}
+
+#[test]
+fn prom_line_parser_handles_escapes_and_rejects_garbage() {
+    let p = import::dcgm::parse_line(r#"DCGM_FI_DEV_GPU_UTIL{gpu="0",modelName="NVIDIA \"H100\" 80GB",Hostname="a"} 7 123"#)
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.label(&["modelName"]), Some("NVIDIA \"H100\" 80GB"));
+    assert_eq!((p.value, p.t_ms), (7.0, Some(123)));
+    assert_eq!(import::dcgm::parse_line("# TYPE x gauge").unwrap(), None);
+    assert!(import::dcgm::parse_line("DCGM_X{gpu=\"0\"} abc").is_err());
+    assert!(import::dcgm::parse_line("DCGM_X{gpu=0} 1").is_err());
+    assert!(import::dcgm::parse_line("DCGM_X{gpu=\"0} 1").is_err());
+    assert!(import::dcgm::parse_line("1.40737488355328e+16").is_err());
+}
+
+#[test]
+fn dcgm_samples_are_attributed_to_jobs_from_a_jobs_csv() {
+    let d = tempfile::tempdir().unwrap();
+    let pages = d.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for (t, u0, u1) in [(1000, 97, 0), (1060, 95, 0), (1120, 0, 0)] {
+        std::fs::write(
+            pages.join(format!("{t}.prom")),
+            format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"}} {u0}\nDCGM_FI_DEV_GPU_UTIL{{gpu=\"1\",UUID=\"GPU-b\",Hostname=\"n1\"}} {u1}\n"),
+        )
+        .unwrap();
+    }
+    let jobs = d.path().join("jobs.csv");
+    // Job 7 holds n1 GPU 0 until 1100; nobody holds GPU 1.
+    std::fs::write(&jobs, format!("{}7,u,a,p,q,n,,900,1100,,1,n1:0\n", common::JOBS_HEADER)).unwrap();
+    let jt = traces::format::read_jobs_file(&jobs, &mut traces::error::RowLog::new(false)).unwrap();
+    let (t, r) = import::dcgm::import(&pages, None, false, Attribution::Jobs(jt)).unwrap();
+    assert_eq!(t.jobs.len(), 1);
+    let got: Vec<(i64, Option<f64>)> = t.samples.iter().map(|s| (s.t_s, s.util_pct)).collect();
+    assert_eq!(got, vec![(1000, Some(97.0)), (1060, Some(95.0))]);
+    // GPU 1 at three times, and GPU 0 after the job ended.
+    assert_eq!(r.count("unattributed_samples"), 4);
+}

@@ -1,0 +1,186 @@
+//! The replay driver on hand-made traces and on the shared excerpts.
+
+mod common;
+use common::*;
+use policy::{Policy, PolicyConfig, Verdict};
+use traces::replay::{replay, write_replay, FINDINGS_COLUMNS};
+use traces::{read_trace, Trace};
+
+/// Job h (1 GPU, hung from the start: 0 %, memory held, idle power) and job b (busy), both
+/// 3 h long, sampled every 60 s, with a little power jitter (a bit-identical window would read
+/// as a frozen collector); truth: h wasted, b productive. Jobs sort by id: b is job 0, h job 1.
+fn hung_and_busy() -> Trace {
+    let mut jobs = String::from(JOBS_HEADER);
+    jobs.push_str("h,u,a,p,q,n,,0,10800,,1,n1:0\nb,u,a,p,q,n,,0,10800,,1,n2:0\n");
+    let mut samples = SAMPLES_HEADER.replace("sm_active\n", "sm_active,truth\n");
+    for t in (0..10800).step_by(60) {
+        samples.push_str(&format!("{t},h,n1,0,0,30000,81920,{},400,1,,wasted\n", 60 + (t / 60) % 3));
+        samples.push_str(&format!("{t},b,n2,0,{},30000,81920,350,400,1,,productive\n", 90 + (t / 60) % 10));
+    }
+    let d = trace_dir(&jobs, &samples);
+    read_trace(d.path(), false).unwrap().0
+}
+
+const B: u32 = 0;
+const H: u32 = 1;
+
+fn default_policy() -> Policy {
+    Policy::new(&PolicyConfig::default()).unwrap()
+}
+
+#[test]
+fn a_hung_job_climbs_the_ladder_and_a_busy_one_stays_healthy() {
+    let t = hung_and_busy();
+    let r = replay(&t, default_policy(), 60);
+    assert_eq!(r.cycles, 180);
+    assert!(r.safety.is_empty());
+    let h: Vec<(i64, &str, &str)> = r
+        .rows
+        .iter()
+        .filter(|x| x.job == H)
+        .map(|x| (x.t_s, x.finding.verdict.as_str(), x.finding.signature_name()))
+        .collect();
+    assert_eq!(h[0], (0, "healthy", "none"));
+    assert!(r.rows.iter().find(|x| x.job == H).unwrap().reason.contains("warmup"));
+    let alert = h.iter().find(|x| x.1 == "alert").expect("alert");
+    // Not before warmup (15 m) nor before the window (20 m, less the 3 m gap allowance) is
+    // covered by evidence.
+    assert_eq!(alert.0, 17 * 60, "{h:?}");
+    assert_eq!(alert.2, "hung");
+    let drain = h.iter().find(|x| x.1 == "drain").expect("drain");
+    // The drain stage is 60 m after the breach began (at the first sample, t = 0).
+    assert_eq!(drain.0, 60 * 60, "{h:?}");
+    assert!(h.iter().all(|x| x.1 != "cancel"), "default stages stop at drain");
+    let o = &r.jobs[H as usize];
+    assert_eq!(o.highest, Some(Verdict::Drain));
+    assert_eq!(o.first_alert_s, Some(alert.0));
+    assert_eq!((o.alerts, o.drains), (1, 1));
+    let sc = o.score.as_ref().unwrap();
+    assert_eq!((sc.true_alerts, sc.false_alerts, sc.true_drains, sc.false_drains), (1, 0, 1, 0));
+    assert_eq!(sc.cancel_correct, None);
+    assert!((sc.wasted_gpu_h - 3.0).abs() < 1e-9);
+    assert!((sc.oracle_recovered_gpu_h - 3.0).abs() < 1e-9);
+    // The busy job: every row healthy.
+    let b = &r.jobs[B as usize];
+    assert_eq!(b.highest, Some(Verdict::Healthy));
+    assert_eq!(b.longest_quiet_s, 0);
+    assert_eq!(r.jobs[H as usize].longest_quiet_s, 10800 - 60);
+    // One row per change only.
+    let b_rows = r.rows.iter().filter(|x| x.job == B).count();
+    assert!(b_rows <= 3, "{b_rows}");
+}
+
+#[test]
+fn cancel_is_scored_against_truth() {
+    // Stages reaching cancel; h's truth turns productive at the very end: a false cancel.
+    let mut t = hung_and_busy();
+    let n = t.samples.len();
+    t.truth[n - 1] = Some(traces::Truth::Productive);
+    let mut cfg = PolicyConfig::default();
+    cfg.stages.push(policy::StageConfig {
+        after: policy::DurationS(90 * 60),
+        verdict: "cancel".into(),
+    });
+    let r = replay(&t, Policy::new(&cfg).unwrap(), 60);
+    let sc = r.jobs[H as usize].score.as_ref().unwrap();
+    assert!(r.jobs[H as usize].first_cancel_s.is_some());
+    assert_eq!(sc.cancel_correct, Some(false));
+    assert_eq!(sc.recovered_gpu_h, 0.0);
+    let r2 = replay(&hung_and_busy(), Policy::new(&cfg).unwrap(), 60);
+    let sc2 = r2.jobs[H as usize].score.as_ref().unwrap();
+    assert_eq!(sc2.cancel_correct, Some(true));
+    let c = r2.jobs[H as usize].first_cancel_s.unwrap();
+    assert!((sc2.recovered_gpu_h - (10800 - c) as f64 / 3600.0).abs() < 1e-9);
+}
+
+#[test]
+fn gaps_never_escalate() {
+    // A hung job whose samples stop after 30 minutes: no drain, whatever follows.
+    let jobs = format!("{JOBS_HEADER}g,u,a,p,q,n,,0,10800,,1,n1:0\n");
+    let mut samples = String::from(SAMPLES_HEADER);
+    for t in (0..1800).step_by(60) {
+        samples.push_str(&format!("{t},g,n1,0,0,30000,81920,{},400,1,\n", 60 + (t / 60) % 3));
+    }
+    let d = trace_dir(&jobs, &samples);
+    let t = read_trace(d.path(), false).unwrap().0;
+    let r = replay(&t, default_policy(), 60);
+    assert!(r.jobs[0].highest.unwrap() < Verdict::Drain);
+    assert_eq!(r.rows.last().unwrap().finding.verdict, Verdict::InsufficientEvidence);
+}
+
+#[test]
+fn replay_writes_findings_and_summary_with_the_documented_columns() {
+    let t = hung_and_busy();
+    let r = replay(&t, default_policy(), 60);
+    let out = tempfile::tempdir().unwrap();
+    write_replay(out.path(), &t, &r).unwrap();
+    let f = std::fs::read_to_string(out.path().join("findings.csv")).unwrap();
+    assert!(f.starts_with("t_s,job_id,verdict,signature,reason,"));
+    assert_eq!(f.lines().count(), r.rows.len() + 1);
+    assert_eq!(f.lines().next().unwrap().split(',').count(), FINDINGS_COLUMNS.len());
+    let s = std::fs::read_to_string(out.path().join("jobs-summary.csv")).unwrap();
+    let h_line = s.lines().find(|l| l.starts_with("h,")).unwrap();
+    assert!(h_line.contains(",drain,hung,"), "{h_line}");
+    // Deterministic: a second replay writes the same bytes.
+    let out2 = tempfile::tempdir().unwrap();
+    write_replay(out2.path(), &t, &replay(&t, default_policy(), 60)).unwrap();
+    assert_eq!(f, std::fs::read_to_string(out2.path().join("findings.csv")).unwrap());
+}
+
+#[test]
+fn philly_starts_are_all_healthy_in_warmup() {
+    let Some(sh) = shared() else { return };
+    let d = sh.join("traces");
+    let (t, _) = traces::import::philly::import(
+        &d.join("philly_dre_gpu_util_excerpt.csv"),
+        &d.join("philly_dre_jobs_excerpt.json"),
+        false,
+    )
+    .unwrap();
+    let r = replay(&t, default_policy(), 60);
+    assert_eq!(r.rows.len(), 50, "one row per job: healthy from start to the end of the excerpt");
+    for row in &r.rows {
+        assert_eq!(row.finding.verdict, Verdict::Healthy);
+        assert!(row.reason.contains("warmup"), "{}", row.reason);
+    }
+    assert!(r.jobs.iter().all(|o| o.cycles == 4));
+}
+
+#[test]
+fn alibaba_pods_never_drain_within_a_window_of_a_busy_sample() {
+    let Some(sh) = shared() else { return };
+    let (t, _) = traces::import::alibaba::import(&sh.join("traces/alibaba_gentd26_pod_gpu_excerpt.csv"), 0, false).unwrap();
+    let r = replay(&t, default_policy(), 60);
+    assert!(r.safety.is_empty(), "{:?}", &r.safety[..r.safety.len().min(3)]);
+    assert!(r.jobs.iter().all(|o| o.cycles > 1000));
+    // Without power or process counts the idle pods can only be alerted on, never drained?
+    // Not asserted: the verdicts are the report's finding, printed for it here.
+    for o in &r.jobs {
+        eprintln!(
+            "{} highest={:?} sig={:?} at={:?} quiet_s={}",
+            t.jobs[o.job as usize].facts.job_id,
+            o.highest,
+            o.highest_signature.map(|s| s.name()),
+            o.highest_at_s,
+            o.longest_quiet_s
+        );
+    }
+}
+
+#[test]
+fn exempting_the_serving_qos_keeps_alibaba_pods_at_watching() {
+    let Some(sh) = shared() else { return };
+    let (t, _) = traces::import::alibaba::import(&sh.join("traces/alibaba_gentd26_pod_gpu_excerpt.csv"), 0, false).unwrap();
+    let before = replay(&t, default_policy(), 60);
+    assert!(
+        before.jobs.iter().any(|o| o.highest == Some(Verdict::Drain)),
+        "the default policy drains idle serving pods"
+    );
+    let mut cfg = PolicyConfig::default();
+    cfg.exempt.qos = vec!["serving".into()];
+    let r = replay(&t, Policy::new(&cfg).unwrap(), 60);
+    for o in &r.jobs {
+        assert!(o.highest.unwrap() <= Verdict::Watching, "{:?}", o.highest);
+    }
+    assert!(r.rows.iter().any(|x| x.finding.exempt.is_some()));
+}
