@@ -83,7 +83,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
 
 fn engine_mode(m: RunMode) -> Mode {
     match m {
-        RunMode::Observe => Mode::Observe,
+        // The engine confirms only the would-drains this daemon reports (it skips some:
+        // budgets, a node drained for another job, a suspect collector).
+        RunMode::Observe => Mode::ObserveReported,
         RunMode::Enforce => Mode::Enforce,
     }
 }
@@ -355,6 +357,23 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         hypothetical: false,
                     });
                 }
+            }
+        } else {
+            // Observe mode: each would-drain this daemon logged counts as (hypothetically)
+            // confirmed from the next cycle on, as the policy issue specifies.
+            let interval_s = self.cfg.policy.config().interval.secs();
+            for d in self
+                .actions
+                .drains
+                .values()
+                .filter(|d| d.hypothetical && d.made_s + interval_s <= now_s)
+            {
+                drains.push(DrainConfirmation {
+                    job_id: d.job_id.clone(),
+                    nodes: vec![self.this],
+                    confirmed_s: d.made_s + interval_s,
+                    hypothetical: true,
+                });
             }
         }
 

@@ -180,6 +180,10 @@ struct JobState {
     alloc: Vec<GpuRef>,
     gpus: Vec<GpuWindow>,
     breach_start_s: Option<i64>,
+    /// Start of the unbroken run of cycles whose signature's ceiling allows drain.
+    drain_level_start_s: Option<i64>,
+    /// Start of the unbroken run of cycles whose signature's ceiling allows cancel.
+    cancel_level_start_s: Option<i64>,
     rung: Verdict,
     first_alert_s: Option<i64>,
     drain_confirmed_s: Option<i64>,
@@ -201,6 +205,8 @@ impl JobState {
             alloc: job.alloc.clone(),
             gpus: vec![GpuWindow::default(); job.alloc.len()],
             breach_start_s: None,
+            drain_level_start_s: None,
+            cancel_level_start_s: None,
             rung: Verdict::Healthy,
             first_alert_s: None,
             drain_confirmed_s: None,
@@ -213,6 +219,8 @@ impl JobState {
     /// drains no longer count (guard 5).
     fn end_breach(&mut self) {
         self.breach_start_s = None;
+        self.drain_level_start_s = None;
+        self.cancel_level_start_s = None;
         self.rung = Verdict::Healthy;
         self.first_alert_s = None;
         self.drain_confirmed_s = None;
@@ -466,12 +474,12 @@ impl Engine {
                     return false;
                 };
                 let st = &mut self.jobs[ji as usize];
-                let Some(bs) = st.breach_start_s else { return false };
+                let Some(bs) = st.drain_level_start_s else { return false };
                 if d.confirmed_s > now_s || !st.alloc.iter().all(|g| d.nodes.contains(&g.node)) {
                     return false;
                 }
-                // A drain that stood before this breach began counts from the breach start:
-                // the breach must be continuous since the confirmation it relies on.
+                // A drain that stood before this drain-capable breach began counts from its
+                // start: the breach must be continuous since the confirmation it relies on.
                 if st.drain_confirmed_s.is_none() {
                     st.drain_confirmed_s = Some(d.confirmed_s.max(bs));
                 }
@@ -628,27 +636,48 @@ impl Engine {
         }
         f.exempt = st.exempt.clone();
         f.cause = Cause::Breach;
-        let breach_start = *st.breach_start_s.get_or_insert(f.evidence.window_start_s);
+        let window_start = f.evidence.window_start_s;
+        let breach_start = *st.breach_start_s.get_or_insert(window_start);
         let dwell = now_s - breach_start;
         f.dwell_s = dwell;
         f.wasted_gpu_h = gpu_share * dwell as f64 / 3600.0;
+        // Dwell toward drain and cancel counts only while the signature's ceiling allows
+        // them: a partial job (ceiling alert) that looks hung (ceiling cancel) during a
+        // checkpoint starts its drain and cancel dwell afresh, at the current window's start.
+        let ceiling = self.policy.ceiling(sig);
+        st.drain_level_start_s = (ceiling >= Verdict::Drain).then(|| st.drain_level_start_s.unwrap_or(window_start));
+        st.cancel_level_start_s = (ceiling >= Verdict::Cancel).then(|| st.cancel_level_start_s.unwrap_or(window_start));
+        if st.drain_level_start_s.is_none() {
+            st.drain_confirmed_s = None;
+        }
 
         // Observe mode: last cycle's drain verdict counts as confirmed now.
         if self.mode == Mode::Observe && st.rung >= Verdict::Drain && st.drain_confirmed_s.is_none() {
             st.drain_confirmed_s = Some(now_s);
         }
 
-        // Guard 5: stages.
-        let staged = self
-            .policy
-            .stages
-            .iter()
-            .filter(|s| dwell >= s.after_s)
-            .map(|s| s.verdict)
-            .max()
-            .unwrap_or(Verdict::Watching);
-        let mut v = staged;
+        // Guard 5: stages, each against the dwell of its own level.
+        let level_start = |v: Verdict| match v {
+            Verdict::Cancel => st.cancel_level_start_s,
+            Verdict::Drain => st.drain_level_start_s,
+            _ => Some(breach_start),
+        };
+        let staged = |by_level: bool| {
+            let stages = self.policy.stages.iter();
+            let reached = stages.filter(|s| {
+                if by_level {
+                    level_start(s.verdict).is_some_and(|t| now_s - t >= s.after_s)
+                } else {
+                    dwell >= s.after_s
+                }
+            });
+            reached.map(|s| s.verdict).max().unwrap_or(Verdict::Watching)
+        };
+        let mut v = staged(true);
         let mut cap = None;
+        if staged(false) > ceiling {
+            cap = Some(Cap::Ceiling);
+        }
         let mut limit = |v: &mut Verdict, to: Verdict, why: Cap| {
             if *v > to {
                 *v = to;
@@ -674,7 +703,9 @@ impl Engine {
         }
         // Guard 6: a cancel needs a confirmed drain one window old, and notice.
         if v == Verdict::Cancel {
-            let drained = st.drain_confirmed_s.is_some_and(|t| t <= now_s - cfg.window.0 && t >= breach_start);
+            // The drain, and the cancel-capable breach, have both stood a full window.
+            let cancel_start = st.cancel_level_start_s.unwrap_or(i64::MAX);
+            let drained = st.drain_confirmed_s.is_some_and(|t| t.max(cancel_start) <= now_s - cfg.window.0);
             let noticed = st.first_alert_s.is_some_and(|t| now_s - t >= cfg.notice.0);
             if !drained {
                 limit(&mut v, Verdict::Drain, Cap::DrainUnconfirmed);

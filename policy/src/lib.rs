@@ -15,6 +15,8 @@
 //! dwell and stages, cancel-needs-history, ceilings, exemptions, whole allocation, clock
 //! sanity) are listed as invariants in ARCHITECTURE.md, each with its tests.
 
+#![deny(missing_docs)]
+
 mod config;
 mod duration;
 mod engine;

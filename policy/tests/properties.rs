@@ -233,6 +233,28 @@ proptest! {
         }
     }
 
+    /// Guard 7 with guard 5: a cancel needs a signature whose ceiling allows cancel on every
+    /// cycle of the cancel stage's dwell (less the window that confirms it), not merely a long
+    /// breach under some other signature.
+    #[test]
+    fn prop_guard_5_7_cancel_dwell_is_under_a_cancel_ceiling(spec in scenario()) {
+        let c = test_cfg();
+        let p = policy::Policy::new(&c).unwrap();
+        let cancel_after = p.stage_after_s(Verdict::Cancel).unwrap();
+        let h = run(&spec);
+        for (i, (now, f, _)) in h.iter().enumerate() {
+            for x in f.iter().filter(|x| x.verdict == Verdict::Cancel) {
+                let j = x.job_index as usize;
+                for (t, g, _) in &h[..=i] {
+                    if *t >= now - (cancel_after - c.window.secs()) {
+                        let sig = g[j].signature;
+                        prop_assert!(sig.is_some_and(|s| p.ceiling(s) == Verdict::Cancel), "at {t} before a cancel at {now}: {}", g[j].signature_name());
+                    }
+                }
+            }
+        }
+    }
+
     /// Guard 6: an engine built for enforcement never cancels on hypothetical confirmations
     /// (it gets none here, so it never cancels at all).
     #[test]

@@ -158,3 +158,29 @@ fn frozen_collector_is_insufficient_evidence() {
     assert_eq!(r.out[0].cause, Cause::Evidence(EvidenceProblem::Frozen));
     assert_eq!(r.out[0].evidence.frozen_gpus, 2);
 }
+
+#[test]
+fn partial_job_that_stalls_for_a_checkpoint_is_not_escalated_on_its_partial_dwell() {
+    // 8 GPUs, 4 used: a `partial` breach (ceiling alert) for hours. A 45-minute checkpoint
+    // stall makes every GPU look low, so the job matches `hung` (ceiling cancel) for a while.
+    // Drain and cancel dwell must count from when the job started to look hung, not from the
+    // start of the partial breach. Found by the simulator's scoring tests.
+    let c = cfg_with_cancel(2 * 3600);
+    let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 8)])]);
+    let (stall_from, stall_to) = (5 * 3600, 5 * 3600 + 45 * 60);
+    r.run_until(8 * 3600, |t, _, g| {
+        if g.gpu >= 4 {
+            Gpu::Idle
+        } else if (stall_from..stall_to).contains(&t) {
+            Gpu::Stall
+        } else {
+            Gpu::Busy
+        }
+    });
+    assert!(
+        r.history.iter().any(|(_, f)| f[0].signature_name() == "hung"),
+        "the stall looks hung"
+    );
+    assert_eq!(r.max_verdict(0), Verdict::Alert);
+    assert_eq!(r.out[0].signature_name(), "partial");
+}

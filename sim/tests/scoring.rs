@@ -283,9 +283,6 @@ fn a_checkpoint_stall_shorter_than_the_cancel_stage_is_never_cancelled() {
 }
 
 #[test]
-#[ignore = "fails with the current policy engine: a breach's dwell carries over when the signature \
-            changes from `partial` (ceiling alert) to `hung` (ceiling cancel), so a partial job that \
-            stalls for a checkpoint is cancelled minutes into the stall; see sim/NOTES-FOR-LEAD.md"]
 fn a_partial_job_that_checkpoints_is_never_cancelled() {
     use PhaseKind::*;
     // 8 GPUs, 4 used. GPUs 4-7 are idle from the start (a `partial` breach, ceiling alert).
