@@ -95,7 +95,10 @@ fn draw_spec(w: &Workload, rng: &mut ChaCha8Rng) -> Spec {
 pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
     let world_seed = seed;
     // Streams depend on the workload's name too, so two workloads with one seed are independent.
-    let seed = seed ^ w.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let seed = seed
+        ^ w.name
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     let horizon = (days * 86_400.0 / TICK_S as f64).round().max(1.0) as u32;
     let c = &w.cluster;
     let gpn = c.gpus_per_node;
