@@ -18,7 +18,7 @@ pub const DEFAULT_GRID_TOML: &str = include_str!("../grids/default.toml");
 #[derive(Debug, thiserror::Error)]
 pub enum GridError {
     /// The file could not be read.
-    #[error("{file}: cannot read: {source}")]
+    #[error("{file}: cannot read")]
     Io {
         /// The file.
         file: String,

@@ -11,7 +11,8 @@
 //!   the clock.
 //! * [`drive`]: runs a [`drive::Judge`] (the policy engine, or a [`baseline`]) over a world,
 //!   tick by tick; [`score`] scores what it does against the ground truth.
-//! * [`grid`], [`sweep`], [`report`]: the sweep, its CSV, `summary.md` and `frontier.svg`.
+//! * [`grid`], [`sweep`], [`report`]: the sweep, its CSV, `summary.md` and `frontier.svg`;
+//!   [`manifest`]: what each `--shard i/N` run ran, checked by `sim merge`.
 //! * [`trace::to_trace`]: a world as a [`traces::Trace`] (for `sim generate` and replay).
 //! * [`cli`]: the `sim` command; each subcommand is one module under `cli`.
 
@@ -21,6 +22,7 @@ pub mod dist;
 pub mod drive;
 pub mod generate;
 pub mod grid;
+pub mod manifest;
 pub mod report;
 pub mod score;
 pub mod sweep;

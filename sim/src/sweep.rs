@@ -49,6 +49,12 @@ pub enum SweepError {
     /// Bad shard.
     #[error("--shard {0}/{1}: needs 0 <= i < N")]
     Shard(usize, usize),
+    /// A seed given twice (it would count every run on it twice).
+    #[error("seed {0} is given more than once (--seed-list); each seed may appear once")]
+    DuplicateSeed(u64),
+    /// Two workloads with the same name (their rows would count twice under one name).
+    #[error("workload {0:?} is given more than once (--workload); each workload may appear once")]
+    DuplicateWorkload(String),
 }
 
 /// One unit of work: a configuration (or baseline) on one world.
@@ -79,10 +85,19 @@ impl SweepSpec {
     /// Checks the spec.
     ///
     /// # Errors
-    /// [`SweepError`] for zero seeds, configurations or workloads, a bad span or shard.
+    /// [`SweepError`] for zero seeds, configurations or workloads, a repeated seed or workload
+    /// name, a bad span or shard.
     pub fn validate(&self) -> Result<(), SweepError> {
         if self.seeds.is_empty() {
             return Err(SweepError::NoSeeds);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(&s) = self.seeds.iter().find(|&&s| !seen.insert(s)) {
+            return Err(SweepError::DuplicateSeed(s));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(w) = self.workloads.iter().find(|w| !seen.insert(w.name.as_str())) {
+            return Err(SweepError::DuplicateWorkload(w.name.clone()));
         }
         if self.configs.is_empty() {
             return Err(SweepError::NoConfigs);

@@ -19,7 +19,7 @@ pub const TRAPS_TOML: &str = include_str!("../workloads/traps.toml");
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     /// The file could not be read.
-    #[error("{file}: cannot read: {source}")]
+    #[error("{file}: cannot read")]
     Io {
         /// The file.
         file: String,

@@ -36,7 +36,7 @@ impl std::fmt::Display for RowProblem {
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file could not be opened, read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: I/O error", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,

@@ -70,7 +70,7 @@ pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result
     let mut out = Vec::new();
     for ((name, file), mut v) in SEREN.into_iter().zip([util, power, mem]) {
         let path = cdfs.join(file);
-        let reference = QuantileCdf::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let reference = QuantileCdf::read(&path)?;
         v.sort_by(f64::total_cmp);
         let ks = ks_distance(&v, &reference);
         out.push(Metric {

@@ -1,13 +1,15 @@
 //! `sim merge`: joins the `sweep.csv` of each `sim sweep --shard i/N` run and writes the three
-//! reports.
+//! reports, after checking with each shard's `shard.toml` that the shards are exactly the
+//! shards `0..N` of one sweep.
 
+use crate::manifest::{self, ShardManifest};
 use anyhow::{bail, Context};
 use std::path::PathBuf;
 
 /// `sim merge` arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Shard output folders (each holding a sweep.csv) or sweep.csv files.
+    /// Shard output folders (each holding a sweep.csv and a shard.toml) or their sweep.csv files.
     #[arg(required = true, value_name = "DIR|FILE")]
     pub inputs: Vec<PathBuf>,
     /// Output folder for sweep.csv, frontier.svg and summary.md.
@@ -18,16 +20,52 @@ pub struct Args {
 /// Runs `sim merge`.
 ///
 /// # Errors
-/// Unreadable or malformed inputs, duplicate rows, output errors.
+/// Unreadable or malformed inputs, a shard without `shard.toml`, shards of different sweeps,
+/// a shard given twice, an incomplete set, a `sweep.csv` whose row count differs from its
+/// manifest, duplicate rows, output errors.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut parts = Vec::new();
+    let mut manifests = Vec::new();
     for p in &args.inputs {
-        let file = if p.is_dir() { p.join("sweep.csv") } else { p.clone() };
-        parts.push(crate::sweep::read_csv(&file).with_context(|| format!("reading shard {}", file.display()))?);
+        let (dir, file) = if p.is_dir() {
+            (p.clone(), p.join("sweep.csv"))
+        } else {
+            let dir = p.parent().map_or_else(
+                || PathBuf::from("."),
+                |d| {
+                    if d.as_os_str().is_empty() {
+                        PathBuf::from(".")
+                    } else {
+                        d.to_path_buf()
+                    }
+                },
+            );
+            (dir, p.clone())
+        };
+        let m = ShardManifest::read(&dir)?;
+        let rows = crate::sweep::read_csv(&file).with_context(|| format!("reading shard {}", file.display()))?;
+        if rows.len() != m.rows {
+            bail!(
+                "shard {}: sweep.csv holds {} rows but its {} says {}; was sweep.csv overwritten by another run?",
+                dir.display(),
+                rows.len(),
+                manifest::FILE_NAME,
+                m.rows
+            );
+        }
+        parts.push(rows);
+        manifests.push((dir, m));
     }
+    manifest::check_set(&manifests)?;
     let rows = crate::sweep::merge_rows(parts)?;
     if rows.is_empty() {
         bail!("the inputs hold no rows");
+    }
+    let m = &manifests[0].1;
+    let runners = m.configs + if m.baselines { crate::baseline::Baseline::ALL.len() } else { 0 };
+    let want = runners * m.workloads.len() * m.seeds.len();
+    if rows.len() != want {
+        bail!("the shards hold {} rows together but their sweep has {want} runs", rows.len());
     }
     super::write_reports(&args.out, &rows)?;
     print!("{}", crate::report::short_table(&rows));

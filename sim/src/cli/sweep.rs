@@ -151,6 +151,15 @@ impl Args {
     }
 }
 
+/// The part of the timing line that says whether the baselines ran.
+pub fn timing_baselines(baselines: bool) -> &'static str {
+    if baselines {
+        " + baselines"
+    } else {
+        ", no baselines"
+    }
+}
+
 /// Runs `sim sweep`.
 ///
 /// # Errors
@@ -186,6 +195,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if spec.shard.is_some() {
         std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
         sweep::write_csv(&args.out.join("sweep.csv"), &result.rows)?;
+        if let Some(m) = crate::manifest::ShardManifest::of(&spec, result.rows.len()) {
+            m.write(&args.out)?;
+        }
         println!(
             "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`",
             args.shard.as_deref().unwrap_or(""),
@@ -199,9 +211,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let gticks = result.job_gpu_ticks as f64;
     println!(
-        "timing: {} runs ({} configs + baselines on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread",
+        "timing: {} runs ({} configs{} on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread",
         result.runs,
         spec.configs.len(),
+        timing_baselines(spec.baselines),
         spec.worlds().len(),
         spec.days,
         gticks / 1e9,

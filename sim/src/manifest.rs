@@ -1,0 +1,219 @@
+//! `shard.toml`: what one `sim sweep --shard i/N` run ran, written next to its `sweep.csv`, so
+//! that `sim merge` can refuse shards of different sweeps, duplicates and incomplete sets
+//! instead of mixing them into a report that recommends a configuration that never ran.
+
+use crate::sweep::SweepSpec;
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// File name of the manifest inside a shard's output folder.
+pub const FILE_NAME: &str = "shard.toml";
+
+/// What one shard ran. Every field but `shard` must agree across the shards of one sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardManifest {
+    /// Version of `sim` that wrote the shard (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// This shard's index `i` of `--shard i/N`.
+    pub shard: usize,
+    /// The shard count `N` of `--shard i/N`.
+    pub shards: usize,
+    /// Number of grid configurations.
+    pub configs: usize,
+    /// FNV-1a 64 (hex) of every configuration's id and full policy configuration, in grid order.
+    pub grid_fingerprint: String,
+    /// Workload names, in sweep order.
+    pub workloads: Vec<String>,
+    /// FNV-1a 64 (hex) of every workload's full content, in sweep order.
+    pub workload_fingerprint: String,
+    /// Seeds, in sweep order.
+    pub seeds: Vec<u64>,
+    /// Simulated span per world, days.
+    pub days: f64,
+    /// Whether the baselines ran.
+    pub baselines: bool,
+    /// Rows this shard wrote to `sweep.csv`.
+    pub rows: usize,
+}
+
+/// FNV-1a 64 of `text`, as 16 hex digits. Not cryptographic: it tells apart grids and
+/// workloads given by mistake, not by an adversary.
+fn fnv1a_hex(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+impl ShardManifest {
+    /// The manifest of a sharded spec that wrote `rows` rows; `None` for an unsharded spec.
+    /// The fingerprints hash the `Debug` text of the configurations and workloads, which is
+    /// stable within one `version`.
+    pub fn of(spec: &SweepSpec, rows: usize) -> Option<ShardManifest> {
+        let (shard, shards) = spec.shard?;
+        let grid: String = spec
+            .configs
+            .iter()
+            .map(|c| format!("{}={:?}\n", c.params.config_id, c.policy.config()))
+            .collect();
+        let workloads: String = spec.workloads.iter().map(|w| format!("{w:?}\n")).collect();
+        Some(ShardManifest {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            shard,
+            shards,
+            configs: spec.configs.len(),
+            grid_fingerprint: fnv1a_hex(&grid),
+            workloads: spec.workloads.iter().map(|w| w.name.clone()).collect(),
+            workload_fingerprint: fnv1a_hex(&workloads),
+            seeds: spec.seeds.clone(),
+            days: spec.days,
+            baselines: spec.baselines,
+            rows,
+        })
+    }
+
+    /// Writes the manifest as TOML to `dir/shard.toml`.
+    ///
+    /// # Errors
+    /// I/O errors, naming the file.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join(FILE_NAME);
+        let text = toml::to_string(self).context("serialising the shard manifest")?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Reads `dir/shard.toml`.
+    ///
+    /// # Errors
+    /// A missing, unreadable or malformed file, naming it.
+    pub fn read(dir: &Path) -> anyhow::Result<ShardManifest> {
+        let path = dir.join(FILE_NAME);
+        if !path.is_file() {
+            bail!(
+                "{}: no {FILE_NAME} next to sweep.csv, so what this shard ran is unknown; re-run it with `sim sweep --shard i/N`",
+                dir.display()
+            );
+        }
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}: not a shard manifest", path.display()))
+    }
+
+    /// The fields that must agree across shards, as (name, value) pairs.
+    fn sweep_fields(&self) -> [(&'static str, String); 9] {
+        [
+            ("version", self.version.clone()),
+            ("shards", self.shards.to_string()),
+            ("configs", self.configs.to_string()),
+            ("grid_fingerprint", self.grid_fingerprint.clone()),
+            ("workloads", format!("{:?}", self.workloads)),
+            ("workload_fingerprint", self.workload_fingerprint.clone()),
+            ("seeds", format!("{:?}", self.seeds)),
+            ("days", self.days.to_string()),
+            ("baselines", self.baselines.to_string()),
+        ]
+    }
+}
+
+/// Checks that `shards` (folder, manifest) are exactly the shards `0..N` of one sweep, each
+/// once.
+///
+/// # Errors
+/// Names the offending folder and field: a field that differs from the first shard's, a shard
+/// index given twice or out of range, or the missing indices.
+pub fn check_set(shards: &[(PathBuf, ShardManifest)]) -> anyhow::Result<()> {
+    let Some((first_dir, first)) = shards.first() else {
+        bail!("no shards given");
+    };
+    let reference = first.sweep_fields();
+    for (dir, m) in &shards[1..] {
+        for ((name, want), (_, got)) in reference.iter().zip(m.sweep_fields()) {
+            if *want != got {
+                bail!(
+                    "shard {} ran a different sweep from shard {}: {name} is {got} there but {want} in {}; merge only the shards of one sweep",
+                    dir.display(),
+                    first_dir.display(),
+                    first_dir.display()
+                );
+            }
+        }
+    }
+    let n = first.shards;
+    let mut seen: Vec<Option<&PathBuf>> = vec![None; n];
+    for (dir, m) in shards {
+        if m.shard >= n {
+            bail!("shard {}: shard index {} is not below the shard count {n}", dir.display(), m.shard);
+        }
+        if let Some(prev) = seen[m.shard] {
+            bail!(
+                "shard {} and shard {} are both shard {}/{n}: each shard may be given once",
+                prev.display(),
+                dir.display(),
+                m.shard
+            );
+        }
+        seen[m.shard] = Some(dir);
+    }
+    let missing: Vec<String> = (0..n).filter(|&i| seen[i].is_none()).map(|i| format!("{i}/{n}")).collect();
+    if !missing.is_empty() {
+        bail!(
+            "incomplete set of shards: missing --shard {} (the sweep {} was split into {n} shards)",
+            missing.join(", "),
+            first_dir.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(shard: usize) -> (PathBuf, ShardManifest) {
+        (
+            PathBuf::from(format!("sh{shard}")),
+            ShardManifest {
+                version: "1".into(),
+                shard,
+                shards: 2,
+                configs: 2,
+                grid_fingerprint: "aa".into(),
+                workloads: vec!["default".into()],
+                workload_fingerprint: "bb".into(),
+                seeds: vec![1],
+                days: 0.2,
+                baselines: true,
+                rows: 3,
+            },
+        )
+    }
+
+    #[test]
+    fn a_complete_agreeing_set_passes_and_each_defect_is_named() {
+        check_set(&[m(1), m(0)]).unwrap();
+        let e = check_set(&[m(0)]).unwrap_err().to_string();
+        assert!(e.contains("missing --shard 1/2"), "{e}");
+        let e = check_set(&[m(0), m(0), m(1)]).unwrap_err().to_string();
+        assert!(e.contains("sh0") && e.contains("both shard 0/2"), "{e}");
+        let mut other = m(1);
+        other.0 = PathBuf::from("sh1c");
+        other.1.grid_fingerprint = "cc".into();
+        let e = check_set(&[m(0), other]).unwrap_err().to_string();
+        assert!(e.contains("sh1c") && e.contains("grid_fingerprint"), "{e}");
+        let mut other = m(1);
+        other.1.days = 0.1;
+        let e = check_set(&[m(0), other]).unwrap_err().to_string();
+        assert!(e.contains("sh1") && e.contains("days is 0.1"), "{e}");
+    }
+
+    #[test]
+    fn the_manifest_round_trips_through_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, want) = m(1);
+        want.write(dir.path()).unwrap();
+        assert_eq!(ShardManifest::read(dir.path()).unwrap(), want);
+    }
+}
