@@ -144,3 +144,93 @@ fn a_missing_file_is_named_and_its_os_error_given_once() {
         assert!(e.contains("nonexist"), "sim {args:?}: {e}");
     }
 }
+
+/// Writes a 10-minute nvidia-smi log of GPUs 0-1 on `n1` (12:00 local time on 2024-05-01),
+/// without the field `drop` when given, and a jobs.csv with one job on n1:0-1 from 12:00 to
+/// 13:00 UTC.
+fn smi_log(dir: &Path, name: &str, drop: Option<&str>) {
+    let header = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]";
+    let keep: Vec<bool> = header.split(", ").map(|h| drop.is_none_or(|d| !h.starts_with(d))).collect();
+    let pick = |line: &str| -> String {
+        let fields: Vec<&str> = line.split(", ").zip(&keep).filter(|(_, k)| **k).map(|(f, _)| f).collect();
+        fields.join(", ") + "\n"
+    };
+    let mut text = pick(header);
+    for m in 0..10 {
+        for g in 0..2 {
+            text += &pick(&format!(
+                "2024/05/01 12:{m:02}:00.000, {g}, GPU-{g}, 50 %, 1000 MiB, 81920 MiB, 200.00 W, 400.00 W"
+            ));
+        }
+    }
+    std::fs::write(dir.join(name), text).unwrap();
+    std::fs::write(
+        dir.join("jobs.csv"),
+        "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\nj1,u,a,p,q,n,,1714564800,1714568400,,2,n1:0-1\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn an_import_with_no_usable_sample_fails_and_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    smi_log(d, "smi.csv", None);
+    let import = |tz: &str, out: &str| {
+        [
+            "import",
+            "nvidia-smi-log",
+            "smi.csv",
+            "--node",
+            "n1",
+            "--jobs",
+            "jobs.csv",
+            "--tz",
+            tz,
+            "--out",
+            out,
+        ]
+        .map(String::from)
+    };
+    let right = import("+00:00", "o1");
+    let s = ok(d, &right.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(s.contains("imported 1 jobs, 20 samples"), "{s}");
+    // Five hours off: every sample falls before the job.
+    let wrong = import("+05:00", "o2");
+    let e = fails(d, &wrong.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        e.contains("20 samples") && e.contains("--tz") && e.contains("+05:00") && e.contains("--jobs"),
+        "{e}"
+    );
+    assert!(!d.join("o2").exists(), "a failed import wrote a trace");
+    std::fs::write(d.join("empty.csv"), "").unwrap();
+    let e = fails(d, &["import", "nvidia-smi-log", "empty.csv", "--node", "n1", "--out", "o3"]);
+    assert!(e.contains("empty.csv") && e.contains("no samples"), "{e}");
+}
+
+#[test]
+fn an_import_says_when_the_source_lacks_a_field_the_policy_needs() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    smi_log(d, "smi.csv", None);
+    smi_log(d, "noutil.csv", Some("utilization.gpu"));
+    let run = |src: &str, out: &str| {
+        ok(
+            d,
+            &["import", "nvidia-smi-log", src, "--node", "n1", "--tz", "+00:00", "--out", out],
+        )
+    };
+    let full = run("smi.csv", "o1");
+    assert!(!full.contains("utilization.gpu"), "{full}");
+    let s = run("noutil.csv", "o2");
+    assert!(s.contains("20 samples"), "{s}");
+    assert_eq!(s.matches("utilization.gpu").count(), 1, "{s}");
+    assert!(s.contains("no utilization.gpu column"), "{s}");
+    let samples = std::fs::read_to_string(d.join("o2/samples.csv")).unwrap();
+    let header: Vec<&str> = samples.lines().next().unwrap().split(',').collect();
+    let util = header.iter().position(|h| *h == "util_pct").unwrap();
+    assert!(
+        samples.lines().skip(1).all(|l| l.split(',').nth(util) == Some("")),
+        "util must stay unknown"
+    );
+}

@@ -61,7 +61,52 @@ fn attribution(jobs: Option<&PathBuf>, lenient: bool) -> Result<Attribution> {
     })
 }
 
+/// Why an import produced no samples, with what to check.
+fn no_samples_reason(args: &Args, report: &ImportReport) -> String {
+    let src = args.src.display();
+    let unattributed = report.count("unattributed_samples");
+    let skipped = report.skipped.len();
+    if unattributed > 0 {
+        let jobs = args.jobs.as_ref().map_or_else(String::new, |p| p.display().to_string());
+        let tz = if matches!(args.format, Format::NvidiaSmiLog) {
+            format!("check --tz (the timestamps were read in zone {:?}) and ", args.tz)
+        } else {
+            String::new()
+        };
+        format!(
+            "{src}: none of its {unattributed} samples falls on a GPU and time of a job in --jobs {jobs}, so nothing was imported; {tz}check that --jobs lists the jobs that ran on these nodes at these times"
+        )
+    } else if skipped > 0 {
+        format!("{src}: all {skipped} rows were malformed and skipped (--lenient), so nothing was imported")
+    } else {
+        format!("{src}: holds no samples, so nothing was imported (is it empty, or only a header?)")
+    }
+}
+
+/// Notes for the readings the policy needs that no imported sample has: the source lacks
+/// them, or every value was missing. (nvidia-smi field names; dcgm's are the equivalents.)
+/// A field the importer's `notes` already name is not repeated.
+fn absent_readings(trace: &traces::Trace, notes: &[String]) -> Vec<String> {
+    type Has = fn(&policy::Sample) -> bool;
+    let fields: [(&str, Has); 3] = [
+        ("utilization.gpu", |s| s.util_pct.is_some()),
+        ("memory.used", |s| s.mem_used_mib.is_some()),
+        ("power.draw", |s| s.power_w.is_some()),
+    ];
+    fields
+        .iter()
+        .filter(|(name, has)| !trace.samples.iter().any(has) && !notes.iter().any(|n| n.contains(name)))
+        .map(|(name, _)| format!("no sample has a {name} reading: the policy sees it as unknown everywhere"))
+        .collect()
+}
+
 /// Runs `sim import`.
+///
+/// # Errors
+/// Bad options or source rows (from the importer, naming file, line and column), and an
+/// import that yields no sample at all (empty source, every row skipped, or every sample
+/// outside the `--jobs` jobs — then naming `--tz` and `--jobs` to check); nothing is written
+/// then.
 pub fn run(args: Args) -> Result<()> {
     let src = &args.src;
     let ctx = || format!("importing {} as {:?}", src.display(), args.format);
@@ -93,6 +138,9 @@ pub fn run(args: Args) -> Result<()> {
         )
         .with_context(ctx)?,
     };
+    if trace.samples.is_empty() {
+        bail!("{}", no_samples_reason(&args, &report));
+    }
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
     let mut out = String::new();
     let _ = writeln!(
@@ -111,7 +159,7 @@ pub fn run(args: Args) -> Result<()> {
             let _ = writeln!(out, "    {p}");
         }
     }
-    for n in &report.notes {
+    for n in report.notes.iter().chain(&absent_readings(&trace, &report.notes)) {
         let _ = writeln!(out, "  note: {n}");
     }
     if args.format == Format::Philly {

@@ -24,6 +24,9 @@ use crate::records::{check_width, each_record, problem_at};
 use crate::{Sample, Trace};
 use std::path::Path;
 
+/// The nvidia-smi fields the policy reads; a log without one of them is imported, with a note.
+pub const POLICY_FIELDS: [&str; 5] = ["utilization.gpu", "memory.used", "memory.total", "power.draw", "power.limit"];
+
 /// The field list the command line queries, used for headerless logs.
 pub const DEFAULT_QUERY: &str = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit";
 
@@ -75,6 +78,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
     let mut fields: Option<Vec<String>> = None;
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
+    let mut absent_noted = false;
     each_record(&mut rdr, path, &mut log, |rec, line| {
         if rec.len() == 1 && rec[0].is_empty() {
             return Ok(());
@@ -92,6 +96,16 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             .get_or_insert_with(|| opts.query.split(',').map(|s| s.trim().to_string()).collect())
             .clone();
         let col = |name: &str| names.iter().position(|n| n == name);
+        if !absent_noted {
+            absent_noted = true;
+            let absent: Vec<&str> = POLICY_FIELDS.iter().copied().filter(|f| col(f).is_none()).collect();
+            if !absent.is_empty() {
+                report.notes.push(format!(
+                    "the log has no {} column: those readings are unknown in every sample (the policy never reads a missing field as 0)",
+                    absent.join(", ")
+                ));
+            }
+        }
         let problem = |i: usize, what: String| problem_at(path, &names, line, i, what);
         check_width(path, &names, rec, line)?;
         let (Some(ti), Some(ii)) = (col("timestamp"), col("index")) else {
