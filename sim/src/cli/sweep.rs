@@ -63,6 +63,9 @@ pub struct Args {
     /// Grid flag: spin ceilings (alert, drain, cancel).
     #[arg(long, value_delimiter = ',', value_name = "VERDICT,..")]
     pub spin_ceiling: Option<Vec<String>>,
+    /// Grid flag: exempt QOS sets, each `none` or names joined with `+` (e.g. `none,serving`).
+    #[arg(long, value_delimiter = ',', value_name = "none|QOS[+QOS],..")]
+    pub exempt_qos: Option<Vec<String>>,
 }
 
 fn durations(flag: &str, v: &Option<Vec<String>>) -> anyhow::Result<Option<Vec<DurationS>>> {
@@ -83,7 +86,8 @@ impl Args {
             || self.max_sample_gap.is_some()
             || self.drain_after.is_some()
             || self.cancel_after.is_some()
-            || self.spin_ceiling.is_some();
+            || self.spin_ceiling.is_some()
+            || self.exempt_qos.is_some();
         if !any {
             return Ok(None);
         }
@@ -96,6 +100,11 @@ impl Args {
             cancel_after: self.cancel_after.clone(),
             notice: None,
             spin_ceiling: self.spin_ceiling.clone(),
+            exempt_qos: self.exempt_qos.as_ref().map(|v| {
+                v.iter()
+                    .map(|e| if e == "none" { Vec::new() } else { e.split('+').map(str::to_string).collect() })
+                    .collect()
+            }),
         }))
     }
 
