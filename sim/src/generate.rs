@@ -674,7 +674,10 @@ mod tests {
         }
         assert!(quiet_samples > 1000, "{quiet_samples} quiet samples");
         assert!(hung_like as f64 >= 0.9 * quiet_samples as f64, "{hung_like} of {quiet_samples}");
-        assert!(longest > window_ticks, "longest quiet period {longest} ticks, window {window_ticks}");
+        assert!(
+            longest > window_ticks,
+            "longest quiet period {longest} ticks, window {window_ticks}"
+        );
         // Real pods were quiet for up to 4.3 h (reports/real-traces.md); so are these.
         assert!(longest >= 3 * 60, "longest quiet period {longest} ticks");
     }

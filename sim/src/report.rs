@@ -560,39 +560,45 @@ fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate]) {
         "| cancel after | exempt qos | configurations | with serving false cancels | serving false cancels | all false cancels |"
     );
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
-    // (cancel_after_s, exempt) -> (configs, configs with serving fc, serving fc, all fc)
-    let mut by: BTreeMap<(i64, bool), (std::collections::BTreeSet<&str>, std::collections::BTreeSet<&str>, u64, u64)> =
-        BTreeMap::new();
+    // (cancel_after_s, exempt) -> counts over that group's rows.
+    #[derive(Default)]
+    struct Group<'a> {
+        configs: std::collections::BTreeSet<&'a str>,
+        configs_with_serving_fc: std::collections::BTreeSet<&'a str>,
+        serving_fc: u64,
+        all_fc: u64,
+    }
+    let mut by: BTreeMap<(i64, bool), Group> = BTreeMap::new();
     for r in reaper.iter().filter(|r| r.cancel_after_s.is_some()) {
         let e = by.entry((r.cancel_after_s.unwrap_or(0), exempts(r))).or_default();
-        e.0.insert(&r.config_id);
+        e.configs.insert(&r.config_id);
         if r.false_cancels_serving > 0 {
-            e.1.insert(&r.config_id);
+            e.configs_with_serving_fc.insert(&r.config_id);
         }
-        e.2 += r.false_cancels_serving;
-        e.3 += r.false_cancels;
+        e.serving_fc += r.false_cancels_serving;
+        e.all_fc += r.false_cancels;
     }
-    for ((c, ex), (n, nfc, sfc, fc)) in &by {
+    for ((c, ex), g) in &by {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} |",
             dur(Some(*c)),
             if *ex { SERVING_QOS } else { "none" },
-            n.len(),
-            nfc.len(),
-            sfc,
-            fc
+            g.configs.len(),
+            g.configs_with_serving_fc.len(),
+            g.serving_fc,
+            g.all_fc
         );
     }
     let _ = writeln!(s);
     let safe_without: Vec<i64> = by
         .iter()
-        .filter(|((_, ex), v)| !ex && v.2 == 0)
+        .filter(|((_, ex), g)| !ex && g.serving_fc == 0)
         .map(|((c, _), _)| *c)
         .collect();
     let unsafe_without: Vec<i64> = by
         .iter()
-        .filter(|((_, ex), v)| !ex && v.2 > 0)
+        .filter(|((_, ex), g)| !ex && g.serving_fc > 0)
         .map(|((c, _), _)| *c)
         .collect();
     let best = |ex: bool| {
@@ -609,7 +615,11 @@ fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate]) {
     let _ = writeln!(
         s,
         "**Finding:** without the exemption, every swept cancel stage of {} made serving false cancels; {}.",
-        if unsafe_without.is_empty() { "–".to_string() } else { list(&unsafe_without) },
+        if unsafe_without.is_empty() {
+            "–".to_string()
+        } else {
+            list(&unsafe_without)
+        },
         if safe_without.is_empty() {
             "no swept cancel stage was free of them".to_string()
         } else {

@@ -131,6 +131,6 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    super::replay::emit(&out);
+    super::emit(&out);
     Ok(())
 }

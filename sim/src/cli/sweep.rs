@@ -102,7 +102,13 @@ impl Args {
             spin_ceiling: self.spin_ceiling.clone(),
             exempt_qos: self.exempt_qos.as_ref().map(|v| {
                 v.iter()
-                    .map(|e| if e == "none" { Vec::new() } else { e.split('+').map(str::to_string).collect() })
+                    .map(|e| {
+                        if e == "none" {
+                            Vec::new()
+                        } else {
+                            e.split('+').map(str::to_string).collect()
+                        }
+                    })
                     .collect()
             }),
         }))
@@ -195,20 +201,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if spec.shard.is_some() {
         std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
         sweep::write_csv(&args.out.join("sweep.csv"), &result.rows)?;
-        println!(
-            "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`",
+        super::emit(&format!(
+            "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`\n",
             args.shard.as_deref().unwrap_or(""),
             result.rows.len(),
             args.out.join("sweep.csv").display()
-        );
+        ));
     } else {
         super::write_reports(&args.out, &result.rows)?;
-        print!("{}", crate::report::short_table(&result.rows));
-        println!("reports written to {}/ (sweep.csv, frontier.svg, summary.md)", args.out.display());
+        super::emit(&crate::report::short_table(&result.rows));
+        super::emit(&format!(
+            "reports written to {}/ (sweep.csv, frontier.svg, summary.md)\n",
+            args.out.display()
+        ));
     }
     let gticks = result.job_gpu_ticks as f64;
-    println!(
-        "timing: {} runs ({} configs + baselines on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread",
+    super::emit(&format!(
+        "timing: {} runs ({} configs + baselines on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread\n",
         result.runs,
         spec.configs.len(),
         spec.worlds().len(),
@@ -219,6 +228,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         total_s,
         threads,
         gticks / result.run_s.max(1e-9) / threads as f64 / 1e6
-    );
+    ));
     Ok(())
 }
