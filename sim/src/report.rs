@@ -417,7 +417,10 @@ pub fn summary_md(rows: &[Row]) -> String {
                 s,
                 "**Finding:** a spin ceiling of `cancel` caused no spin false cancel on the trap workload with any swept cancel \
                  stage of {} or more. Raising the spin ceiling above alert is safe on this evidence wherever a cancel stage of at \
-                 least that dwell is itself safe (see the recommended configuration and the false-cancel table above).\n",
+                 least that dwell is itself safe (see the recommended configuration and the false-cancel table above). \
+                 The evidence covers only the spins the simulator has (hung spins and brief productive spins); real \
+                 clusters also show long, healthy phases at high util and low power (reports/real-traces.md, \
+                 calibration), which it lacks: until it has them, deploy with the spin ceiling at `alert`.\n",
                 dur(shortest)
             );
         } else {
