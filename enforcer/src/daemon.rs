@@ -224,7 +224,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         };
         rep.jobs_read = true;
         for e in &read.row_errors {
-            tracing::warn!(row = e.row, job_id = ?e.job_id, problem = %e.problem, "squeue row not read");
+            tracing::warn!(row = e.row, job_id = e.job_id.as_deref().unwrap_or(""), problem = %e.problem, "squeue row not read");
             self.read_error("squeue", "row");
         }
         let complete = read.row_errors.is_empty();
@@ -458,15 +458,15 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
                         _ => {}
                     }
-                    tracing::error!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), error = %why, "action failed");
+                    tracing::error!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), error = %why, "action failed");
                 }
                 Outcome::Would => {
                     self.actions.record(a, now_s, true);
-                    tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), detail = %action_detail(a), "would {kind} (observe mode)");
+                    tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), detail = %action_detail(a), "would {kind} (observe mode)");
                 }
                 Outcome::Done | Outcome::AlreadyGone => {
                     self.actions.record(a, now_s, false);
-                    tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = ?a.job_id(), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
+                    tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
                 }
             }
             let mut line = json!({"t_s": now_s, "mode": mode.as_str(), "record": if hypothetical { "would_action" } else { "action" }, "outcome": out, "hypothetical": hypothetical});
@@ -479,7 +479,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         for s in &p.skips {
             Metrics::inc(&mut self.metrics.skipped, s.kind.as_str().to_string());
-            tracing::info!(target: "gpu_reaper::action", action = s.action, job_id = ?s.job_id, reason = s.kind.as_str(), "action skipped");
+            tracing::info!(target: "gpu_reaper::action", action = s.action, job_id = s.job_id.as_deref().unwrap_or(""), reason = s.kind.as_str(), "action skipped");
             let mut line =
                 json!({"t_s": now_s, "mode": mode.as_str(), "record": "skipped", "skip": s.kind, "action": s.action, "job_id": s.job_id});
             if let Some(ev) = s.job_id.as_deref().and_then(|j| evidence.get(j)) {

@@ -125,12 +125,12 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
         Cmd::CheckConfig { file } => {
             let c = Config::load(&file)?;
-            println!("# {}: valid; node = {:?}", file.display(), c.node);
+            say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
             let shown = enforcer::config::ConfigFile {
                 policy: c.policy.config().clone(),
                 enforcer: c.enforcer,
             };
-            print!("{}", toml::to_string(&shown).context("rendering the effective config")?);
+            say(toml::to_string(&shown).context("rendering the effective config")?.trim_end());
             Ok(())
         }
         Cmd::Demo { cycles } => {
@@ -290,7 +290,7 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
     };
     match result {
         Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            say(&serde_json::to_string_pretty(&v).unwrap_or_default());
             0
         }
         Err(e) => print_error(&e),
@@ -302,6 +302,20 @@ fn to_json<T: serde::Serialize>(v: T) -> serde_json::Value {
 }
 
 fn print_error(e: &str) -> i32 {
-    println!("{}", serde_json::json!({ "error": e }));
+    say(&serde_json::json!({ "error": e }).to_string());
     2
+}
+
+/// Writes a line to stdout. A reader that went away (`| head`) ends the program quietly
+/// with status 0 instead of a panic.
+fn say(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|_| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("enforcer: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
 }
