@@ -500,7 +500,8 @@ fn fill_samples(world: &mut World, w: &Workload, faults: &Faults, job_seeds: &[u
                             (u, held, busy(u, rng), 1)
                         }
                         PhaseKind::Quiet => {
-                            let u = t.quiet_util_pct.draw(rng).round();
+                            let q = w.kinds[job.kind as usize].quiet_util_pct.unwrap_or(t.quiet_util_pct);
+                            let u = q.draw(rng).round();
                             (u, held, busy(u, rng), 1)
                         }
                         PhaseKind::Starved => {
@@ -635,6 +636,50 @@ mod tests {
         power.sort_by(f64::total_cmp);
         let p90 = power[power.len() * 9 / 10];
         assert!((360.0..=440.0).contains(&p90), "power p90 {p90}");
+    }
+
+    #[test]
+    fn trap_serving_jobs_sit_quiet_longer_than_the_default_window_and_stay_productive() {
+        let w = Workload::builtin_traps();
+        let ki = w.kinds.iter().position(|k| k.name == "serving").expect("a serving kind") as u16;
+        let world = generate(&w, 5, 2.0);
+        let window_ticks = (policy::PolicyConfig::default().window.0 / TICK_S) as u32;
+        let serving: Vec<(usize, &SimJob)> = world.jobs.iter().enumerate().filter(|(_, j)| j.kind == ki).collect();
+        assert!(serving.len() >= 5, "{} serving jobs", serving.len());
+        let mut longest = 0u32;
+        let mut quiet_samples = 0usize;
+        for &(i, j) in &serving {
+            assert_eq!(j.facts.qos, "serving");
+            assert_eq!(j.wholly_wasted_from, None, "serving job {i} is never wasted");
+            for t in j.start..j.end.min(world.horizon) {
+                for slot in 0..j.gpus as usize {
+                    assert_eq!(j.truth_at(t, slot), Truth::Productive, "job {i} tick {t}");
+                }
+            }
+            for p in j.phases.iter().filter(|p| p.kind == PhaseKind::Quiet) {
+                longest = longest.max(p.end - p.start);
+            }
+        }
+        // Quiet stretches look exactly like `hung`: 0 % util, memory held, process resident
+        // (all but the samples a frozen collector or an all-zero exporter rewrote).
+        let mut hung_like = 0usize;
+        for t in 0..world.horizon {
+            for s in world.samples_at(t) {
+                let j = &world.jobs[s.job as usize];
+                if j.kind == ki && j.phase_at(t) == PhaseKind::Quiet {
+                    quiet_samples += 1;
+                    hung_like += usize::from(s.util_pct == 0 && s.procs == 1 && s.mem_used_mib > 0);
+                }
+            }
+        }
+        assert!(quiet_samples > 1000, "{quiet_samples} quiet samples");
+        assert!(hung_like as f64 >= 0.9 * quiet_samples as f64, "{hung_like} of {quiet_samples}");
+        assert!(
+            longest > window_ticks,
+            "longest quiet period {longest} ticks, window {window_ticks}"
+        );
+        // Real pods were quiet for up to 4.3 h (reports/real-traces.md); so are these.
+        assert!(longest >= 3 * 60, "longest quiet period {longest} ticks");
     }
 
     #[test]

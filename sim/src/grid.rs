@@ -74,6 +74,9 @@ pub struct SweepBlock {
     pub notice: Option<Vec<DurationS>>,
     /// Ceiling of the spin signature: `alert`, `drain` or `cancel`.
     pub spin_ceiling: Option<Vec<String>>,
+    /// `exempt.qos` values: each entry is one list of exempt QOS names (`[]`: none), e.g.
+    /// `[[], ["serving"]]` sweeps without and with an exempt serving QOS.
+    pub exempt_qos: Option<Vec<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +162,7 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
             &b.spin_ceiling,
             base.ceilings.get("spin").cloned().unwrap_or_else(|| "alert".to_string()),
         );
+        let exempts = list(&b.exempt_qos, base.exempt.qos.clone());
         for (key, n) in [
             ("util_threshold_pct", utils.len()),
             ("window", windows.len()),
@@ -168,9 +172,19 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
             ("cancel_after", cancels_raw.len()),
             ("notice", notices.len()),
             ("spin_ceiling", spins.len()),
+            ("exempt_qos", exempts.len()),
         ] {
             if n == 0 {
                 return Err(inv(key, "[]".into(), "an empty list gives no configurations"));
+            }
+        }
+        for e in &exempts {
+            if let Some(bad) = e.iter().find(|q| q.trim().is_empty() || q.contains('+')) {
+                return Err(inv(
+                    "exempt_qos",
+                    format!("{bad:?}"),
+                    "a QOS name must be non-empty and must not contain '+'",
+                ));
             }
         }
         let mut cancels: Vec<Option<DurationS>> = Vec::new();
@@ -190,8 +204,9 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                         for &d in &drains {
                             for &c in &cancels {
                                 for &nt in &notices {
-                                    for spin in &spins {
+                                    for (spin, exempt) in spins.iter().flat_map(|s| exempts.iter().map(move |e| (s, e))) {
                                         let mut cfg = base.clone();
+                                        cfg.exempt.qos = exempt.clone();
                                         cfg.util_threshold_pct = u;
                                         cfg.window = w;
                                         cfg.warmup = wu;
@@ -219,6 +234,7 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                                             let key = match key {
                                                 "stages" | "stages[1].after" | "stages[2].after" => "drain_after/cancel_after",
                                                 "ceilings.spin" => "spin_ceiling",
+                                                k if k.starts_with("exempt.qos") => "exempt_qos",
                                                 k => k,
                                             };
                                             inv(key, e.value.clone(), &e.problem)
@@ -238,6 +254,7 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                                             cancel_after_s: c.map(|c| c.0),
                                             notice_s: Some(nt.0),
                                             spin_ceiling: spin.clone(),
+                                            exempt_qos: exempt.join("+"),
                                         };
                                         out.push(GridConfig { params, policy });
                                     }
@@ -269,6 +286,32 @@ mod tests {
         assert!(g.iter().any(|c| c.params.spin_ceiling == "alert"));
         let ids: std::collections::BTreeSet<_> = g.iter().map(|c| c.params.config_id.clone()).collect();
         assert_eq!(ids.len(), g.len());
+    }
+
+    #[test]
+    fn exempt_qos_is_a_dimension_of_the_grid() {
+        let g = from_toml(
+            "[[sweep]]\nwindow = [\"20m\", \"40m\"]\nexempt_qos = [[], [\"serving\"], [\"serving\", \"infer\"]]",
+            "g.toml",
+        )
+        .unwrap();
+        assert_eq!(g.len(), 6);
+        let e: Vec<&str> = g.iter().map(|c| c.params.exempt_qos.as_str()).collect();
+        assert_eq!(e, ["", "serving", "serving+infer", "", "serving", "serving+infer"]);
+        let job = policy::JobFacts {
+            qos: "serving".into(),
+            ..Default::default()
+        };
+        assert_eq!(g[0].policy.exemption(&job), None);
+        assert!(g[1].policy.exemption(&job).is_some());
+        let e = from_toml("[[sweep]]\nexempt_qos = [[\"a+b\"]]", "g.toml").unwrap_err().to_string();
+        assert!(e.contains("sweep[0].exempt_qos") && e.contains("a+b"), "{e}");
+        // The default grid sweeps it, both ways.
+        let d = builtin_default();
+        assert!(d.iter().any(|c| c.params.exempt_qos == "serving"));
+        assert!(d
+            .iter()
+            .any(|c| c.params.exempt_qos.is_empty() && c.params.cancel_after_s.is_some()));
     }
 
     #[test]

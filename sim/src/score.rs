@@ -17,6 +17,10 @@ use crate::world::{World, TICK_S};
 use policy::{signature::REGISTRY, Verdict};
 use serde::{Deserialize, Serialize};
 
+/// The QOS of the simulated inference servers (`serving` kind of `sim/workloads/*.toml`); their
+/// false cancels get their own column, `false_cancels_serving`.
+pub const SERVING_QOS: &str = "serving";
+
 /// Number of registered signatures, plus one bucket for "none".
 pub const SIG_BUCKETS: usize = 7;
 
@@ -61,6 +65,8 @@ pub struct Tally {
     pub cancels_by_sig: [u64; SIG_BUCKETS],
     /// False cancels by signature bucket.
     pub false_cancels_by_sig: [u64; SIG_BUCKETS],
+    /// False cancels of jobs in QOS [`SERVING_QOS`] (inference servers run as batch jobs).
+    pub false_cancels_serving: u64,
     /// Recovered GPU-ticks by signature bucket.
     pub recovered_by_sig: [u64; SIG_BUCKETS],
 }
@@ -112,6 +118,7 @@ impl Tally {
             } else {
                 self.false_cancels += 1;
                 self.false_cancels_by_sig[sig] += 1;
+                self.false_cancels_serving += u64::from(job.facts.qos == SERVING_QOS);
                 self.false_cancel_lost_gpu_ticks += job.gpus as u64 * (tick - job.last_checkpoint(tick).min(tick)) as u64;
             }
             return true;
@@ -181,6 +188,8 @@ pub struct RowParams {
     pub notice_s: Option<i64>,
     /// Ceiling of the spin signature.
     pub spin_ceiling: String,
+    /// `exempt.qos`, joined with `+`; empty: no QOS exempt (and for baselines).
+    pub exempt_qos: String,
 }
 
 /// One row of `reports/sweep.csv`: a (policy, configuration, workload, seed). The first 25
@@ -216,6 +225,7 @@ pub struct Row {
     // Further columns.
     pub notice_s: Option<i64>,
     pub spin_ceiling: String,
+    pub exempt_qos: String,
     pub days: f64,
     pub cancels: u64,
     pub drains: u64,
@@ -239,6 +249,7 @@ pub struct Row {
     pub false_cancels_starved: u64,
     pub false_cancels_partial: u64,
     pub false_cancels_unknown: u64,
+    pub false_cancels_serving: u64,
     pub recovered_gpu_h_spin: f64,
     pub recovered_gpu_h_hung: f64,
     pub recovered_gpu_h_idle: f64,
@@ -291,6 +302,7 @@ impl Row {
             cancel_latency_p95_s: percentile_s(&t.cancel_latency, 95.0),
             notice_s: p.notice_s,
             spin_ceiling: p.spin_ceiling.clone(),
+            exempt_qos: p.exempt_qos.clone(),
             days,
             cancels: t.cancels,
             drains: t.drains,
@@ -314,6 +326,7 @@ impl Row {
             false_cancels_starved: by(&t.false_cancels_by_sig, "starved"),
             false_cancels_partial: by(&t.false_cancels_by_sig, "partial"),
             false_cancels_unknown: by(&t.false_cancels_by_sig, "unknown"),
+            false_cancels_serving: t.false_cancels_serving,
             recovered_gpu_h_spin: gpu_h(by(&t.recovered_by_sig, "spin")),
             recovered_gpu_h_hung: gpu_h(by(&t.recovered_by_sig, "hung")),
             recovered_gpu_h_idle: gpu_h(by(&t.recovered_by_sig, "idle")),

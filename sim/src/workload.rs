@@ -198,6 +198,10 @@ pub struct JobKind {
     /// Length of a quiet period, minutes.
     #[serde(default = "zero_range")]
     pub quiet_min: Range,
+    /// Util during this kind's quiet periods, percent; absent: `telemetry.quiet_util_pct`.
+    /// Serving jobs between bursts read exactly 0 % (the Alibaba GenAI excerpt).
+    #[serde(default)]
+    pub quiet_util_pct: Option<Range>,
     /// Time between brief, productive spins (waiting on a straggler), minutes; absent: none.
     #[serde(default)]
     pub brief_spin_every_min: Option<Range>,
@@ -415,6 +419,9 @@ impl Workload {
                     e.check(&key(&format!("{f}_every_min")), 1.0, 30.0 * day)?;
                 }
                 len.check(&key(&format!("{f}_min")), 0.0, day)?;
+            }
+            if let Some(q) = &k.quiet_util_pct {
+                q.check(&key("quiet_util_pct"), 0.0, 100.0)?;
             }
             k.unused_gpu_share.check(&key("unused_gpu_share"), 0.0, 1.0)?;
             let o = &k.outcomes;

@@ -180,3 +180,34 @@ fn calibrate_measures_three_distances_and_draws_them() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.contains("KS"));
 }
+
+#[test]
+fn output_to_a_closed_stdout_ends_quietly() {
+    // `sim generate … | head -0`: the reader is gone before the summary line is written.
+    // Rust ignores SIGPIPE, so a plain `println!` would panic with "failed printing to stdout".
+    let d = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args([
+            "generate",
+            "--workload",
+            "traps",
+            "--seed",
+            "1",
+            "--days",
+            "0.05",
+            "--nodes",
+            "4",
+            "--out",
+        ])
+        .arg(d.path().join("t"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status {:?}, stderr: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(d.path().join("t/jobs.csv").is_file());
+}

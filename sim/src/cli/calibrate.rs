@@ -184,6 +184,6 @@ pub fn run(args: Args) -> Result<()> {
     }
     draw(&metrics, &args.svg)?;
     let _ = writeln!(out, "wrote {}", args.svg.display());
-    super::replay::emit(&out);
+    super::emit(&out);
     Ok(())
 }

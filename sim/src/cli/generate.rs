@@ -40,14 +40,14 @@ pub fn run(args: Args) -> Result<()> {
     let world = crate::generate(&w, args.seed, args.days);
     let trace = crate::trace::to_trace(&world);
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
-    println!(
-        "generated workload {} seed {} over {} days: {} jobs, {} samples into {}",
+    super::emit(&format!(
+        "generated workload {} seed {} over {} days: {} jobs, {} samples into {}\n",
         w.name,
         args.seed,
         args.days,
         trace.jobs.len(),
         trace.samples.len(),
         args.out.display()
-    );
+    ));
     Ok(())
 }

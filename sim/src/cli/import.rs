@@ -179,6 +179,6 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    super::replay::emit(&out);
+    super::emit(&out);
     Ok(())
 }

@@ -68,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("the shards hold {} rows together but their sweep has {want} runs", rows.len());
     }
     super::write_reports(&args.out, &rows)?;
-    print!("{}", crate::report::short_table(&rows));
-    println!("merged {} rows into {}/", rows.len(), args.out.display());
+    super::emit(&crate::report::short_table(&rows));
+    super::emit(&format!("merged {} rows into {}/\n", rows.len(), args.out.display()));
     Ok(())
 }

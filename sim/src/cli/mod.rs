@@ -59,6 +59,14 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Writes command output to stdout. A closed stdout (`sim sweep | head`) is not an error: the
+/// rest of the output is dropped quietly (Rust ignores SIGPIPE, so `println!` would panic).
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 /// Writes `sweep.csv`, `frontier.svg` and `summary.md` into `out` (created if missing).
 ///
 /// # Errors

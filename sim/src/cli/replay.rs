@@ -81,12 +81,6 @@ pub fn run(args: Args) -> Result<()> {
         args.out.display(),
         args.out.display()
     );
-    emit(&out);
+    super::emit(&out);
     Ok(())
-}
-
-/// Writes command output to stdout; a closed pipe (`| head`) is not an error.
-pub fn emit(text: &str) {
-    use std::io::Write as _;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }

@@ -63,6 +63,9 @@ pub struct Args {
     /// Grid flag: spin ceilings (alert, drain, cancel).
     #[arg(long, value_delimiter = ',', value_name = "VERDICT,..")]
     pub spin_ceiling: Option<Vec<String>>,
+    /// Grid flag: exempt QOS sets, each `none` or names joined with `+` (e.g. `none,serving`).
+    #[arg(long, value_delimiter = ',', value_name = "none|QOS[+QOS],..")]
+    pub exempt_qos: Option<Vec<String>>,
 }
 
 fn durations(flag: &str, v: &Option<Vec<String>>) -> anyhow::Result<Option<Vec<DurationS>>> {
@@ -83,7 +86,8 @@ impl Args {
             || self.max_sample_gap.is_some()
             || self.drain_after.is_some()
             || self.cancel_after.is_some()
-            || self.spin_ceiling.is_some();
+            || self.spin_ceiling.is_some()
+            || self.exempt_qos.is_some();
         if !any {
             return Ok(None);
         }
@@ -96,6 +100,17 @@ impl Args {
             cancel_after: self.cancel_after.clone(),
             notice: None,
             spin_ceiling: self.spin_ceiling.clone(),
+            exempt_qos: self.exempt_qos.as_ref().map(|v| {
+                v.iter()
+                    .map(|e| {
+                        if e == "none" {
+                            Vec::new()
+                        } else {
+                            e.split('+').map(str::to_string).collect()
+                        }
+                    })
+                    .collect()
+            }),
         }))
     }
 
@@ -198,20 +213,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(m) = crate::manifest::ShardManifest::of(&spec, result.rows.len()) {
             m.write(&args.out)?;
         }
-        println!(
-            "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`",
+        super::emit(&format!(
+            "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`\n",
             args.shard.as_deref().unwrap_or(""),
             result.rows.len(),
             args.out.join("sweep.csv").display()
-        );
+        ));
     } else {
         super::write_reports(&args.out, &result.rows)?;
-        print!("{}", crate::report::short_table(&result.rows));
-        println!("reports written to {}/ (sweep.csv, frontier.svg, summary.md)", args.out.display());
+        super::emit(&crate::report::short_table(&result.rows));
+        super::emit(&format!(
+            "reports written to {}/ (sweep.csv, frontier.svg, summary.md)\n",
+            args.out.display()
+        ));
     }
     let gticks = result.job_gpu_ticks as f64;
-    println!(
-        "timing: {} runs ({} configs{} on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread",
+    super::emit(&format!(
+        "timing: {} runs ({} configs{} on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread\n",
         result.runs,
         spec.configs.len(),
         timing_baselines(spec.baselines),
@@ -223,6 +241,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         total_s,
         threads,
         gticks / result.run_s.max(1e-9) / threads as f64 / 1e6
-    );
+    ));
     Ok(())
 }
