@@ -538,7 +538,7 @@ pub fn evidence_json(f: &Finding) -> serde_json::Value {
         "dwell_s": f.dwell_s,
         "wasted_gpu_h": f.wasted_gpu_h,
         "hypothetical": f.hypothetical,
-        "exempt": f.exempt,
+        "exempt": f.exempt.as_deref(),
         "window_start_s": e.window_start_s,
         "window_end_s": e.window_end_s,
         "gpus_allocated": e.gpus_allocated,

@@ -192,7 +192,7 @@ struct JobState {
     #[serde(skip)]
     facts_seen: Option<[String; 6]>,
     #[serde(skip)]
-    exempt: Option<String>,
+    exempt: Option<std::sync::Arc<str>>,
 }
 
 impl JobState {
@@ -640,7 +640,7 @@ impl Engine {
                 job.name.clone(),
                 job.comment.clone(),
             ]);
-            st.exempt = self.policy.exemption(job);
+            st.exempt = self.policy.exemption(job).map(std::sync::Arc::from);
         }
         f.exempt = st.exempt.clone();
         f.cause = Cause::Breach;

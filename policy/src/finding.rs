@@ -115,7 +115,7 @@ pub struct Finding {
     /// that was never really carried out.
     pub hypothetical: bool,
     /// Which exemption rule matched, if any (every use is recorded here).
-    pub exempt: Option<String>,
+    pub exempt: Option<std::sync::Arc<str>>,
 }
 
 impl Finding {
