@@ -340,9 +340,7 @@ fn read_samples(path: &Path, trace: &mut Trace, log: &mut RowLog, report: &mut R
     }
     for (i, (s, ji, truth)) in rows.into_iter().enumerate() {
         if keep[i] {
-            trace.samples.push(s);
-            trace.sample_job.push(ji);
-            trace.truth.push(truth);
+            trace.push_sample(s, ji, truth);
         }
     }
     Ok(())
@@ -378,9 +376,7 @@ impl Trace {
             .collect();
         rows.sort_by_key(|a| sample_order(&a.0, a.1));
         for (s, j, t) in rows {
-            self.samples.push(s);
-            self.sample_job.push(j);
-            self.truth.push(t);
+            self.push_sample(s, j, t);
         }
     }
 

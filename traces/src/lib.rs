@@ -90,3 +90,14 @@ pub struct Trace {
     /// For each sample, its ground truth when the trace has a `truth` column.
     pub truth: Vec<Option<Truth>>,
 }
+
+impl Trace {
+    /// Appends one sample of job `job` (an index into `jobs`) with its ground truth, keeping
+    /// `samples`, `sample_job` and `truth` the same length. Call [`Trace::normalize`]
+    /// afterwards to restore the time order.
+    pub fn push_sample(&mut self, sample: Sample, job: u32, truth: Option<Truth>) {
+        self.samples.push(sample);
+        self.sample_job.push(job);
+        self.truth.push(truth);
+    }
+}

@@ -88,9 +88,7 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
         });
         for mut s in samples {
             s.node = node;
-            trace.samples.push(s);
-            trace.sample_job.push(ji);
-            trace.truth.push(None);
+            trace.push_sample(s, ji, None);
         }
     }
     report.skipped = log.skipped;

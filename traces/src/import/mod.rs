@@ -96,9 +96,7 @@ fn pseudo_jobs(raw: Vec<RawSample>) -> Trace {
         for mut s in samples {
             s.node = id;
             s.gpu = gpu;
-            trace.samples.push(s);
-            trace.sample_job.push(ji);
-            trace.truth.push(None);
+            trace.push_sample(s, ji, None);
         }
     }
     trace.normalize();
@@ -153,9 +151,7 @@ fn attribute(raw: Vec<RawSample>, jobs: Trace, report: &mut ImportReport) -> Tra
                 s.node = node;
                 s.gpu = r.gpu;
                 used[j as usize] = true;
-                trace.samples.push(s);
-                trace.sample_job.push(j);
-                trace.truth.push(None);
+                trace.push_sample(s, j, None);
             }
             None => report.bump("unattributed_samples"),
         }

@@ -153,15 +153,14 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
         if util.is_none() {
             report.bump("missing_util");
         }
-        trace.samples.push(Sample {
+        let sample = Sample {
             t_s: trace.jobs[ji as usize].facts.start_s + minute * 60,
             node,
             gpu,
             util_pct: util,
             ..Sample::default()
-        });
-        trace.sample_job.push(ji);
-        trace.truth.push(None);
+        };
+        trace.push_sample(sample, ji, None);
     }
     report.skipped = log.skipped;
     report
