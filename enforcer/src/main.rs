@@ -94,7 +94,12 @@ enum Cmd {
 fn init_logging(f: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("GPU_REAPER_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only on a terminal; the journal and files get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match f {
         LogFormat::Text => b.init(),
         LogFormat::Json => b.json().init(),

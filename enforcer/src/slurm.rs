@@ -104,7 +104,10 @@ impl SlurmCli {
             }),
             other => Err(CommandError {
                 kind: other.label(),
-                problem: other.label(),
+                problem: match &other {
+                    RunOutcome::SpawnFailed(why) => format!("spawn_failed: {why}"),
+                    _ => other.label(),
+                },
                 command,
             }),
         }
@@ -200,8 +203,34 @@ impl SlurmClient for SlurmCli {
             other => Err(CommandError {
                 command: "scancel".into(),
                 kind: other.label(),
-                problem: other.label(),
+                problem: match &other {
+                    RunOutcome::SpawnFailed(why) => format!("spawn_failed: {why}"),
+                    _ => other.label(),
+                },
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_is_a_failed_read_that_says_why() {
+        let mut s = SlurmCli {
+            squeue: "/nonexistent/squeue".into(),
+            scontrol: "/nonexistent/scontrol".into(),
+            scancel: "/nonexistent/scancel".into(),
+            source: JobSource::Json,
+            timeout: Duration::from_secs(2),
+        };
+        let e = s.jobs().err().expect("a missing squeue is a failed read, never an empty job list");
+        assert_eq!(e.kind, "spawn_failed");
+        assert!(
+            e.problem.contains("/nonexistent/squeue") && e.problem.contains("No such file"),
+            "{}",
+            e.problem
+        );
     }
 }

@@ -53,7 +53,8 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
     if interval_s <= 0 {
         bail!("--interval must be positive, got {interval_s} s");
     }
-    let p = policy::Policy::new(&cfg).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
+    let source = policy.map_or_else(|| "the default policy".to_string(), |p| p.display().to_string());
+    let p = policy::Policy::new(&cfg).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     Ok((p, interval_s))
 }
 
