@@ -225,7 +225,7 @@ mod tests {
             source: JobSource::Json,
             timeout: Duration::from_secs(2),
         };
-        let e = s.jobs().err().expect("a missing squeue is a failed read, never an empty job list");
+        let e = s.jobs().expect_err("a missing squeue is a failed read, never an empty job list");
         assert_eq!(e.kind, "spawn_failed");
         assert!(
             e.problem.contains("/nonexistent/squeue") && e.problem.contains("No such file"),
