@@ -114,6 +114,27 @@ pub(crate) fn check(s: &Sample) -> Checked {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RawKey(pub(crate) [u64; 7]);
 
+impl RawKey {
+    /// A 64-bit mix of every reading: each word times its own odd constant (independent
+    /// multiplies), rotated, folded, then one final multiply.
+    pub(crate) fn mix(&self) -> u64 {
+        const K: [u64; 7] = [
+            0x9e37_79b9_7f4a_7c15,
+            0xc2b2_ae3d_27d4_eb4f,
+            0x1656_67b1_9e37_79f9,
+            0x85eb_ca77_c2b2_ae63,
+            0x27d4_eb2f_1656_67c5,
+            0xff51_afd7_ed55_8ccd,
+            0xc4ce_b9fe_1a85_ec53,
+        ];
+        let mut h = 0u64;
+        for (w, k) in self.0.iter().zip(K) {
+            h ^= w.wrapping_mul(k).rotate_left(29);
+        }
+        (h ^ (h >> 31)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+    }
+}
+
 pub(crate) fn raw_key(s: &Sample) -> RawKey {
     let b = |v: Option<f64>| v.map_or(u64::MAX - 1, f64::to_bits);
     RawKey([

@@ -242,8 +242,9 @@ pub(crate) struct GpuWindow {
     base_t_s: i64,
     newest_t_s: i64,
     last_valid_t_s: i64,
-    /// The previous valid sample's readings, bit for bit, for frozen-collector detection.
-    prev_raw: [u64; 7],
+    /// A 64-bit mix of the previous valid sample's readings, for frozen-collector detection.
+    /// A collision can only make a window look frozen (insufficient evidence), the safe side.
+    prev_raw: u64,
     /// Samples dropped as late over the GPU's life.
     pub(crate) late: u32,
 }
@@ -263,7 +264,7 @@ impl Default for GpuWindow {
             base_t_s: NO_TIME,
             newest_t_s: NO_TIME,
             last_valid_t_s: NO_TIME,
-            prev_raw: [0; 7],
+            prev_raw: 0,
             late: 0,
         }
     }
@@ -352,7 +353,7 @@ impl GpuWindow {
         if c.all_zero_raw {
             flags |= ALL_ZERO;
         }
-        let key = sample_check::raw_key(s).0;
+        let key = sample_check::raw_key(s).mix();
         if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
             flags |= CHANGED;
         }
