@@ -190,7 +190,7 @@ struct JobState {
     /// The job's user, account, partition, QOS, name and comment when exemptions were last
     /// decided; exemptions are decided again when any of them changes.
     #[serde(skip)]
-    facts_seen: Option<[String; 6]>,
+    facts_seen: Option<Box<[String; 6]>>,
     #[serde(skip)]
     exempt: Option<std::sync::Arc<str>>,
 }
@@ -632,14 +632,14 @@ impl Engine {
         // A confirmed breach over a full window. Exemptions matter only now, so the job's
         // facts are read (and compared with the last decision) only for breaching jobs.
         if !facts_unchanged(&st.facts_seen, job) {
-            st.facts_seen = Some([
+            st.facts_seen = Some(Box::new([
                 job.user.clone(),
                 job.account.clone(),
                 job.partition.clone(),
                 job.qos.clone(),
                 job.name.clone(),
                 job.comment.clone(),
-            ]);
+            ]));
             st.exempt = self.policy.exemption(job).map(std::sync::Arc::from);
         }
         f.exempt = st.exempt.clone();
@@ -732,8 +732,8 @@ impl Engine {
     }
 }
 
-fn facts_unchanged(seen: &Option<[String; 6]>, job: &JobFacts) -> bool {
-    match seen {
+fn facts_unchanged(seen: &Option<Box<[String; 6]>>, job: &JobFacts) -> bool {
+    match seen.as_deref() {
         Some([u, a, p, q, n, c]) => {
             *u == job.user && *a == job.account && *p == job.partition && *q == job.qos && *n == job.name && *c == job.comment
         }

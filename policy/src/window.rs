@@ -228,8 +228,9 @@ pub(crate) struct GpuWindow {
     out_len: u32,
     /// Highest util among the entries after the "out" part.
     in_max_milli: u32,
-    /// Times of invalid samples still in the window.
-    invalid: VecDeque<i64>,
+    /// Times of invalid samples still in the window; allocated only when there is one, to keep
+    /// the common window small.
+    invalid: Option<Box<VecDeque<i64>>>,
     /// Per-flag counts over the entries, as three u128 words of four 32-bit lanes each
     /// (flag bit `b` is lane `b % 4` of word `b / 4`), so that adding or removing an entry
     /// is three additions. Lanes cannot overflow: a window never holds 2³² entries.
@@ -255,7 +256,7 @@ impl Default for GpuWindow {
             entries: VecDeque::new(),
             out_len: 0,
             in_max_milli: 0,
-            invalid: VecDeque::new(),
+            invalid: None,
             counts: [0; 3],
             sum_util_milli: 0,
             sum_power_dw: 0,
@@ -271,6 +272,14 @@ impl Default for GpuWindow {
 }
 
 impl GpuWindow {
+    fn note_invalid(&mut self, t_s: i64) {
+        self.invalid.get_or_insert_with(Default::default).push_back(t_s);
+    }
+
+    fn invalid_count(&self) -> u32 {
+        self.invalid.as_ref().map_or(0, |v| v.len() as u32)
+    }
+
     #[inline]
     fn add_counts(&mut self, e: &Entry, sign: i64) {
         for (w, c) in self.counts.iter_mut().enumerate() {
@@ -300,7 +309,7 @@ impl GpuWindow {
         if s.t_s > now_s + th.skew_s {
             // Guard 10: a sample from the future is invalid evidence; it must not move
             // `newest_t`, or every later real sample would be dropped as late.
-            self.invalid.push_back(now_s);
+            self.note_invalid(now_s);
             return;
         }
         if self.newest_t_s != NO_TIME && s.t_s <= self.newest_t_s {
@@ -314,11 +323,11 @@ impl GpuWindow {
         }
         let c = sample_check::check(s);
         let Some(util_milli) = c.util_milli else {
-            self.invalid.push_back(s.t_s);
+            self.note_invalid(s.t_s);
             return;
         };
         if c.invalid_fields > 0 {
-            self.invalid.push_back(s.t_s);
+            self.note_invalid(s.t_s);
         }
         let mut flags = 0u16;
         if let Some(used) = c.mem_used_mib {
@@ -402,8 +411,13 @@ impl GpuWindow {
     /// Drops everything at or before `now − window`.
     pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
         let cutoff = now_s - th.window_s;
-        while self.invalid.front().is_some_and(|&t| t <= cutoff) {
-            self.invalid.pop_front();
+        if let Some(inv) = &mut self.invalid {
+            while inv.front().is_some_and(|&t| t <= cutoff) {
+                inv.pop_front();
+            }
+            if inv.is_empty() {
+                self.invalid = None;
+            }
         }
         if self.base_t_s == NO_TIME || cutoff < self.base_t_s {
             return;
@@ -432,7 +446,7 @@ impl GpuWindow {
         let n = self.entries.len() as u32;
         let (Some(first), Some(last)) = (self.entries.front(), self.entries.back()) else {
             *out = GpuStats {
-                invalid: self.invalid.len() as u32,
+                invalid: self.invalid_count(),
                 ..GpuStats::default()
             };
             return (Coverage::Broken(EvidenceProblem::NoSamples), false);
@@ -464,7 +478,7 @@ impl GpuWindow {
             util_spin: cnt(UTIL_SPIN),
             sum_power_dw: self.sum_power_dw,
             sum_power_sq: self.sum_power_sq,
-            invalid: self.invalid.len() as u32,
+            invalid: self.invalid_count(),
         };
         // Holes and changes are flagged on the sample after them; the first entry's flags
         // refer to a sample outside the window.
