@@ -229,7 +229,8 @@ pub(crate) struct GpuWindow {
     /// Highest util among the entries after the "out" part.
     in_max_milli: u32,
     /// Times of invalid samples still in the window; allocated only when there is one, to keep
-    /// the common window small.
+    /// the common window small (a boxed deque is one word; an inline one is four).
+    #[allow(clippy::box_collection)]
     invalid: Option<Box<VecDeque<i64>>>,
     /// Per-flag counts over the entries, as three u128 words of four 32-bit lanes each
     /// (flag bit `b` is lane `b % 4` of word `b / 4`), so that adding or removing an entry
