@@ -211,3 +211,22 @@ fn output_to_a_closed_stdout_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(d.path().join("t/jobs.csv").is_file());
 }
+
+#[test]
+fn replay_refuses_a_trace_spanning_more_than_366_days_instead_of_walking_it() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("trace");
+    std::fs::create_dir(&trace).unwrap();
+    std::fs::write(
+        trace.join("jobs.csv"),
+        "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\n7,u,a,p,q,n,,1000,99999999999999,,1,node001:0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        trace.join("samples.csv"),
+        "t_s,job_id,node,gpu,util_pct,mem_used_mib,mem_total_mib,power_w,power_limit_w,procs,sm_active\n1060,7,node001,0,97,,,,,,\n",
+    )
+    .unwrap();
+    let e = format!("{:#}", replay::run(replay_args(&trace, &d.path().join("out"))).unwrap_err());
+    assert!(e.contains("jobs.csv: line 2, column 9 (end_s)") && e.contains("366 days"), "{e}");
+}

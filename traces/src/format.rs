@@ -50,6 +50,12 @@ pub const SAMPLES_COLUMNS: [&str; 11] = [
     "sm_active",
 ];
 
+/// The longest time a trace may cover, seconds: 366 days, the cap of `sim sweep --days`. The
+/// replay walks a trace one cycle per interval, so a trace whose times (earliest `start_s` or
+/// `t_s` to latest `end_s` or `t_s`) lie further apart is refused by [`read_trace`], and a job
+/// running longer is a bad row of `jobs.csv`.
+pub const MAX_SPAN_S: i64 = 366 * 86_400;
+
 /// What reading a trace found besides the rows it kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadReport {
@@ -65,16 +71,71 @@ pub struct ReadReport {
 
 /// Reads `DIR/jobs.csv` and `DIR/samples.csv`. `lenient` skips malformed rows (listed in the
 /// report) instead of failing on the first one. The result satisfies [`Trace`]'s invariants.
+///
+/// # Errors
+/// I/O errors and bad rows (strict mode), naming file, line and column; and, in both modes, a
+/// trace whose times span more than [`MAX_SPAN_S`], naming the row and column of the latest
+/// time and where the earliest was read.
 pub fn read_trace(dir: &Path, lenient: bool) -> Result<(Trace, ReadReport), TraceError> {
     let mut log = RowLog::new(lenient);
     let mut trace = Trace::default();
     let jobs_path = dir.join("jobs.csv");
     let samples_path = dir.join("samples.csv");
-    read_jobs(&jobs_path, &mut trace, &mut log)?;
+    let mut extent = Extent {
+        limited: true,
+        ..Extent::default()
+    };
+    read_jobs(&jobs_path, &mut trace, &mut log, &mut extent)?;
     let mut report = ReadReport::default();
-    read_samples(&samples_path, &mut trace, &mut log, &mut report)?;
+    read_samples(&samples_path, &mut trace, &mut log, &mut report, &mut extent)?;
+    extent.check()?;
     report.skipped = log.skipped;
     Ok((trace, report))
+}
+
+/// The earliest and latest times of the rows kept, each with where it was read (a
+/// [`RowProblem`] whose `problem` is filled in when the span is refused). `limited`: whether
+/// [`MAX_SPAN_S`] applies (it does to a trace read for replay, not to an importer's `--jobs`).
+#[derive(Default)]
+struct Extent {
+    limited: bool,
+    earliest: Option<(i64, RowProblem)>,
+    latest: Option<(i64, RowProblem)>,
+}
+
+impl Extent {
+    fn see(&mut self, row: &Row<'_>, earliest: (i64, &str), latest: (i64, &str)) {
+        if self.earliest.as_ref().is_none_or(|e| earliest.0 < e.0) {
+            self.earliest = Some((earliest.0, row.problem(earliest.1, String::new())));
+        }
+        if self.latest.as_ref().is_none_or(|l| latest.0 > l.0) {
+            self.latest = Some((latest.0, row.problem(latest.1, String::new())));
+        }
+    }
+
+    /// Refuses a span above [`MAX_SPAN_S`], pointing at the latest time.
+    fn check(self) -> Result<(), TraceError> {
+        let (Some((lo, lo_at)), Some((hi, mut hi_at))) = (self.earliest, self.latest) else {
+            return Ok(());
+        };
+        let span_s = i128::from(hi) - i128::from(lo);
+        if !self.limited || span_s <= i128::from(MAX_SPAN_S) {
+            return Ok(());
+        }
+        hi_at.problem = format!(
+            "{} {hi} is {} days after the earliest time of the trace ({} {lo}, {} line {}); a trace may span at most {} days",
+            hi_at.column,
+            span_s / 86_400,
+            lo_at.column,
+            lo_at
+                .file
+                .file_name()
+                .map_or_else(|| lo_at.file.display().to_string(), |n| n.to_string_lossy().into_owned()),
+            lo_at.line,
+            MAX_SPAN_S / 86_400
+        );
+        Err(TraceError::Row(hi_at))
+    }
 }
 
 struct Csv {
@@ -191,14 +252,15 @@ fn rows_of(csv: &mut Csv, log: &mut RowLog, mut each: impl FnMut(&Row<'_>) -> Re
 }
 
 /// Reads a `jobs.csv` alone (for importers' `--jobs`): the nodes and jobs of a trace with no
-/// samples, sorted by (`start_s`, `job_id`).
+/// samples, sorted by (`start_s`, `job_id`). The [`MAX_SPAN_S`] limit does not apply here
+/// (the importers do not walk time); [`read_trace`] applies it to the imported trace.
 pub fn read_jobs_file(path: &Path, log: &mut RowLog) -> Result<Trace, TraceError> {
     let mut trace = Trace::default();
-    read_jobs(path, &mut trace, log)?;
+    read_jobs(path, &mut trace, log, &mut Extent::default())?;
     Ok(trace)
 }
 
-fn read_jobs(path: &Path, trace: &mut Trace, log: &mut RowLog) -> Result<(), TraceError> {
+fn read_jobs(path: &Path, trace: &mut Trace, log: &mut RowLog, extent: &mut Extent) -> Result<(), TraceError> {
     let mut csv = Csv::open(path, &JOBS_COLUMNS)?;
     let mut seen: HashMap<String, u64> = HashMap::new();
     let nodes = &mut trace.nodes;
@@ -216,6 +278,17 @@ fn read_jobs(path: &Path, trace: &mut Trace, log: &mut RowLog) -> Result<(), Tra
         if end_s < start_s {
             return Err(row.problem("end_s", format!("end_s {end_s} is before start_s {start_s}")));
         }
+        let run_s = i128::from(end_s) - i128::from(start_s);
+        if extent.limited && run_s > i128::from(MAX_SPAN_S) {
+            return Err(row.problem(
+                "end_s",
+                format!(
+                    "end_s {end_s} is {} days after start_s {start_s}; a job (and a trace) may span at most {} days",
+                    run_s / 86_400,
+                    MAX_SPAN_S / 86_400
+                ),
+            ));
+        }
         let time_limit_s: Option<i64> = row.opt_int("time_limit_s")?;
         if let Some(t) = time_limit_s {
             if t <= 0 {
@@ -231,6 +304,7 @@ fn read_jobs(path: &Path, trace: &mut Trace, log: &mut RowLog) -> Result<(), Tra
         }
         *nodes = scratch;
         seen.insert(job_id.clone(), row.line);
+        extent.see(row, (start_s, "start_s"), (end_s, "end_s"));
         jobs.push(TraceJob {
             facts: JobFacts {
                 job_id,
@@ -254,7 +328,7 @@ fn read_jobs(path: &Path, trace: &mut Trace, log: &mut RowLog) -> Result<(), Tra
     Ok(())
 }
 
-fn read_samples(path: &Path, trace: &mut Trace, log: &mut RowLog, report: &mut ReadReport) -> Result<(), TraceError> {
+fn read_samples(path: &Path, trace: &mut Trace, log: &mut RowLog, report: &mut ReadReport, extent: &mut Extent) -> Result<(), TraceError> {
     let mut required: Vec<&str> = SAMPLES_COLUMNS.to_vec();
     required.retain(|c| *c != "truth");
     let mut csv = Csv::open(path, &required)?;
@@ -310,6 +384,7 @@ fn read_samples(path: &Path, trace: &mut Trace, log: &mut RowLog, report: &mut R
             out_of_order += 1;
         }
         last_t = Some(t_s);
+        extent.see(row, (t_s, "t_s"), (t_s, "t_s"));
         rows.push((s, ji, truth));
         Ok(())
     })?;

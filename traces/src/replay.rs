@@ -110,7 +110,10 @@ pub fn compute_pct(s: &policy::Sample) -> Option<f64> {
 }
 
 /// Replays `trace` under `policy` at `interval_s` (> 0). Deterministic: the same trace and
-/// policy give the same result.
+/// policy give the same result. The work grows with the time the jobs run divided by
+/// `interval_s`; [`crate::read_trace`] refuses traces spanning more than
+/// [`crate::format::MAX_SPAN_S`], and times near the ends of `i64` end the walk instead of
+/// overflowing.
 pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
     assert!(interval_s > 0, "interval_s must be positive");
     let cfg = policy.config().clone();
@@ -150,7 +153,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
             t.wasted_tail_onset_s = onset;
             if let Some(o) = onset {
                 let end = trace.jobs[j].end_s;
-                t.score.oracle_recovered_gpu_h = trace.jobs[j].facts.alloc.len() as f64 * (end - o).max(0) as f64 / 3600.0;
+                t.score.oracle_recovered_gpu_h = trace.jobs[j].facts.alloc.len() as f64 * end.saturating_sub(o).max(0) as f64 / 3600.0;
             }
         }
     }
@@ -178,7 +181,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
     let first_s = trace.jobs[0].facts.start_s;
     let last_end_s = trace.jobs.iter().map(|j| j.end_s).max().unwrap_or(first_s);
     let samples = &trace.samples;
-    let mut si = samples.partition_point(|s| s.t_s <= first_s - interval_s);
+    let mut si = samples.partition_point(|s| s.t_s <= first_s.saturating_sub(interval_s));
     res.samples_before_first_cycle = si as u64;
     let mut next_job = 0usize;
     let mut running: Vec<u32> = Vec::new();
@@ -206,11 +209,11 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
                 break;
             }
             let next_start = trace.jobs[next_job].facts.start_s;
-            let k = (next_start - first_s + interval_s - 1).div_euclid(interval_s);
-            let jump_to = first_s + k * interval_s;
-            if jump_to > now + interval_s {
+            let k = (i128::from(next_start) - i128::from(first_s) + i128::from(interval_s) - 1).div_euclid(i128::from(interval_s));
+            let jump_to = i64::try_from(i128::from(first_s) + k * i128::from(interval_s)).unwrap_or(i64::MAX);
+            if jump_to > now.saturating_add(interval_s) {
                 // Samples in (now, jump_to − interval] would reach an engine with no jobs.
-                let skip_to = samples.partition_point(|s| s.t_s <= jump_to - interval_s);
+                let skip_to = samples.partition_point(|s| s.t_s <= jump_to.saturating_sub(interval_s));
                 res.counters.unattributed_samples += (skip_to.max(si) - si) as u64;
                 si = skip_to.max(si);
                 now = jump_to;
@@ -294,7 +297,10 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
                 });
             }
         }
-        now += interval_s;
+        let Some(next) = now.checked_add(interval_s) else {
+            break;
+        };
+        now = next;
     }
     res.samples_after_last_cycle = (samples.len() - si) as u64;
     let c = engine.counters();
@@ -310,7 +316,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
 
 /// The newest sample of the job in `[now − window_s, now]` reading at or above `threshold`.
 fn busy_sample(trace: &Trace, list: &[u32], now: i64, window_s: i64, threshold: f64) -> Option<(i64, f64)> {
-    let lo = list.partition_point(|&i| trace.samples[i as usize].t_s < now - window_s);
+    let lo = list.partition_point(|&i| trace.samples[i as usize].t_s < now.saturating_sub(window_s));
     let hi = list.partition_point(|&i| trace.samples[i as usize].t_s <= now);
     list[lo..hi].iter().rev().find_map(|&i| {
         let s = &trace.samples[i as usize];
@@ -337,14 +343,14 @@ pub fn longest_quiet_s(trace: &Trace, list: &[u32], threshold: f64, max_gap_s: i
             }
             i += 1;
         }
-        let contiguous = last_t.is_some_and(|l| t - l <= max_gap_s);
+        let contiguous = last_t.is_some_and(|l| t.saturating_sub(l) <= max_gap_s);
         if quiet {
             let start = match run_start {
                 Some(s) if contiguous => s,
                 _ => t,
             };
             run_start = Some(start);
-            best = best.max(t - start);
+            best = best.max(t.saturating_sub(start));
         } else {
             run_start = None;
         }

@@ -136,3 +136,47 @@ fn write_then_read_gives_the_same_trace() {
         );
     }
 }
+
+#[test]
+fn a_trace_spanning_more_than_366_days_is_refused_naming_the_row() {
+    // One job running "forever": a bad row of jobs.csv (skipped in lenient mode).
+    for end in ["99999999999999", &i64::MAX.to_string()] {
+        let jobs = format!("{JOBS_HEADER}7,alice,acct,gpu,normal,train,,1000,{end},,1,node001:0\n");
+        let d = trace_dir(&jobs, SAMPLES_HEADER);
+        let e = read_trace(d.path(), false).unwrap_err();
+        let TraceError::Row(p) = &e else { panic!("{e}") };
+        assert!(p.file.ends_with("jobs.csv"), "{e}");
+        assert_eq!((p.line, p.column.as_str(), p.column_number), (2, "end_s", 9), "{e}");
+        assert!(e.to_string().contains(end) && e.to_string().contains("366 days"), "{e}");
+        let (t, r) = read_trace(d.path(), true).unwrap();
+        assert!(t.jobs.is_empty());
+        assert_eq!(r.skipped.len(), 1);
+    }
+    // Two short jobs 400 days apart: the later job's end is named, with the earliest start.
+    let late = 1000 + 400 * 86_400;
+    let jobs = format!(
+        "{JOBS_HEADER}7,alice,acct,gpu,normal,train,,1000,5000,,1,node001:0\n8,bob,acct,gpu,normal,train,,{late},{},,1,node001:0\n",
+        late + 60
+    );
+    for lenient in [false, true] {
+        let d = trace_dir(&jobs, SAMPLES_HEADER);
+        let e = read_trace(d.path(), lenient).unwrap_err();
+        let TraceError::Row(p) = &e else { panic!("{e}") };
+        assert_eq!((p.line, p.column.as_str()), (3, "end_s"), "{e}");
+        assert!(e.to_string().contains("start_s 1000, jobs.csv line 2"), "{e}");
+    }
+    // A sample stamped far after the jobs.
+    let samples = format!("{SAMPLES_HEADER}1060,7,node001,0,97,,,,,,\n{},7,node001,0,97,,,,,,\n", i64::MAX);
+    let d = trace_dir(&one_job(), &samples);
+    let e = read_trace(d.path(), false).unwrap_err();
+    let TraceError::Row(p) = &e else { panic!("{e}") };
+    assert!(p.file.ends_with("samples.csv"), "{e}");
+    assert_eq!((p.line, p.column.as_str(), p.column_number), (3, "t_s", 1), "{e}");
+    // Exactly 366 days is accepted.
+    let jobs = format!(
+        "{JOBS_HEADER}7,alice,acct,gpu,normal,train,,1000,{},,1,node001:0\n",
+        1000 + 366 * 86_400
+    );
+    let d = trace_dir(&jobs, SAMPLES_HEADER);
+    read_trace(d.path(), false).unwrap();
+}

@@ -184,3 +184,23 @@ fn exempting_the_serving_qos_keeps_alibaba_pods_at_watching() {
     }
     assert!(r.rows.iter().any(|x| x.finding.exempt.is_some()));
 }
+
+#[test]
+fn times_at_the_ends_of_i64_end_the_walk_instead_of_overflowing() {
+    let (hi_start, hi_end) = (i64::MAX - 150, i64::MAX);
+    // (The engine itself subtracts its window from `now`, so the low end stays a little above
+    // i64::MIN; the replay's own `first − interval` must not overflow even with a huge interval.)
+    let (lo_start, lo_end) = (i64::MIN + 10_000_000, i64::MIN + 10_000_150);
+    for (start, end) in [(hi_start, hi_end), (lo_start, lo_end)] {
+        let jobs = format!("{JOBS_HEADER}h,u,a,p,q,n,,{start},{end},,1,n1:0\n");
+        let samples = format!("{SAMPLES_HEADER}{},h,n1,0,0,30000,81920,60,400,1,\n", start + 60);
+        let d = trace_dir(&jobs, &samples);
+        let t = read_trace(d.path(), false).unwrap().0;
+        let r = replay(&t, default_policy(), 60);
+        assert_eq!(r.cycles, 3, "start {start}");
+        assert_eq!(r.jobs[0].cycles, 3);
+        // A huge interval: one cycle.
+        let r = replay(&t, default_policy(), i64::MAX);
+        assert_eq!(r.cycles, 1, "start {start}");
+    }
+}
