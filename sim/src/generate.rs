@@ -99,7 +99,7 @@ pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
         ^ w.name
             .bytes()
             .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    let horizon = (days * 86_400.0 / TICK_S as f64).round().max(1.0) as u32;
+    let horizon = crate::budget::horizon_ticks(days);
     let c = &w.cluster;
     let gpn = c.gpus_per_node;
     let capacity = c.nodes as f64 * gpn as f64;

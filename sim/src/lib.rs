@@ -14,9 +14,11 @@
 //! * [`grid`], [`sweep`], [`report`]: the sweep, its CSV, `summary.md` and `frontier.svg`;
 //!   [`manifest`]: what each `--shard i/N` run ran, checked by `sim merge`.
 //! * [`trace::to_trace`]: a world as a [`traces::Trace`] (for `sim generate` and replay).
+//! * [`budget`]: the `--days` cap and the up-front memory estimate of the generated worlds.
 //! * [`cli`]: the `sim` command; each subcommand is one module under `cli`.
 
 pub mod baseline;
+pub mod budget;
 pub mod cli;
 pub mod dist;
 pub mod drive;

@@ -46,6 +46,9 @@ pub enum SweepError {
     /// Bad span.
     #[error("--days {0}: must be above 0 and at most 366")]
     Days(String),
+    /// The worlds would not fit the memory budget ([`crate::budget::check_memory`]'s message).
+    #[error("{0}")]
+    Memory(String),
     /// Bad shard.
     #[error("--shard {0}/{1}: needs 0 <= i < N")]
     Shard(usize, usize),
@@ -86,7 +89,7 @@ impl SweepSpec {
     ///
     /// # Errors
     /// [`SweepError`] for zero seeds, configurations or workloads, a repeated seed or workload
-    /// name, a bad span or shard.
+    /// name, a bad span or shard, or worlds that would not fit the memory budget.
     pub fn validate(&self) -> Result<(), SweepError> {
         if self.seeds.is_empty() {
             return Err(SweepError::NoSeeds);
@@ -105,7 +108,7 @@ impl SweepSpec {
         if self.workloads.is_empty() {
             return Err(SweepError::NoWorkloads);
         }
-        if !(self.days > 0.0 && self.days <= 366.0) {
+        if !(self.days > 0.0 && self.days <= crate::budget::MAX_DAYS) {
             return Err(SweepError::Days(self.days.to_string()));
         }
         if let Some((i, n)) = self.shard {
@@ -113,6 +116,12 @@ impl SweepSpec {
                 return Err(SweepError::Shard(i, n));
             }
         }
+        // Every world the items need is generated up front and held for the whole run.
+        let needed: std::collections::BTreeSet<usize> = self.items().iter().map(|x| x.1).collect();
+        let worlds = self.worlds();
+        let held: Vec<&Workload> = needed.iter().map(|&i| &self.workloads[worlds[i].0]).collect();
+        crate::budget::check_memory("sim sweep", &held, self.days, crate::budget::WORLD_SAMPLE_BYTES)
+            .map_err(|e| SweepError::Memory(e.to_string()))?;
         Ok(())
     }
 

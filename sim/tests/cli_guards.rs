@@ -234,3 +234,31 @@ fn an_import_says_when_the_source_lacks_a_field_the_policy_needs() {
         "util must stay unknown"
     );
 }
+
+#[test]
+fn generate_and_calibrate_cap_days_and_refuse_worlds_above_the_memory_budget_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    for days in ["400", "0", "inf", "NaN"] {
+        let e = fails(
+            d,
+            &["generate", "--workload", "default", "--seed", "1", "--days", days, "--out", "t"],
+        );
+        assert!(e.contains(&format!("--days {days}")) && e.contains("at most 366"), "{e}");
+    }
+    // 200 days of 512 GPUs: about 38 GiB for the world and the trace; refused before allocating.
+    let e = fails(
+        d,
+        &["generate", "--workload", "default", "--seed", "1", "--days", "200", "--out", "t"],
+    );
+    assert!(
+        e.contains("sim generate") && e.contains("default (512 GPUs)") && e.contains("8 GiB"),
+        "{e}"
+    );
+    assert!(e.contains("use at most"), "{e}");
+    assert!(!d.join("t").exists());
+    let e = fails(d, &["calibrate", "--days", "366", "--svg", "c.svg"]);
+    assert!(e.contains("sim calibrate") && e.contains("8 GiB"), "{e}");
+    let e = fails(d, &["calibrate", "--days", "400", "--svg", "c.svg"]);
+    assert!(e.contains("--days 400") && e.contains("at most 366"), "{e}");
+}

@@ -93,6 +93,16 @@ fn zero_seeds_and_empty_grids_are_errors_not_empty_reports() {
     assert!(e.contains("sweep[0].util_threshold_pct"), "{e}");
     assert!(spec_error(&["--shard", "3/2"]).contains("3/2"));
     assert!(spec_error(&["--days", "0"]).contains("days"));
+    // Four worlds of 512 GPUs over 366 days: about 24 GiB held at once.
+    let e = spec_error(&["--days", "366"]);
+    assert!(
+        e.contains("sim sweep: 4 world(s)") && e.contains("8 GiB") && e.contains("use at most 121 days"),
+        "{e}"
+    );
+    // One of them fits.
+    let cli = Cli::try_parse_from(["sim", "sweep", "--days", "366", "--seeds", "1", "--workload", "default"]).unwrap();
+    let Command::Sweep(args) = cli.command else { panic!("not sweep") };
+    args.spec().unwrap();
 }
 
 #[test]

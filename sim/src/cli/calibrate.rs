@@ -16,7 +16,7 @@ pub struct Args {
     /// RNG seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Simulated span, days (the sweep's default span).
+    /// Simulated span, days (the sweep's default span; above 0, at most 366).
     #[arg(long, default_value_t = 7.0)]
     pub days: f64,
     /// Folder holding `seren_GPU_UTIL_pct.csv`, `seren_GPU_POWER_W_aug2023.csv` and
@@ -147,6 +147,14 @@ fn ref_quantile(c: &QuantileCdf, q: f64) -> f64 {
 pub fn run(args: Args) -> Result<()> {
     use std::fmt::Write as _;
     let w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
+    crate::budget::check_days(args.days)?;
+    // The world, and util, power and memory as f64 per sample.
+    crate::budget::check_memory(
+        "sim calibrate",
+        &[&w],
+        args.days,
+        crate::budget::WORLD_SAMPLE_BYTES + 3 * std::mem::size_of::<f64>() as u64,
+    )?;
     let metrics = measure(&w, args.seed, args.days, &args.cdfs)?;
     let mut out = String::new();
     let _ = writeln!(

@@ -13,7 +13,8 @@ pub struct Args {
     /// RNG seed.
     #[arg(long)]
     pub seed: u64,
-    /// Simulated span, days.
+    /// Simulated span, days (above 0, at most 366; the world and the trace must fit the 8 GiB
+    /// memory budget, see `sim::budget`).
     #[arg(long, default_value_t = 1.0)]
     pub days: f64,
     /// Override the workload's node count (for small traces); the workload is validated again.
@@ -26,17 +27,16 @@ pub struct Args {
 
 /// Runs `sim generate`.
 pub fn run(args: Args) -> Result<()> {
-    anyhow::ensure!(
-        args.days > 0.0 && args.days.is_finite(),
-        "--days must be positive, got {}",
-        args.days
-    );
+    crate::budget::check_days(args.days)?;
     let mut w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
     if let Some(n) = args.nodes {
         w.cluster.nodes = n;
         w.validate()
             .with_context(|| format!("workload {} with --nodes {n}", args.workload))?;
     }
+    use crate::budget::{check_memory, TRACE_SAMPLE_BYTES, WORLD_SAMPLE_BYTES};
+    // The world and the trace written from it are held at once.
+    check_memory("sim generate", &[&w], args.days, WORLD_SAMPLE_BYTES + TRACE_SAMPLE_BYTES)?;
     let world = crate::generate(&w, args.seed, args.days);
     let trace = crate::trace::to_trace(&world);
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
