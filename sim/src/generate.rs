@@ -88,24 +88,21 @@ fn draw_spec(w: &Workload, rng: &mut ChaCha8Rng) -> Spec {
     }
 }
 
-/// Generates the world for `(workload, seed, days)`.
-///
-/// `days` is the simulated span (`days × 1440` ticks, rounded). The cluster starts empty.
-/// The same arguments always give the same world, bit for bit.
-pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
-    let world_seed = seed;
-    // Streams depend on the workload's name too, so two workloads with one seed are independent.
-    let seed = seed
-        ^ w.name
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    let horizon = crate::budget::horizon_ticks(days);
-    let c = &w.cluster;
-    let gpn = c.gpus_per_node;
-    let capacity = c.nodes as f64 * gpn as f64;
+/// The seed of a workload's streams: the world seed mixed with the workload's name, so two
+/// workloads with one seed are independent.
+fn workload_seed(w: &Workload, seed: u64) -> u64 {
+    seed ^ w
+        .name
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
 
-    // 1. Arrivals: Poisson at the rate that offers `load` × capacity.
-    let mut est = stream(seed, 1);
+/// Job arrivals per tick: Poisson at the rate that offers `load` × capacity, from the mean
+/// GPU-ticks of 4000 drawn jobs (stream 1 of `stream_seed`).
+fn arrival_rate(w: &Workload, stream_seed: u64) -> f64 {
+    let c = &w.cluster;
+    let capacity = c.nodes as f64 * c.gpus_per_node as f64;
+    let mut est = stream(stream_seed, 1);
     let n_est = 4000;
     let mean_gpu_ticks = (0..n_est)
         .map(|_| {
@@ -114,7 +111,28 @@ pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
         })
         .sum::<f64>()
         / n_est as f64;
-    let rate = w.arrivals.load * capacity / mean_gpu_ticks.max(1.0);
+    w.arrivals.load * capacity / mean_gpu_ticks.max(1.0)
+}
+
+/// The mean number of jobs per day that arrive in the world of `(w, seed)` (the Poisson rate
+/// [`generate`] draws arrivals at), for explaining a world with no job.
+pub fn arrivals_per_day(w: &Workload, seed: u64) -> f64 {
+    arrival_rate(w, workload_seed(w, seed)) * (86_400 / TICK_S) as f64
+}
+
+/// Generates the world for `(workload, seed, days)`.
+///
+/// `days` is the simulated span (`days × 1440` ticks, rounded). The cluster starts empty.
+/// The same arguments always give the same world, bit for bit.
+pub fn generate(w: &Workload, seed: u64, days: f64) -> World {
+    let world_seed = seed;
+    let seed = workload_seed(w, seed);
+    let horizon = crate::budget::horizon_ticks(days);
+    let c = &w.cluster;
+    let gpn = c.gpus_per_node;
+
+    // 1. Arrivals: Poisson at the rate that offers `load` × capacity.
+    let rate = arrival_rate(w, seed);
     let mut arr = stream(seed, 2);
     let mut specs: Vec<(u32, Spec)> = Vec::new();
     let mut t = 0.0f64;

@@ -46,6 +46,10 @@ pub enum SweepError {
     /// Bad span.
     #[error("--days {0}: must be above 0 and at most 366")]
     Days(String),
+    /// A generated world holds no job, so every score would be an empty 0 ([`no_jobs`]'s
+    /// message: workload, seed, days, and the span that gives it jobs).
+    #[error("{0}")]
+    NoJobs(String),
     /// The worlds would not fit the memory budget ([`crate::budget::check_memory`]'s message).
     #[error("{0}")]
     Memory(String),
@@ -187,17 +191,37 @@ pub fn generate_worlds(spec: &SweepSpec, items: &[(Runner, usize)]) -> Vec<Optio
         .collect()
 }
 
+/// Why the world of `(w, seed)` over `days` holds no job, and the span that would give it some:
+/// the workload's mean arrivals per day ([`crate::generate::arrivals_per_day`]).
+pub fn no_jobs(w: &Workload, seed: u64, days: f64) -> String {
+    let per_day = crate::generate::arrivals_per_day(w, seed);
+    format!(
+        "workload {} seed {seed} over {days} days generated no job, so there is nothing to score: \
+         this workload starts about {per_day:.0} jobs per day (the first after about {:.4} days on average); \
+         use --days {:.3} or more for about ten jobs, and whole days for scores that mean something",
+        w.name,
+        1.0 / per_day.max(f64::MIN_POSITIVE),
+        10.0 / per_day.max(f64::MIN_POSITIVE)
+    )
+}
+
 /// Runs the sweep on the current rayon pool. `tick` is called once per finished item (for a
 /// progress bar).
 ///
 /// # Errors
-/// [`SweepError`] when the spec is invalid.
+/// [`SweepError`] when the spec is invalid, or [`SweepError::NoJobs`] when a generated world
+/// holds no job (before any run).
 pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<SweepResult, SweepError> {
     spec.validate()?;
     let items = spec.items();
     let t0 = std::time::Instant::now();
     let worlds = generate_worlds(spec, &items);
     let generate_s = t0.elapsed().as_secs_f64();
+    for (world, &(wi, seed)) in worlds.iter().zip(&spec.worlds()) {
+        if world.as_ref().is_some_and(|w| w.jobs.is_empty()) {
+            return Err(SweepError::NoJobs(no_jobs(&spec.workloads[wi], seed, spec.days)));
+        }
+    }
     let t1 = std::time::Instant::now();
     let mut results: Vec<(Row, u64)> = items
         .par_iter()

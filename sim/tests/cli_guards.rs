@@ -262,3 +262,53 @@ fn generate_and_calibrate_cap_days_and_refuse_worlds_above_the_memory_budget_up_
     let e = fails(d, &["calibrate", "--days", "400", "--svg", "c.svg"]);
     assert!(e.contains("--days 400") && e.contains("at most 366"), "{e}");
 }
+
+#[test]
+fn empty_results_are_errors_not_reports() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    // One tick: no job arrives, so every row would be 0 and summary.md would still recommend.
+    let e = fails(d, &["sweep", "--quiet", "--seeds", "1", "--days", "0.0001", "--out", "o"]);
+    assert!(e.contains("workload default seed 1 over 0.0001 days generated no job"), "{e}");
+    assert!(e.contains("jobs per day") && e.contains("use --days"), "{e}");
+    assert!(!d.join("o").exists(), "an empty sweep wrote reports");
+    // Calibrate: --days 0 like the sweep, and no simulated sample at all.
+    let e = fails(d, &["calibrate", "--days", "0", "--svg", "c.svg"]);
+    assert!(e.contains("--days 0") && e.contains("above 0"), "{e}");
+    let e = fails(d, &["calibrate", "--days", "0.0001", "--svg", "c.svg"]);
+    assert!(e.contains("no simulated sample with a util_pct reading (0 samples in all)"), "{e}");
+    assert!(!d.join("c.svg").exists());
+}
+
+#[test]
+fn replay_of_a_trace_with_no_job_or_no_sample_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    let jobs_header = "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\n";
+    let samples_header = "t_s,job_id,node,gpu,util_pct,mem_used_mib,mem_total_mib,power_w,power_limit_w,procs,sm_active\n";
+    let job = "7,u,a,p,q,n,,1000,5000,,1,node001:0\n";
+    let write = |jobs: &str, samples: &str| {
+        std::fs::create_dir_all(d.join("t")).unwrap();
+        std::fs::write(d.join("t/jobs.csv"), jobs).unwrap();
+        std::fs::write(d.join("t/samples.csv"), samples).unwrap();
+    };
+    write(&format!("{jobs_header}{job}"), samples_header);
+    let e = fails(d, &["replay", "--trace", "t", "--out", "o"]);
+    assert!(e.contains("t/samples.csv: holds no sample"), "{e}");
+    write(
+        &format!("{jobs_header}{job}"),
+        &format!("{samples_header}abc,7,node001,0,1,,,,,,\n"),
+    );
+    let e = fails(d, &["replay", "--trace", "t", "--out", "o", "--lenient"]);
+    assert!(
+        e.contains("t/samples.csv: all 1 rows were malformed and skipped (--lenient)"),
+        "{e}"
+    );
+    write(jobs_header, samples_header);
+    let e = fails(d, &["replay", "--trace", "t", "--out", "o"]);
+    assert!(e.contains("t/jobs.csv: holds no job"), "{e}");
+    write(&format!("{jobs_header}7,u,a,p,q,n,,x,5000,,1,node001:0\n"), samples_header);
+    let e = fails(d, &["replay", "--trace", "t", "--out", "o", "--lenient"]);
+    assert!(e.contains("t/jobs.csv: all 1 rows were malformed and skipped (--lenient)"), "{e}");
+    assert!(!d.join("o").exists());
+}

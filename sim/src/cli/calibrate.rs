@@ -50,6 +50,9 @@ pub const SEREN: [(&str, &str); 3] = [
 
 /// Generates the workload and measures the three distances. Memory used is compared as a
 /// percentage of 80 GiB (81,920 MiB), as AcmeTrace reports it. Missing readings are left out.
+///
+/// # Errors
+/// A metric with no simulated sample (naming workload, seed and days); an unreadable CDF file.
 pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result<Vec<Metric>> {
     let world = crate::generate(w, seed, days);
     let mut util = Vec::new();
@@ -69,6 +72,12 @@ pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result
     }
     let mut out = Vec::new();
     for ((name, file), mut v) in SEREN.into_iter().zip([util, power, mem]) {
+        anyhow::ensure!(
+            !v.is_empty(),
+            "workload {} seed {seed} over {days} days gave no simulated sample with a {name} reading ({} samples in all), so there is nothing to compare with Seren; use more --days",
+            w.name,
+            world.samples.len()
+        );
         let path = cdfs.join(file);
         let reference = QuantileCdf::read(&path)?;
         v.sort_by(f64::total_cmp);

@@ -58,11 +58,48 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
     Ok((p, interval_s))
 }
 
+/// Why a trace read without error has nothing to replay (no job, or no sample), or `None`.
+fn nothing_to_replay(dir: &Path, trace: &traces::Trace, report: &traces::ReadReport) -> Option<String> {
+    let (what, file) = if trace.jobs.is_empty() {
+        ("job", "jobs.csv")
+    } else if trace.samples.is_empty() {
+        ("sample", "samples.csv")
+    } else {
+        return None;
+    };
+    let path = dir.join(file);
+    let skipped = report.skipped.iter().filter(|p| p.file == path).count();
+    let dropped = report.conflicting_duplicates;
+    Some(if skipped > 0 {
+        format!(
+            "{}: all {skipped} rows were malformed and skipped (--lenient), so there is no {what} to replay",
+            path.display()
+        )
+    } else if what == "sample" && dropped > 0 {
+        format!(
+            "{}: all {dropped} rows were conflicting duplicates (same t_s, node, gpu with other values) and were dropped, so there is no sample to replay",
+            path.display()
+        )
+    } else {
+        format!(
+            "{}: holds no {what} (is it empty, or only a header?), so there is nothing to replay",
+            path.display()
+        )
+    })
+}
+
 /// Runs `sim replay`.
+///
+/// # Errors
+/// Bad policy or interval, an unreadable or malformed trace (naming file, line and column), a
+/// trace with no job or no sample (none left after `--lenient`), output errors.
 pub fn run(args: Args) -> Result<()> {
     let (policy, interval_s) = policy_from_args(args.policy.as_deref(), args.interval.as_deref())?;
     let (trace, report) =
         traces::read_trace(&args.trace, args.lenient).with_context(|| format!("reading trace {}", args.trace.display()))?;
+    if let Some(why) = nothing_to_replay(&args.trace, &trace, &report) {
+        bail!("{why}");
+    }
     let res = traces::replay::replay(&trace, policy, interval_s);
     traces::replay::write_replay(&args.out, &trace, &res).with_context(|| format!("writing {}", args.out.display()))?;
     let mut out = traces::replay::summary_text(&trace, &res);
