@@ -230,3 +230,20 @@ fn replay_refuses_a_trace_spanning_more_than_366_days_instead_of_walking_it() {
     let e = format!("{:#}", replay::run(replay_args(&trace, &d.path().join("out"))).unwrap_err());
     assert!(e.contains("jobs.csv: line 2, column 9 (end_s)") && e.contains("366 days"), "{e}");
 }
+
+#[test]
+fn a_policy_file_with_top_level_keys_and_a_policy_table_is_refused_naming_the_keys() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("p.toml");
+    std::fs::write(&p, "window = \"40m\"\nwarmup = \"5m\"\n\n[policy]\nwindow = \"20m\"\n").unwrap();
+    let e = format!("{:#}", replay::load_policy_config(&p).unwrap_err());
+    assert!(
+        e.contains("p.toml") && e.contains("`warmup`, `window`") && e.contains("[policy]"),
+        "{e}"
+    );
+    // Either form alone, and an enforcer config's [enforcer] table next to [policy], are read.
+    std::fs::write(&p, "[policy]\nwindow = \"20m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    assert_eq!(replay::load_policy_config(&p).unwrap().window.secs(), 1200);
+    std::fs::write(&p, "window = \"40m\"\n").unwrap();
+    assert_eq!(replay::load_policy_config(&p).unwrap().window.secs(), 2400);
+}

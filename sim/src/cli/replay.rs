@@ -11,8 +11,8 @@ pub struct Args {
     /// The trace folder (`jobs.csv` + `samples.csv`).
     #[arg(long)]
     pub trace: PathBuf,
-    /// A TOML file with a `[policy]` section (or the policy keys at top level). Default: the
-    /// built-in default policy.
+    /// A TOML file with a `[policy]` section (or the policy keys at top level, but not both).
+    /// Default: the built-in default policy.
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Cycle interval, e.g. `60s`, `2m`. Default: the policy's `interval` (60 s).
@@ -26,12 +26,32 @@ pub struct Args {
     pub lenient: bool,
 }
 
-/// Reads a policy file: a `[policy]` table, or the policy keys at the top level.
+/// Reads a policy file: a `[policy]` table, or the policy keys at the top level. A file with a
+/// `[policy]` table may hold other tables of the enforcer's config (`[enforcer]`), which are
+/// not read here, but no other top-level key: a policy key there would be silently ignored.
+///
+/// # Errors
+/// Unreadable or invalid TOML, top-level keys next to a `[policy]` table (naming them), an
+/// invalid policy section; each naming the file.
 pub fn load_policy_config(path: &Path) -> Result<policy::PolicyConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading policy file {}", path.display()))?;
     let value: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {} as TOML", path.display()))?;
     let table = match value.get("policy") {
-        Some(toml::Value::Table(t)) => t.clone(),
+        Some(toml::Value::Table(t)) => {
+            let stray: Vec<&str> = value
+                .keys()
+                .map(String::as_str)
+                .filter(|k| !matches!(*k, "policy" | "enforcer"))
+                .collect();
+            if !stray.is_empty() {
+                bail!(
+                    "{}: top-level key(s) {} next to the [policy] table would be ignored; move them into [policy] (or drop the [policy] header and keep every policy key at the top level)",
+                    path.display(),
+                    stray.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                );
+            }
+            t.clone()
+        }
         Some(_) => bail!("{}: key `policy` is not a table", path.display()),
         None => value,
     };
