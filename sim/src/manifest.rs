@@ -102,6 +102,65 @@ impl ShardManifest {
         toml::from_str(&text).with_context(|| format!("{}: not a shard manifest", path.display()))
     }
 
+    /// The (policy, config id, workload, seed) of every row this shard ran, in the sweep's
+    /// canonical order ([`SweepSpec::items`]: configurations `c000…`, then the baselines, each
+    /// over every workload and seed), filtered to this shard.
+    pub fn expected_keys(&self) -> Vec<(String, String, String, u64)> {
+        let mut runners: Vec<(String, String)> = (0..self.configs).map(|c| ("gpu-reaper".to_string(), format!("c{c:03}"))).collect();
+        if self.baselines {
+            runners.extend(
+                crate::baseline::Baseline::ALL
+                    .into_iter()
+                    .map(|b| (b.name().to_string(), b.name().to_string())),
+            );
+        }
+        let mut keys = Vec::new();
+        let mut k = 0usize;
+        for (policy, config) in &runners {
+            for w in &self.workloads {
+                for &seed in &self.seeds {
+                    if self.shards == 0 || k % self.shards == self.shard {
+                        keys.push((policy.clone(), config.clone(), w.clone(), seed));
+                    }
+                    k += 1;
+                }
+            }
+        }
+        keys
+    }
+
+    /// Checks that every row of this shard's `sweep.csv` (in `dir`) is one the shard ran: its
+    /// (policy, config id, workload, seed) among [`Self::expected_keys`] and its `days` the
+    /// manifest's. With the row count checked against `rows` and duplicates refused by
+    /// [`crate::sweep::merge_rows`], this makes the rows exactly the shard's.
+    ///
+    /// # Errors
+    /// The first row that is not, naming the shard folder, the line and the row's key.
+    pub fn check_rows(&self, dir: &Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
+        let expected: std::collections::BTreeSet<(String, String, String, u64)> = self.expected_keys().into_iter().collect();
+        for (i, r) in rows.iter().enumerate() {
+            let key = (r.policy.clone(), r.config_id.clone(), r.workload.clone(), r.seed);
+            let bad = if !expected.contains(&key) {
+                Some(format!(
+                    "policy {} config {} workload {} seed {} is not a run of this shard (its {FILE_NAME}: shard {}/{}, {} configs, workloads {:?}, seeds {:?}, baselines {})",
+                    r.policy, r.config_id, r.workload, r.seed, self.shard, self.shards, self.configs, self.workloads, self.seeds, self.baselines
+                ))
+            } else if r.days != self.days {
+                Some(format!("days is {} but its {FILE_NAME} says {}", r.days, self.days))
+            } else {
+                None
+            };
+            if let Some(why) = bad {
+                bail!(
+                    "shard {}: sweep.csv line {}: {why}; was sweep.csv edited or overwritten?",
+                    dir.display(),
+                    i + 2
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The fields that must agree across shards, as (name, value) pairs.
     fn sweep_fields(&self) -> [(&'static str, String); 9] {
         [

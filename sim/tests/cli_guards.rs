@@ -80,6 +80,31 @@ fn merge_refuses_shards_of_other_sweeps_duplicates_and_missing_shards() {
     std::fs::copy(d.join("sh1/sweep.csv"), d.join("bare/sweep.csv")).unwrap();
     let e = fails(d, &["merge", "sh0", "bare", "--out", "m"]);
     assert!(e.contains("bare") && e.contains("shard.toml"), "{e}");
+    // A path that does not exist, or a plain file with no shard.toml beside it, is named as given.
+    let e = fails(d, &["merge", "/nonexistent-shard", "sh0", "--out", "m"]);
+    assert!(e.contains("/nonexistent-shard: no such file or directory"), "{e}");
+    std::fs::write(d.join("notes.txt"), "x\n").unwrap();
+    let e = fails(d, &["merge", "notes.txt", "sh0", "--out", "m"]);
+    assert!(
+        e.contains("notes.txt: not a directory, and there is no shard.toml next to it"),
+        "{e}"
+    );
+    // A row edited to another workload (or seed) is not a run of that shard.
+    std::fs::create_dir(d.join("sh1e")).unwrap();
+    std::fs::copy(d.join("sh1/shard.toml"), d.join("sh1e/shard.toml")).unwrap();
+    let csv = std::fs::read_to_string(d.join("sh1/sweep.csv")).unwrap();
+    let mut lines: Vec<String> = csv.lines().map(str::to_string).collect();
+    let mut fields: Vec<&str> = lines[2].split(',').collect();
+    let edited = format!("{}X", fields[2]);
+    fields[2] = &edited;
+    lines[2] = fields.join(",");
+    std::fs::write(d.join("sh1e/sweep.csv"), lines.join("\n") + "\n").unwrap();
+    let e = fails(d, &["merge", "sh0", "sh1e", "--out", "m"]);
+    assert!(
+        e.contains("shard sh1e: sweep.csv line 3") && e.contains(&format!("workload {edited} ")),
+        "{e}"
+    );
+    assert!(!d.join("m").exists(), "a refused merge wrote reports");
     // A complete set, given as a folder and as a file, equals the unsharded run byte for byte.
     ok(d, &["merge", "sh1/sweep.csv", "sh0", "--out", "m"]);
     ok(d, &small_sweep(&["--util-threshold-pct", "5,15", "--out", "whole"]));

@@ -20,13 +20,21 @@ pub struct Args {
 /// Runs `sim merge`.
 ///
 /// # Errors
-/// Unreadable or malformed inputs, a shard without `shard.toml`, shards of different sweeps,
-/// a shard given twice, an incomplete set, a `sweep.csv` whose row count differs from its
-/// manifest, duplicate rows, output errors.
+/// An input that does not exist (named as given), unreadable or malformed inputs, a shard
+/// without `shard.toml`, shards of different sweeps, a shard given twice, an incomplete set, a
+/// `sweep.csv` whose row count differs from its manifest or holding a row the shard did not
+/// run (workload, seed, configuration or days edited), duplicate rows, output errors.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut parts = Vec::new();
     let mut manifests = Vec::new();
     for p in &args.inputs {
+        if !p.exists() {
+            bail!(
+                "{}: no such file or directory; give each shard's output folder (holding sweep.csv and {}) or its sweep.csv",
+                p.display(),
+                manifest::FILE_NAME
+            );
+        }
         let (dir, file) = if p.is_dir() {
             (p.clone(), p.join("sweep.csv"))
         } else {
@@ -40,6 +48,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                 },
             );
+            if !dir.join(manifest::FILE_NAME).is_file() {
+                bail!(
+                    "{}: not a directory, and there is no {} next to it (in {}); give each shard's output folder (holding sweep.csv and {}) or its sweep.csv",
+                    p.display(),
+                    manifest::FILE_NAME,
+                    dir.display(),
+                    manifest::FILE_NAME
+                );
+            }
             (dir, p.clone())
         };
         let m = ShardManifest::read(&dir)?;
@@ -53,6 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 m.rows
             );
         }
+        m.check_rows(&dir, &rows)?;
         parts.push(rows);
         manifests.push((dir, m));
     }
