@@ -247,3 +247,17 @@ fn a_policy_file_with_top_level_keys_and_a_policy_table_is_refused_naming_the_ke
     std::fs::write(&p, "window = \"40m\"\n").unwrap();
     assert_eq!(replay::load_policy_config(&p).unwrap().window.secs(), 2400);
 }
+
+#[test]
+fn calibrate_names_the_line_of_a_bad_cdf_row_in_a_crlf_file() {
+    // The AcmeTrace CDF tables have Windows line endings; line 3 is the second data row.
+    let d = tempfile::tempdir().unwrap();
+    for (_, file) in calibrate::SEREN {
+        std::fs::write(d.path().join(file), "value,cdf_pct\r\n0.0,10.0\r\n50.0,60.0\r\n100.0,100.0\r\n").unwrap();
+    }
+    let util = d.path().join(calibrate::SEREN[0].1);
+    std::fs::write(&util, "value,cdf_pct\r\n0.0,10.0\r\nabc,60.0\r\n100.0,100.0\r\n").unwrap();
+    let w = sim::Workload::builtin_default();
+    let e = calibrate::measure(&w, 1, 0.05, d.path()).unwrap_err().to_string();
+    assert!(e.contains("line 3, column 1 (value)") && e.contains("\"abc\""), "{e}");
+}

@@ -13,7 +13,7 @@
 
 use crate::alloc::{format_alloc, parse_alloc};
 use crate::error::{RowLog, RowProblem, TraceError};
-use crate::records::{check_width, each_record};
+use crate::records::{check_width, csv_file_reader, each_record, CrlfToLf};
 use crate::{JobFacts, Sample, Trace, TraceJob, Truth};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -140,7 +140,7 @@ impl Extent {
 
 struct Csv {
     path: PathBuf,
-    reader: csv::Reader<std::fs::File>,
+    reader: csv::Reader<CrlfToLf<std::io::BufReader<std::fs::File>>>,
     cols: HashMap<String, usize>,
     header: Vec<String>,
 }
@@ -148,7 +148,7 @@ struct Csv {
 impl Csv {
     fn open(path: &Path, required: &[&str]) -> Result<Csv, TraceError> {
         let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let mut reader = csv::ReaderBuilder::new().flexible(true).has_headers(true).from_reader(file);
+        let mut reader = csv_file_reader(file);
         let header: Vec<String> = reader
             .headers()
             .map_err(|e| TraceError::file(path, format!("cannot read the header: {e}")))?

@@ -3,7 +3,78 @@
 //! strict mode and are skipped and kept in lenient mode.
 
 use crate::error::{RowLog, RowProblem, TraceError};
+use std::io::{BufRead, Read};
 use std::path::Path;
+
+/// Reads `inner` with every CR LF pair turned into a single LF (a lone CR is kept).
+///
+/// The csv crate counts a line when it consumes an LF, but it stops a CR LF record at the CR,
+/// so with Windows line endings every record's [`csv::Position::line`] is one line early
+/// (BurntSushi/rust-csv#395). Every CSV reader of this crate reads through this adapter, so
+/// the lines named in errors are the lines an editor shows. (Fields are trimmed or numeric, so
+/// a CR LF inside a quoted field reading as LF changes no value the crate uses.)
+pub(crate) struct CrlfToLf<R> {
+    inner: R,
+    pending_cr: bool,
+}
+
+impl<R: BufRead> CrlfToLf<R> {
+    /// Wraps `inner`.
+    pub(crate) fn new(inner: R) -> CrlfToLf<R> {
+        CrlfToLf { inner, pending_cr: false }
+    }
+}
+
+impl<R: BufRead> Read for CrlfToLf<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = 0;
+        while n < out.len() {
+            let avail = self.inner.fill_buf()?;
+            if avail.is_empty() {
+                if std::mem::take(&mut self.pending_cr) {
+                    out[n] = b'\r';
+                    n += 1;
+                }
+                break;
+            }
+            let mut used = 0;
+            for &b in avail {
+                if n == out.len() {
+                    break;
+                }
+                if std::mem::take(&mut self.pending_cr) && b != b'\n' {
+                    // A lone CR: keep it, then look at `b` again (it may not fit).
+                    out[n] = b'\r';
+                    n += 1;
+                    if n == out.len() {
+                        break;
+                    }
+                }
+                used += 1;
+                if b == b'\r' {
+                    self.pending_cr = true;
+                } else {
+                    out[n] = b;
+                    n += 1;
+                }
+            }
+            self.inner.consume(used);
+            if n > 0 {
+                break;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// A CSV reader over `file` through [`CrlfToLf`], flexible (rows of any width; checked by
+/// [`check_width`]), with a header row.
+pub(crate) fn csv_file_reader(file: std::fs::File) -> csv::Reader<CrlfToLf<std::io::BufReader<std::fs::File>>> {
+    csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(true)
+        .from_reader(CrlfToLf::new(std::io::BufReader::new(file)))
+}
 
 /// Calls `f(record, line)` for every record of `rdr`. An unreadable record (bad quoting,
 /// invalid UTF-8) and every `Err` of `f` go to `log`.
@@ -75,7 +146,7 @@ pub(crate) fn fixed_csv(
     mut f: impl FnMut(&csv::StringRecord, u64) -> Result<(), RowProblem>,
 ) -> Result<(), TraceError> {
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(file);
+    let mut rdr = csv_file_reader(file);
     let header: Vec<String> = rdr
         .headers()
         .map_err(|e| TraceError::file(path, format!("cannot read the header: {e}")))?
@@ -92,4 +163,46 @@ pub(crate) fn fixed_csv(
         check_width(path, &header, rec, line)?;
         f(rec, line)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn through(input: &[u8], chunk: usize) -> Vec<u8> {
+        let mut r = CrlfToLf::new(std::io::BufReader::with_capacity(3, input));
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; chunk];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                return out;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    #[test]
+    fn crlf_becomes_lf_and_lone_cr_stays_whatever_the_buffer_sizes() {
+        let input = b"a,b\r\n1,2\r\n\r\nx\ry\r";
+        for chunk in 1..8 {
+            assert_eq!(through(input, chunk), b"a,b\n1,2\n\nx\ry\r", "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn record_lines_are_the_same_for_lf_and_crlf_files() {
+        for text in ["value,cdf_pct\n0,0\n1,50\nabc,100\n", "value,cdf_pct\r\n0,0\r\n1,50\r\nabc,100\r\n"] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.csv");
+            std::fs::write(&path, text).unwrap();
+            let mut lines = Vec::new();
+            fixed_csv(&path, &["value", "cdf_pct"], &mut RowLog::new(false), |rec, line| {
+                lines.push((rec[0].to_string(), line));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(lines, [("0".into(), 2), ("1".into(), 3), ("abc".into(), 4)], "{text:?}");
+        }
+    }
 }

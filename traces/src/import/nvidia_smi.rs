@@ -74,7 +74,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
+        .from_reader(crate::records::CrlfToLf::new(text.as_bytes()));
     let mut fields: Option<Vec<String>> = None;
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
