@@ -337,3 +337,113 @@ fn replay_of_a_trace_with_no_job_or_no_sample_is_an_error() {
     assert!(e.contains("t/jobs.csv: all 1 rows were malformed and skipped (--lenient)"), "{e}");
     assert!(!d.join("o").exists());
 }
+
+#[test]
+fn import_flags_of_another_format_are_errors_naming_flag_and_format() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    smi_log(d, "smi.csv", None);
+    let e = fails(
+        d,
+        &[
+            "import",
+            "alibaba-genai",
+            "pods.csv",
+            "--node",
+            "x",
+            "--tz",
+            "Europe/Berlin",
+            "--out",
+            "o",
+        ],
+    );
+    assert!(
+        e.contains("--node does not apply to format alibaba-genai (only to nvidia-smi-log, dcgm)"),
+        "{e}"
+    );
+    let e = fails(d, &["import", "alibaba-genai", "pods.csv", "--tz", "Europe/Berlin", "--out", "o"]);
+    assert!(
+        e.contains("--tz does not apply to format alibaba-genai (only to nvidia-smi-log)"),
+        "{e}"
+    );
+    let e = fails(
+        d,
+        &[
+            "import",
+            "nvidia-smi-log",
+            "smi.csv",
+            "--node",
+            "n1",
+            "--epoch-s",
+            "5",
+            "--out",
+            "o",
+        ],
+    );
+    assert!(
+        e.contains("--epoch-s does not apply to format nvidia-smi-log (only to alibaba-genai)"),
+        "{e}"
+    );
+    let e = fails(d, &["import", "dcgm", "pages", "--query", "timestamp,index", "--out", "o"]);
+    assert!(e.contains("--query does not apply to format dcgm"), "{e}");
+    let e = fails(d, &["import", "alibaba-genai", "pods.csv", "--jobs", "jobs.csv", "--out", "o"]);
+    assert!(e.contains("--jobs does not apply to format alibaba-genai"), "{e}");
+    assert!(!d.join("o").exists());
+}
+
+#[test]
+fn import_messages_use_the_command_line_names() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    smi_log(d, "smi.csv", None);
+    let smi = |src: &str, tz: &str, out: &str| ok(d, &["import", "nvidia-smi-log", src, "--node", "n1", "--tz", tz, "--out", out]);
+    let s = smi("smi.csv", "Europe/Berlin", "o1");
+    assert!(s.contains("note: timestamps read in zone Europe/Berlin\n"), "{s}");
+    let s = smi("smi.csv", "+02:00", "o2");
+    assert!(s.contains("note: timestamps read in zone +02:00\n"), "{s}");
+    // The format by its command-line name.
+    std::fs::write(d.join("bad.csv"), "timestamp, index\nyesterday, 0\n").unwrap();
+    let e = fails(d, &["import", "nvidia-smi-log", "bad.csv", "--node", "n1", "--out", "o3"]);
+    assert!(e.contains("importing bad.csv as nvidia-smi-log:"), "{e}");
+    assert!(e.contains("bad.csv: line 2, column 1 (timestamp): timestamp \"yesterday\""), "{e}");
+    // A dcgm folder holding a file that is not a page: no "line 0, column 0".
+    std::fs::create_dir(d.join("pages")).unwrap();
+    std::fs::write(d.join("pages/notes.txt"), "x\n").unwrap();
+    let e = fails(d, &["import", "dcgm", "pages", "--node", "n1", "--out", "o4"]);
+    assert!(e.contains("importing pages as dcgm:"), "{e}");
+    assert!(
+        e.contains("notes.txt: the file name \"notes.txt\" is not a dcgm-exporter page name"),
+        "{e}"
+    );
+    assert!(!e.contains("line 0"), "{e}");
+    // A header in another column order is read by name.
+    let text = std::fs::read_to_string(d.join("smi.csv")).unwrap();
+    let swapped: String = text
+        .lines()
+        .map(|l| {
+            let mut f: Vec<&str> = l.split(", ").collect();
+            f.swap(0, 1);
+            f.join(", ") + "\n"
+        })
+        .collect();
+    std::fs::write(d.join("swapped.csv"), &swapped).unwrap();
+    let s = smi("swapped.csv", "+00:00", "o5");
+    assert!(s.contains("imported 2 jobs, 20 samples"), "{s}");
+    smi("smi.csv", "+00:00", "o6");
+    assert_eq!(
+        std::fs::read(d.join("o5/samples.csv")).unwrap(),
+        std::fs::read(d.join("o6/samples.csv")).unwrap()
+    );
+    // Without the header, the --query order is named.
+    let headerless: String = swapped.lines().skip(1).map(|l| l.to_string() + "\n").collect();
+    std::fs::write(d.join("noheader.csv"), headerless).unwrap();
+    let e = fails(d, &["import", "nvidia-smi-log", "noheader.csv", "--node", "n1", "--out", "o7"]);
+    assert!(e.contains("line 1") && e.contains("--query order timestamp,index,"), "{e}");
+    // A header without a timestamp column says what to log.
+    std::fs::write(d.join("nots.csv"), "index, utilization.gpu [%]\n0, 50 %\n").unwrap();
+    let e = fails(d, &["import", "nvidia-smi-log", "nots.csv", "--node", "n1", "--out", "o8"]);
+    assert!(
+        e.contains("nots.csv: line 1: the header has no timestamp column") && e.contains("--query-gpu="),
+        "{e}"
+    );
+}

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 pub struct RowProblem {
     /// The file read.
     pub file: PathBuf,
-    /// 1-based line number in the file (the header is line 1 of a CSV).
+    /// 1-based line number in the file (the header is line 1 of a CSV); 0 when the problem is
+    /// the file as a whole (a dcgm page's name).
     pub line: u64,
     /// Column name (`util_pct`, `alloc` …) or `-` when the row as a whole is bad.
     pub column: String,
@@ -18,17 +19,22 @@ pub struct RowProblem {
     pub problem: String,
 }
 
+/// `file: line L, column C (name): problem`; without a column (`column_number` 0)
+/// `file: line L: problem`; without a line (0: the file as a whole, e.g. its name)
+/// `file: problem`.
 impl std::fmt::Display for RowProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: line {}, column {} ({}): {}",
-            self.file.display(),
-            self.line,
-            self.column_number,
-            self.column,
-            self.problem
-        )
+        match (self.line, self.column_number) {
+            (0, _) => write!(f, "{}: {}", self.file.display(), self.problem),
+            (line, 0) => write!(f, "{}: line {line}: {}", self.file.display(), self.problem),
+            (line, n) => write!(
+                f,
+                "{}: line {line}, column {n} ({}): {}",
+                self.file.display(),
+                self.column,
+                self.problem
+            ),
+        }
     }
 }
 

@@ -19,6 +19,27 @@ pub enum Format {
     Dcgm,
 }
 
+impl Format {
+    /// The name typed on the command line (`nvidia-smi-log` …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Philly => "philly",
+            Format::AlibabaGenai => "alibaba-genai",
+            Format::NvidiaSmiLog => "nvidia-smi-log",
+            Format::Dcgm => "dcgm",
+        }
+    }
+}
+
+/// The format-specific flags and the formats that read each.
+const FLAG_FORMATS: [(&str, &[Format]); 5] = [
+    ("--jobs", &[Format::Philly, Format::NvidiaSmiLog, Format::Dcgm]),
+    ("--node", &[Format::NvidiaSmiLog, Format::Dcgm]),
+    ("--tz", &[Format::NvidiaSmiLog]),
+    ("--query", &[Format::NvidiaSmiLog]),
+    ("--epoch-s", &[Format::AlibabaGenai]),
+];
+
 /// Arguments of `sim import`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -34,21 +55,45 @@ pub struct Args {
     /// Host name the log was taken on (`nvidia-smi-log`; `dcgm` series without a host label).
     #[arg(long)]
     pub node: Option<String>,
-    /// Zone of nvidia-smi's local timestamps: `local` (default), an IANA name or `+HH:MM`.
-    #[arg(long, default_value = "local")]
-    pub tz: String,
-    /// Field list of a headerless nvidia-smi log.
-    #[arg(long, default_value = import::nvidia_smi::DEFAULT_QUERY)]
-    pub query: String,
-    /// Seconds added to relative timestamps (`alibaba-genai`).
-    #[arg(long, default_value_t = 0)]
-    pub epoch_s: i64,
+    /// Zone of nvidia-smi's local timestamps (`nvidia-smi-log`): `local` (the default), an
+    /// IANA name or `+HH:MM`.
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Field list of a headerless nvidia-smi log (`nvidia-smi-log`). Default:
+    /// timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit
+    #[arg(long)]
+    pub query: Option<String>,
+    /// Seconds added to relative timestamps (`alibaba-genai`; default 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epoch_s: Option<i64>,
     /// Skip malformed rows (counted) instead of failing on the first.
     #[arg(long)]
     pub lenient: bool,
     /// Output trace folder.
     #[arg(long)]
     pub out: PathBuf,
+}
+
+/// Refuses a format-specific flag given with a format that does not read it.
+fn check_flags(args: &Args) -> Result<()> {
+    let given = [
+        args.jobs.is_some(),
+        args.node.is_some(),
+        args.tz.is_some(),
+        args.query.is_some(),
+        args.epoch_s.is_some(),
+    ];
+    for ((flag, formats), set) in FLAG_FORMATS.iter().zip(given) {
+        if set && !formats.contains(&args.format) {
+            let names: Vec<&str> = formats.iter().map(|f| f.name()).collect();
+            bail!(
+                "{flag} does not apply to format {} (only to {}); drop it",
+                args.format.name(),
+                names.join(", ")
+            );
+        }
+    }
+    Ok(())
 }
 
 fn attribution(jobs: Option<&PathBuf>, lenient: bool) -> Result<Attribution> {
@@ -69,7 +114,10 @@ fn no_samples_reason(args: &Args, report: &ImportReport) -> String {
     if unattributed > 0 {
         let jobs = args.jobs.as_ref().map_or_else(String::new, |p| p.display().to_string());
         let tz = if matches!(args.format, Format::NvidiaSmiLog) {
-            format!("check --tz (the timestamps were read in zone {:?}) and ", args.tz)
+            format!(
+                "check --tz (the timestamps were read in zone {}) and ",
+                args.tz.as_deref().unwrap_or("local")
+            )
         } else {
             String::new()
         };
@@ -103,13 +151,14 @@ fn absent_readings(trace: &traces::Trace, notes: &[String]) -> Vec<String> {
 /// Runs `sim import`.
 ///
 /// # Errors
-/// Bad options or source rows (from the importer, naming file, line and column), and an
+/// A format-specific flag given with another format (naming both), bad options or source rows (from the importer, naming file, line and column), and an
 /// import that yields no sample at all (empty source, every row skipped, or every sample
 /// outside the `--jobs` jobs — then naming `--tz` and `--jobs` to check); nothing is written
 /// then.
 pub fn run(args: Args) -> Result<()> {
+    check_flags(&args)?;
     let src = &args.src;
-    let ctx = || format!("importing {} as {:?}", src.display(), args.format);
+    let ctx = || format!("importing {} as {}", src.display(), args.format.name());
     let (trace, report): (traces::Trace, ImportReport) = match args.format {
         Format::Philly => {
             let Some(jobs) = &args.jobs else {
@@ -117,15 +166,15 @@ pub fn run(args: Args) -> Result<()> {
             };
             import::philly::import(src, jobs, args.lenient).with_context(ctx)?
         }
-        Format::AlibabaGenai => import::alibaba::import(src, args.epoch_s, args.lenient).with_context(ctx)?,
+        Format::AlibabaGenai => import::alibaba::import(src, args.epoch_s.unwrap_or(0), args.lenient).with_context(ctx)?,
         Format::NvidiaSmiLog => {
             let Some(node) = &args.node else {
                 bail!("nvidia-smi-log needs --node NAME (the host the log was taken on)")
             };
             let opts = import::nvidia_smi::SmiOptions {
                 node: node.clone(),
-                zone: import::Zone::parse(&args.tz)?,
-                query: args.query.clone(),
+                zone: import::Zone::parse(args.tz.as_deref().unwrap_or("local"))?,
+                query: args.query.clone().unwrap_or_else(|| import::nvidia_smi::DEFAULT_QUERY.to_string()),
                 lenient: args.lenient,
             };
             import::nvidia_smi::import(src, &opts, attribution(args.jobs.as_ref(), args.lenient)?).with_context(ctx)?

@@ -274,7 +274,7 @@ pub fn list_pages(dir: &Path, log: &mut RowLog) -> Result<Vec<(i64, PathBuf)>, T
                 line: 0,
                 column: "file name".into(),
                 column_number: 0,
-                problem: format!("{name:?} is not <unix_seconds>.prom"),
+                problem: format!("the file name {name:?} is not a dcgm-exporter page name <unix_seconds>.prom (e.g. 1795946400.prom)"),
             })?,
         }
     }

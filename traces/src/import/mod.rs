@@ -197,6 +197,17 @@ pub enum Zone {
     Fixed(chrono::FixedOffset),
 }
 
+/// As the user would type it for `--tz`: `local`, the IANA name, or the offset (`+02:00`).
+impl std::fmt::Display for Zone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Zone::Local => f.write_str("local (the importing machine's zone)"),
+            Zone::Named(tz) => f.write_str(tz.name()),
+            Zone::Fixed(o) => write!(f, "{o}"),
+        }
+    }
+}
+
 impl Zone {
     /// Parses a `--tz` value: `local`, an IANA name, `UTC`, or `±HH:MM`.
     pub fn parse(text: &str) -> Result<Zone, crate::TraceError> {

@@ -27,6 +27,27 @@ use std::path::Path;
 /// The nvidia-smi fields the policy reads; a log without one of them is imported, with a note.
 pub const POLICY_FIELDS: [&str; 5] = ["utilization.gpu", "memory.used", "memory.total", "power.draw", "power.limit"];
 
+/// `nvidia-smi --query-gpu` field names a header line may hold; a line naming one of them is a
+/// header (no data value is such a name).
+const HEADER_FIELDS: [&str; 16] = [
+    "timestamp",
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "driver_version",
+    "pstate",
+    "temperature.gpu",
+    "utilization.gpu",
+    "utilization.memory",
+    "memory.used",
+    "memory.total",
+    "memory.free",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+];
+
 /// The field list the command line queries, used for headerless logs.
 pub const DEFAULT_QUERY: &str = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit";
 
@@ -57,7 +78,7 @@ pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> R
     let mut report = ImportReport::default();
     let raw = parse(&text, log_path, opts, &mut report)?;
     let trace = build_trace(raw, attribution, &mut report);
-    report.notes.push(format!("timestamps read in zone {:?}", opts.zone));
+    report.notes.push(format!("timestamps read in zone {}", opts.zone));
     Ok((trace, report))
 }
 
@@ -84,12 +105,29 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             return Ok(());
         }
         let raw_fields: Vec<String> = rec.iter().map(str::to_string).collect();
-        if rec.get(0).is_some_and(|f| f.starts_with("timestamp")) {
+        let named: Vec<String> = raw_fields.iter().map(|h| field_name(h)).collect();
+        if named.iter().any(|n| HEADER_FIELDS.contains(&n.as_str())) {
             if header_line.is_some() {
                 report.bump("repeated_headers");
             }
-            fields = Some(raw_fields.iter().map(|h| field_name(h)).collect());
+            let lacks: Vec<&str> = ["timestamp", "index"]
+                .into_iter()
+                .filter(|f| !named.iter().any(|n| n == f))
+                .collect();
+            fields = Some(named);
             header_line = Some(raw_fields);
+            if !lacks.is_empty() {
+                return Err(RowProblem {
+                    file: path.into(),
+                    line,
+                    column: "-".into(),
+                    column_number: 0,
+                    problem: format!(
+                        "the header has no {} column, which the importer needs; log with `nvidia-smi --query-gpu={DEFAULT_QUERY} --format=csv -l N`",
+                        lacks.join(" or ")
+                    ),
+                });
+            }
             return Ok(());
         }
         let names = fields
@@ -113,12 +151,21 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
         };
         {
             let ts = &rec[ti];
-            let local = chrono::NaiveDateTime::parse_from_str(ts, "%Y/%m/%d %H:%M:%S%.f")
-                .map_err(|_| problem(ti, format!("{ts:?} is not YYYY/MM/DD HH:MM:SS.mmm")))?;
+            let local = chrono::NaiveDateTime::parse_from_str(ts, "%Y/%m/%d %H:%M:%S%.f").map_err(|_| {
+                let hint = if header_line.is_none() {
+                    format!(
+                        " (the log has no header line, so its columns are read in the --query order {}; give --query in the order the log was written, or log with a header: `nvidia-smi --query-gpu={DEFAULT_QUERY} --format=csv -l N`)",
+                        names.join(",")
+                    )
+                } else {
+                    String::new()
+                };
+                problem(ti, format!("timestamp {ts:?} is not YYYY/MM/DD HH:MM:SS.mmm{hint}"))
+            })?;
             let (t_s, ambiguous) = opts
                 .zone
                 .to_epoch_s(local)
-                .ok_or_else(|| problem(ti, format!("{ts:?} does not exist in zone {:?} (clocks went forward)", opts.zone)))?;
+                .ok_or_else(|| problem(ti, format!("{ts:?} does not exist in zone {} (clocks went forward)", opts.zone)))?;
             if ambiguous {
                 report.bump("ambiguous_local_times");
             }
