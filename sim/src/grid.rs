@@ -72,7 +72,7 @@ pub struct SweepBlock {
     pub cancel_after: Option<Vec<String>>,
     /// `notice` values.
     pub notice: Option<Vec<DurationS>>,
-    /// Ceiling of the spin signature: `alert`, `drain` or `cancel`.
+    /// Ceiling of the spin signature: `watching`, `alert`, `drain` or `cancel`.
     pub spin_ceiling: Option<Vec<String>>,
     /// `exempt.qos` values: each entry is one list of exempt QOS names (`[]`: none), e.g.
     /// `[[], ["serving"]]` sweeps without and with an exempt serving QOS.

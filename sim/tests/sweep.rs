@@ -142,3 +142,63 @@ fn reports_are_written_from_rows() {
     let back = sweep::read_csv(&dir.path().join("sweep.csv")).unwrap();
     assert_eq!(back, rows);
 }
+
+#[test]
+fn spin_ceiling_help_and_error_list_what_is_accepted() {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let help = cmd.find_subcommand_mut("sweep").unwrap().render_help().to_string();
+    let line = help.lines().skip_while(|l| !l.contains("--spin-ceiling")).nth(1).unwrap_or("");
+    let listed = "watching, alert, drain, cancel";
+    assert!(help.contains(&format!("spin ceilings ({listed})")), "{line}\n{help}");
+    let e = spec_error(&["--spin-ceiling", "explode"]);
+    assert!(e.contains(listed), "{e}");
+    // Every value listed is accepted.
+    for v in listed.split(", ") {
+        let cli = Cli::try_parse_from(["sim", "sweep", "--spin-ceiling", v]).unwrap();
+        let Command::Sweep(a) = cli.command else { panic!("not sweep") };
+        a.spec().unwrap_or_else(|e| panic!("--spin-ceiling {v}: {e:#}"));
+    }
+}
+
+#[test]
+fn negative_numbers_reach_the_range_check() {
+    let e = spec_error(&["--days", "-1"]);
+    assert!(e.contains("--days -1: must be above 0 and at most 366"), "{e}");
+    let e = spec_error(&["--util-threshold-pct", "-5"]);
+    assert!(e.contains("util_threshold_pct") && e.contains("-5"), "{e}");
+    for args in [
+        [
+            "sim",
+            "generate",
+            "--workload",
+            "default",
+            "--seed",
+            "1",
+            "--days",
+            "-1",
+            "--out",
+            "o",
+        ],
+        [
+            "sim",
+            "calibrate",
+            "--days",
+            "-1",
+            "--seed",
+            "1",
+            "--svg",
+            "c.svg",
+            "--workload",
+            "default",
+        ],
+    ] {
+        let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let e = match cli.command {
+            Command::Generate(a) => sim::cli::generate::run(a).unwrap_err(),
+            Command::Calibrate(a) => sim::cli::calibrate::run(a).unwrap_err(),
+            _ => unreachable!(),
+        };
+        assert!(format!("{e:#}").contains("--days -1: must be above 0"), "{e:#}");
+    }
+}

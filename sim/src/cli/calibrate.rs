@@ -14,10 +14,10 @@ pub struct Args {
     #[arg(long, default_value = "default")]
     pub workload: String,
     /// RNG seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub seed: u64,
     /// Simulated span, days (the sweep's default span; above 0, at most 366).
-    #[arg(long, default_value_t = 7.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 7.0)]
     pub days: f64,
     /// Folder holding `seren_GPU_UTIL_pct.csv`, `seren_GPU_POWER_W_aug2023.csv` and
     /// `seren_FB_USED_pct_of_80GB.csv`.

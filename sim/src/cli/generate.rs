@@ -11,14 +11,14 @@ pub struct Args {
     #[arg(long)]
     pub workload: String,
     /// RNG seed.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub seed: u64,
     /// Simulated span, days (above 0, at most 366; the world and the trace must fit the 8 GiB
     /// memory budget, see `sim::budget`).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0)]
     pub days: f64,
     /// Override the workload's node count (for small traces); the workload is validated again.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub nodes: Option<u32>,
     /// Output trace folder.
     #[arg(long)]

@@ -19,16 +19,16 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub grid: Option<PathBuf>,
     /// Number of seeds (1..=N).
-    #[arg(long, value_name = "N", conflicts_with = "seed_list")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", conflicts_with = "seed_list")]
     pub seeds: Option<u64>,
     /// Explicit seeds, comma-separated.
-    #[arg(long, value_name = "A,B,C", value_delimiter = ',')]
+    #[arg(long, allow_negative_numbers = true, value_name = "A,B,C", value_delimiter = ',')]
     pub seed_list: Option<Vec<u64>>,
     /// Simulated span per seed, days.
-    #[arg(long, default_value_t = 7.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 7.0)]
     pub days: f64,
     /// Worker threads (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Output folder.
     #[arg(long, default_value = "reports")]
@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long)]
     pub no_baselines: bool,
     /// Grid flag: util thresholds, percent.
-    #[arg(long, value_delimiter = ',', value_name = "PCT,..")]
+    #[arg(long, allow_negative_numbers = true, value_delimiter = ',', value_name = "PCT,..")]
     pub util_threshold_pct: Option<Vec<f64>>,
     /// Grid flag: windows, e.g. 10m,20m.
     #[arg(long, value_delimiter = ',', value_name = "DUR,..")]
@@ -60,7 +60,7 @@ pub struct Args {
     /// Grid flag: cancel stage dwell, or `none`.
     #[arg(long, value_delimiter = ',', value_name = "DUR|none,..")]
     pub cancel_after: Option<Vec<String>>,
-    /// Grid flag: spin ceilings (alert, drain, cancel).
+    /// Grid flag: spin ceilings (watching, alert, drain, cancel).
     #[arg(long, value_delimiter = ',', value_name = "VERDICT,..")]
     pub spin_ceiling: Option<Vec<String>>,
     /// Grid flag: exempt QOS sets, each `none` or names joined with `+` (e.g. `none,serving`).
