@@ -131,7 +131,7 @@ impl ShardManifest {
 
     /// Checks that every row of this shard's `sweep.csv` (in `dir`) is one the shard ran: its
     /// (policy, config id, workload, seed) among [`Self::expected_keys`] and its `days` the
-    /// manifest's. With the row count checked against `rows` and duplicates refused by
+    /// manifest's, with at least one job. With the row count checked against `rows` and duplicates refused by
     /// [`crate::sweep::merge_rows`], this makes the rows exactly the shard's.
     ///
     /// # Errors
@@ -147,6 +147,11 @@ impl ShardManifest {
                 ))
             } else if r.days != self.days {
                 Some(format!("days is {} but its {FILE_NAME} says {}", r.days, self.days))
+            } else if r.jobs == 0 {
+                Some(format!(
+                    "workload {} seed {} has 0 jobs, so every score of the row is an empty 0 (re-run the shards with more --days)",
+                    r.workload, r.seed
+                ))
             } else {
                 None
             };
@@ -266,6 +271,33 @@ mod tests {
         other.1.days = 0.1;
         let e = check_set(&[m(0), other]).unwrap_err().to_string();
         assert!(e.contains("sh1") && e.contains("days is 0.1"), "{e}");
+    }
+
+    #[test]
+    fn rows_are_checked_against_the_runs_of_the_shard() {
+        let (dir, m1) = m(1);
+        let keys = m1.expected_keys();
+        assert_eq!(keys[0], ("gpu-reaper".into(), "c001".into(), "default".into(), 1));
+        assert!(!keys.iter().any(|k| k.1 == "c000"), "c000 is item 0: shard 0");
+        let row = |config: &str, workload: &str, days: f64, jobs: u64| crate::score::Row {
+            policy: "gpu-reaper".into(),
+            config_id: config.into(),
+            workload: workload.into(),
+            seed: 1,
+            days,
+            jobs,
+            ..Default::default()
+        };
+        m1.check_rows(&dir, &[row("c001", "default", 0.2, 5)]).unwrap();
+        for (bad, want) in [
+            (row("c000", "default", 0.2, 5), "config c000"),
+            (row("c001", "defaultX", 0.2, 5), "workload defaultX"),
+            (row("c001", "default", 0.1, 5), "days is 0.1"),
+            (row("c001", "default", 0.2, 0), "0 jobs"),
+        ] {
+            let e = m1.check_rows(&dir, &[row("c001", "default", 0.2, 5), bad]).unwrap_err().to_string();
+            assert!(e.contains("shard sh1: sweep.csv line 3") && e.contains(want), "{e}");
+        }
     }
 
     #[test]

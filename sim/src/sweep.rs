@@ -196,9 +196,9 @@ pub fn generate_worlds(spec: &SweepSpec, items: &[(Runner, usize)]) -> Vec<Optio
 pub fn no_jobs(w: &Workload, seed: u64, days: f64) -> String {
     let per_day = crate::generate::arrivals_per_day(w, seed);
     format!(
-        "workload {} seed {seed} over {days} days generated no job, so there is nothing to score: \
+        "workload {} seed {seed} over {days} days generated no job: \
          this workload starts about {per_day:.0} jobs per day (the first after about {:.4} days on average); \
-         use --days {:.3} or more for about ten jobs, and whole days for scores that mean something",
+         use --days {:.3} or more for about ten jobs",
         w.name,
         1.0 / per_day.max(f64::MIN_POSITIVE),
         10.0 / per_day.max(f64::MIN_POSITIVE)
@@ -219,7 +219,10 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<SweepResult, Sw
     let generate_s = t0.elapsed().as_secs_f64();
     for (world, &(wi, seed)) in worlds.iter().zip(&spec.worlds()) {
         if world.as_ref().is_some_and(|w| w.jobs.is_empty()) {
-            return Err(SweepError::NoJobs(no_jobs(&spec.workloads[wi], seed, spec.days)));
+            return Err(SweepError::NoJobs(format!(
+                "{}, and whole days for scores that mean something (a sweep scores jobs; with none every row would be 0)",
+                no_jobs(&spec.workloads[wi], seed, spec.days)
+            )));
         }
     }
     let t1 = std::time::Instant::now();

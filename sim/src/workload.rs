@@ -36,7 +36,7 @@ pub enum WorkloadError {
         message: String,
     },
     /// A value is out of range. `file` is empty until [`Workload::from_toml`] fills it in.
-    #[error("{file}: `{key}` = {value}: {problem}")]
+    #[error("{}`{key}` = {value}: {problem}", file_prefix(.file))]
     Invalid {
         /// The file.
         file: String,
@@ -47,6 +47,15 @@ pub enum WorkloadError {
         /// What is wrong.
         problem: String,
     },
+}
+
+/// `file: `, or nothing when the workload has no file (a built-in, or `--nodes` applied).
+fn file_prefix(file: &str) -> String {
+    if file.is_empty() {
+        String::new()
+    } else {
+        format!("{file}: ")
+    }
 }
 
 impl WorkloadError {

@@ -447,3 +447,24 @@ fn import_messages_use_the_command_line_names() {
         "{e}"
     );
 }
+
+#[test]
+fn generate_of_a_span_with_no_job_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    let e = fails(
+        d,
+        &["generate", "--workload", "default", "--seed", "1", "--days", "0.0001", "--out", "t"],
+    );
+    assert!(
+        e.contains("workload default seed 1 over 0.0001 days generated no job") && e.contains("use --days"),
+        "{e}"
+    );
+    assert!(!d.join("t").exists());
+    // A workload error with --nodes has no stray empty file name.
+    let e = fails(
+        d,
+        &["generate", "--workload", "default", "--seed", "1", "--nodes", "0", "--out", "t"],
+    );
+    assert!(e.contains("--nodes 0: `cluster.nodes` = 0"), "{e}");
+}

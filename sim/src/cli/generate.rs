@@ -38,6 +38,11 @@ pub fn run(args: Args) -> Result<()> {
     // The world and the trace written from it are held at once.
     check_memory("sim generate", &[&w], args.days, WORLD_SAMPLE_BYTES + TRACE_SAMPLE_BYTES)?;
     let world = crate::generate(&w, args.seed, args.days);
+    anyhow::ensure!(
+        !world.jobs.is_empty(),
+        "{} (an empty trace would replay nothing); nothing was written",
+        crate::sweep::no_jobs(&w, args.seed, args.days)
+    );
     let trace = crate::trace::to_trace(&world);
     traces::write_trace(&args.out, &trace).with_context(|| format!("writing {}", args.out.display()))?;
     super::emit(&format!(
