@@ -431,6 +431,34 @@ fn check_config_and_parse_commands() {
 }
 
 #[test]
+fn run_and_check_config_refuse_a_relative_state_dir_and_a_pasted_webhook_url() {
+    let e = plain();
+    let url = "https://hooks.slack.com/services/T000/B000/XXXX";
+    for (extra, key) in [
+        ("state_dir = \"\"", "enforcer.state_dir"),
+        ("state_dir = \"state\"", "enforcer.state_dir"),
+        (&*format!("webhook_url_env = \"{url}\""), "enforcer.webhook_url_env"),
+    ] {
+        let cfg = e.config("observe", extra);
+        let (ok, log) = e.run(&cfg, T0, 1);
+        assert!(!ok && log.contains(key), "{extra}: {log}");
+        assert!(!log.contains("hooks.slack.com"), "{log}");
+        let o = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+            .arg("check-config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(key), "{extra}: {err}");
+        assert!(!err.contains("hooks.slack.com"), "{err}");
+        // Nothing was written into the working directory (`/` under systemd).
+        for f in ["state.json", "audit.jsonl", "pause"] {
+            assert!(!e.dir.path().join(f).exists(), "{extra}: {f} written into the cwd");
+        }
+    }
+}
+
+#[test]
 fn demo_runs_and_shows_escalation() {
     let o = Command::new(env!("CARGO_BIN_EXE_enforcer"))
         .args(["demo", "--cycles", "70"])
