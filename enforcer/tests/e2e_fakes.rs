@@ -221,6 +221,28 @@ fn nvidia_smi_exit_codes_and_hang_mean_no_data() {
 }
 
 #[test]
+fn truncated_nvidia_smi_row_is_logged_each_cycle_with_source_line_and_problem() {
+    let e = plain();
+    e.set("smi.mode", "truncated");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 3);
+    assert!(ok, "{log}");
+    let warnings: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["kind"] == "bad_row")
+        .collect();
+    assert_eq!(warnings.len(), 3, "one warning per cycle for the one cut row: {log}");
+    for w in &warnings {
+        assert_eq!(w["level"], "WARN", "{w}");
+        assert_eq!(w["fields"]["source"], "nvidia-smi", "{w}");
+        assert_eq!(w["fields"]["line"], 3, "header, GPU 0, then the cut row: {w}");
+        let problem = w["fields"]["problem"].as_str().unwrap();
+        assert!(problem.contains("expected 7") && problem.contains("GPU-1"), "{w}");
+    }
+    assert!(e.audit().iter().all(|a| a["action"] != "drain" && a["action"] != "cancel"));
+}
+
+#[test]
 fn drain_never_confirmed_then_no_cancel() {
     let e = plain();
     e.set("drain.mode", "ignore");
