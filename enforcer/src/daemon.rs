@@ -248,7 +248,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         for e in &tel.errors {
             match e.line {
                 Some(line) => {
-                    tracing::warn!(source = e.source, kind = %e.kind, line, problem = %e.problem, "telemetry row not read; its GPU is unknown this cycle")
+                    tracing::warn!(source = e.source, kind = %e.kind, line, problem = %e.problem, "telemetry row not fully read; what it could not say is unknown this cycle")
                 }
                 None => tracing::warn!(source = e.source, kind = %e.kind, problem = %e.problem, "telemetry read problem"),
             }

@@ -398,7 +398,12 @@ fn check_config_and_parse_commands() {
         let o = child.wait_with_output().unwrap();
         (o.status.success(), serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap())
     };
-    let (ok, v) = parse("nvidia-smi", "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n", &[]);
+    // Headerless nvidia-smi text is read only against the query list it was produced with.
+    let headerless = "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n";
+    let (ok, v) = parse("nvidia-smi", headerless, &[]);
+    assert!(!ok && v["error"].as_str().unwrap().contains("--columns"), "{v}");
+    let own = enforcer::parse::smi::GPU_QUERY.join(",");
+    let (ok, v) = parse("nvidia-smi", headerless, &["--columns", &own]);
     assert!(ok);
     assert_eq!(v["gpus"][0]["util_pct"], serde_json::Value::Null, "missing is null");
     assert_eq!(v["gpus"][0]["mem_used_mib"], 10.0);
