@@ -204,6 +204,7 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
 mod tests {
     use super::*;
     use chrono::FixedOffset;
+    use proptest::prelude::*;
 
     fn one(raw: &str, arr: &str, het: &str, off: &str) -> JobsRead {
         let tz = FixedOffset::east_opt(0).unwrap();
@@ -234,5 +235,29 @@ mod tests {
         assert_eq!(ok("8", "7_1", "N/A", "N/A"), "7_1");
         assert_eq!(ok("7", "7_[1-3,5%2]", "N/A", "N/A"), "7_[1-3,5%2]");
         assert_eq!(ok("7", "N/A", "6", "1"), "6+1");
+    }
+
+    proptest! {
+        /// Any JobID text that is accepted is exactly a u32 written in decimal, kept as given.
+        #[test]
+        fn an_accepted_job_id_text_round_trips_exactly(
+            text in prop_oneof![
+                any::<u64>().prop_map(|n| n.to_string()),
+                any::<u32>().prop_map(|n| n.to_string()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                "[0-9]{1,25}",
+                "[-+ .0-9a-z]{1,12}",
+            ]
+        ) {
+            let r = one(&text, "N/A", "N/A", "N/A");
+            if let Some(j) = r.jobs.first() {
+                let given: u32 = text.trim().parse().expect("only a decimal u32 may be accepted");
+                prop_assert!(given > 0);
+                prop_assert_eq!(&j.job_id, &given.to_string());
+                prop_assert_eq!(j.raw_id, Some(u64::from(given)));
+            } else {
+                prop_assert_eq!(r.row_errors.len(), 1);
+            }
+        }
     }
 }
