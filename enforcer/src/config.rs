@@ -226,7 +226,6 @@ impl Config {
             ("enforcer.scontrol", &c.scontrol),
             ("enforcer.scancel", &c.scancel),
             ("enforcer.nvidia_smi", &c.nvidia_smi),
-            ("enforcer.curl", &c.curl),
         ] {
             if p.is_empty() {
                 return Err(e(k, "the program must not be empty".into()));
@@ -245,6 +244,12 @@ impl Config {
         }
         if !c.webhook_url_env.is_empty() && !is_env_var_name(&c.webhook_url_env) {
             return Err(e("enforcer.webhook_url_env", webhook_env_problem(&c.webhook_url_env)));
+        }
+        if !c.webhook_url_env.is_empty() && c.curl.is_empty() {
+            return Err(e(
+                "enforcer.curl",
+                "the program must not be empty when webhook_url_env is set".into(),
+            ));
         }
         // A relative directory would follow the working directory (`/` under systemd, read-only
         // with ProtectSystem=strict), so the state file and the audit log would go astray.
@@ -358,7 +363,7 @@ mod tests {
             ("proc_root = \"proc\"", "enforcer.proc_root"),
             ("squeue = \"./squeue\"", "enforcer.squeue"),
             ("scancel = \"bin/scancel\"", "enforcer.scancel"),
-            ("curl = \"\"", "enforcer.curl"),
+            ("curl = \"\"\nwebhook_url_env = \"HOOK\"", "enforcer.curl"),
             ("notify_command = [\"tools/notify\", \"-x\"]", "enforcer.notify_command"),
         ] {
             let m = with(kv).unwrap_err().to_string();

@@ -97,9 +97,9 @@ pub fn id_field(j: &Value, field: &str) -> Result<Option<u32>, String> {
     fn read(v: &Value, field: &str, whole: &Value) -> Result<Option<u32>, String> {
         let bad = |why: &str| {
             Err(format!(
-                "{field} {} {why}; a Slurm id is an integer from 0 to {}",
+                "{field} {} {why}; a Slurm id is an integer from 0 to {} ({NO_VAL} and {INFINITE} mean unset)",
                 policy::one_line(&whole.to_string(), 80),
-                u32::MAX
+                NO_VAL - 1
             ))
         };
         match v {
