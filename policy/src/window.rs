@@ -318,6 +318,7 @@ impl Default for GpuWindow {
 }
 
 impl GpuWindow {
+    #[cold]
     fn note_invalid(&mut self, t_s: i64) {
         self.invalid.get_or_insert_with(Default::default).push_back(t_s);
     }
@@ -326,17 +327,17 @@ impl GpuWindow {
         self.invalid.as_ref().map_or(0, |v| v.len() as u32)
     }
 
-    #[inline]
-    fn add_counts(&mut self, e: &Entry, sign: i64) {
+    /// Adds (`ADD`) or removes an entry's flag counts and sums.
+    #[inline(always)]
+    fn count<const ADD: bool>(&mut self, e: &Entry) {
         for (w, c) in self.counts.iter_mut().enumerate() {
             let lanes = LANES[((e.flags >> (4 * w)) & 0xf) as usize];
-            *c = if sign > 0 { c.wrapping_add(lanes) } else { c.wrapping_sub(lanes) };
+            *c = if ADD { c.wrapping_add(lanes) } else { c.wrapping_sub(lanes) };
         }
-        let pk = (e.flags & POWER_KNOWN != 0) as u64;
-        let mk = (e.flags & MEM_KNOWN != 0) as u64;
-        let p = e.power_dw as u64 * pk;
-        let m = e.mem_mib as u64 * mk;
-        if sign > 0 {
+        // Power and memory are stored as 0 when unknown, so they can be summed unmasked.
+        let p = e.power_dw as u64;
+        let m = e.mem_mib as u64;
+        if ADD {
             self.sum_util_milli += e.util_milli as u64;
             self.sum_power_dw += p;
             self.sum_power_sq += p * p;
@@ -429,11 +430,12 @@ impl GpuWindow {
             suffix_max_milli: 0,
         };
         self.in_max_milli = self.in_max_milli.max(util_milli);
-        self.add_counts(&e, 1);
+        self.count::<true>(&e);
         self.entries.push_back(e);
     }
 
     /// Moves every entry into the "out" part, computing suffix maxima back to front.
+    #[cold]
     fn rebuild_suffix_max(&mut self) {
         let mut m = 0;
         for e in self.entries.iter_mut().rev() {
@@ -454,9 +456,8 @@ impl GpuWindow {
         out.max(self.in_max_milli)
     }
 
-    /// Drops everything at or before `now − window`.
-    pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
-        let cutoff = now_s - th.window_s;
+    #[cold]
+    fn evict_invalid(&mut self, cutoff: i64) {
         if let Some(inv) = &mut self.invalid {
             while inv.front().is_some_and(|&t| t <= cutoff) {
                 inv.pop_front();
@@ -464,6 +465,14 @@ impl GpuWindow {
             if inv.is_empty() {
                 self.invalid = None;
             }
+        }
+    }
+
+    /// Drops everything at or before `now − window`.
+    pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
+        let cutoff = now_s - th.window_s;
+        if self.invalid.is_some() {
+            self.evict_invalid(cutoff);
         }
         if self.base_t_s == NO_TIME || cutoff < self.base_t_s {
             return;
@@ -477,7 +486,7 @@ impl GpuWindow {
             if self.out_len == 0 {
                 self.rebuild_suffix_max();
             }
-            self.add_counts(&e, -1);
+            self.count::<false>(&e);
             self.entries.pop_front();
             self.out_len -= 1;
         }
