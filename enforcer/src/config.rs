@@ -1,6 +1,8 @@
 //! The config file: a `[policy]` section (`policy::PolicyConfig`) and an `[enforcer]`
 //! section. Validated once, at start, into [`Config`]; unknown keys, an interval longer than
-//! the window, a bad regex, an unknown verdict or mode are errors that name the key.
+//! the window, a bad regex, an unknown verdict or mode, a relative `state_dir`/`proc_root`, a
+//! relative program path and a `webhook_url_env` that is not a variable name are errors that
+//! name the key.
 
 use crate::slurm::JobSource;
 use policy::{DurationS, Policy, PolicyConfig, Verdict};
@@ -41,7 +43,7 @@ pub struct EnforcerConfig {
     pub mode: RunMode,
     /// This node's Slurm NodeName; empty means the host name up to the first dot.
     pub node: String,
-    /// Directory for the state file, the audit log and the pause file.
+    /// Directory for the state file, the audit log and the pause file; must be absolute.
     pub state_dir: PathBuf,
     /// `host:port` for the Prometheus page; empty disables it.
     pub metrics_listen: String,
@@ -61,7 +63,7 @@ pub struct EnforcerConfig {
     pub command_timeout: DurationS,
     /// Timeout for each nvidia-smi query. Default `"10s"`.
     pub nvidia_smi_timeout: DurationS,
-    /// Root of the proc filesystem, for PID → cgroup. Default `/proc`.
+    /// Root of the proc filesystem, for PID → cgroup. Default `/proc`; must be absolute.
     pub proc_root: PathBuf,
     /// Most drains (or would-drains) per rolling hour. Default 2.
     pub max_drains_per_hour: u32,
@@ -74,8 +76,9 @@ pub struct EnforcerConfig {
     /// Argv of the notify command run at a job's first alert; the job's user, id and the
     /// reason are appended as three more arguments. Empty disables notices.
     pub notify_command: Vec<String>,
-    /// Name of the environment variable holding the Slack-compatible webhook URL; empty
-    /// disables the webhook. The URL itself is never logged.
+    /// Name of the environment variable holding the Slack-compatible webhook URL
+    /// (`^[A-Za-z_][A-Za-z0-9_]*$`); empty disables the webhook. The URL itself is never
+    /// logged; a value that looks like a URL is rejected without being echoed.
     pub webhook_url_env: String,
     /// Lowest verdict written as a finding log line each cycle. Default `alert`.
     pub log_findings_from: String,
@@ -141,6 +144,26 @@ pub struct ConfigError {
     pub key: String,
     /// What is wrong.
     pub problem: String,
+}
+
+/// True when `s` can be an environment variable name: `^[A-Za-z_][A-Za-z0-9_]*$` (POSIX
+/// portable names, case allowed).
+pub fn is_env_var_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_') && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Why `webhook_url_env` is not a variable name, without echoing a value that may be the
+/// webhook URL itself (a secret): anything with `/` or `:` is only described, never shown.
+fn webhook_env_problem(v: &str) -> String {
+    if v.contains('/') || v.contains(':') {
+        "looks like a URL, not an environment variable name; put the webhook URL in an environment variable (for example GPU_REAPER_WEBHOOK_URL in the unit's EnvironmentFile) and give that variable's name here".into()
+    } else {
+        format!(
+            "{:?} is not an environment variable name (letters, digits and _, not starting with a digit)",
+            policy::one_line(v, 64)
+        )
+    }
 }
 
 /// The host name up to the first dot, from `/proc/sys/kernel/hostname` or `$HOSTNAME`.
@@ -219,6 +242,40 @@ impl Config {
                 ),
             ));
         }
+        if !c.webhook_url_env.is_empty() && !is_env_var_name(&c.webhook_url_env) {
+            return Err(e("enforcer.webhook_url_env", webhook_env_problem(&c.webhook_url_env)));
+        }
+        if !c.webhook_url_env.is_empty() && c.curl.is_empty() {
+            return Err(e(
+                "enforcer.curl",
+                "the program must not be empty when webhook_url_env is set".into(),
+            ));
+        }
+        // A relative directory would follow the working directory (`/` under systemd, read-only
+        // with ProtectSystem=strict), so the state file and the audit log would go astray.
+        for (k, p) in [("enforcer.state_dir", &c.state_dir), ("enforcer.proc_root", &c.proc_root)] {
+            if !p.is_absolute() {
+                return Err(e(k, format!("{:?} must be an absolute path", p.display().to_string())));
+            }
+        }
+        // A program is a bare name looked up in PATH or an absolute path; `bin/squeue` or
+        // `./squeue` would depend on the working directory.
+        let notify = c.notify_command.first().map(String::as_str).unwrap_or("");
+        for (k, p) in [
+            ("enforcer.squeue", c.squeue.as_str()),
+            ("enforcer.scontrol", c.scontrol.as_str()),
+            ("enforcer.scancel", c.scancel.as_str()),
+            ("enforcer.nvidia_smi", c.nvidia_smi.as_str()),
+            ("enforcer.curl", c.curl.as_str()),
+            ("enforcer.notify_command", notify),
+        ] {
+            if p.contains('/') && !Path::new(p).is_absolute() {
+                return Err(e(
+                    k,
+                    format!("{p:?} is a relative path; give a bare program name (looked up in PATH) or an absolute path"),
+                ));
+            }
+        }
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
         if node.is_empty() {
             return Err(e("enforcer.node", "empty, and the host name could not be read".into()));
@@ -276,5 +333,50 @@ mod tests {
         assert!(err(fmt).contains("enforcer.job_source"), "enforce would miss opt-out markers");
         assert!(Config::from_text(&format!("[policy.exempt]\ncomment_marker = \"\"\n{fmt}"), "t").is_ok());
         assert!(Config::from_text(&fmt.replace("\"enforce\"", "\"observe\""), "t").is_ok());
+    }
+
+    #[test]
+    fn webhook_url_env_must_be_a_variable_name_and_a_pasted_url_is_never_echoed() {
+        let with = |v: &str| Config::from_text(&format!("[enforcer]\nnode = \"n\"\nwebhook_url_env = {v:?}\n"), "t");
+        let url = "https://hooks.slack.com/services/T000/B000/XXXX";
+        let m = with(url).unwrap_err().to_string();
+        assert!(m.contains("enforcer.webhook_url_env") && m.contains("looks like a URL"), "{m}");
+        assert!(!m.contains("hooks.slack.com") && !m.contains("XXXX") && !m.contains("https"), "{m}");
+        for bad in ["1ABC", "MY-URL", "MY URL", "$GPU_REAPER_WEBHOOK", "hooks.slack.com", "a:b"] {
+            let m = with(bad).unwrap_err().to_string();
+            assert!(m.contains("enforcer.webhook_url_env"), "{bad}: {m}");
+        }
+        for good in ["", "GPU_REAPER_WEBHOOK_URL", "_x", "slack_url2"] {
+            assert!(with(good).is_ok(), "{good}");
+        }
+        assert!(is_env_var_name("A_1") && !is_env_var_name("") && !is_env_var_name("9A") && !is_env_var_name("A-B"));
+    }
+
+    #[test]
+    fn an_empty_or_relative_directory_or_program_path_is_rejected() {
+        let with = |kv: &str| Config::from_text(&format!("[enforcer]\nnode = \"n\"\n{kv}\n"), "t");
+        for (kv, key) in [
+            ("state_dir = \"\"", "enforcer.state_dir"),
+            ("state_dir = \"state\"", "enforcer.state_dir"),
+            ("state_dir = \"./var/lib/gpu-reaper\"", "enforcer.state_dir"),
+            ("proc_root = \"\"", "enforcer.proc_root"),
+            ("proc_root = \"proc\"", "enforcer.proc_root"),
+            ("squeue = \"./squeue\"", "enforcer.squeue"),
+            ("scancel = \"bin/scancel\"", "enforcer.scancel"),
+            ("curl = \"\"\nwebhook_url_env = \"HOOK\"", "enforcer.curl"),
+            ("notify_command = [\"tools/notify\", \"-x\"]", "enforcer.notify_command"),
+        ] {
+            let m = with(kv).unwrap_err().to_string();
+            assert!(m.contains(key), "{kv}: {m}");
+        }
+        for kv in [
+            "state_dir = \"/var/lib/gpu-reaper\"",
+            "proc_root = \"/proc\"",
+            "squeue = \"squeue\"",
+            "scancel = \"/opt/slurm/bin/scancel\"",
+            "notify_command = [\"/usr/local/bin/notify\"]",
+        ] {
+            assert!(with(kv).is_ok(), "{kv}");
+        }
     }
 }

@@ -198,6 +198,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
     }
 
     fn read_error(&mut self, source: &str, kind: &str) {
+        let kind = crate::metrics::bounded_kind(kind);
         Metrics::inc(&mut self.metrics.read_errors, (source.to_string(), kind.to_string()));
     }
 
@@ -245,8 +246,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // 2. Telemetry.
         let tel = self.telemetry.read(now_s);
         for e in &tel.errors {
-            let (src, kind) = e.split_once(':').unwrap_or(("nvidia-smi", e));
-            self.read_error(src, kind);
+            match e.line {
+                Some(line) => {
+                    tracing::warn!(source = e.source, kind = %e.kind, line, problem = %e.problem, "telemetry row not fully read; what it could not say is unknown this cycle")
+                }
+                None => tracing::warn!(source = e.source, kind = %e.kind, problem = %e.problem, "telemetry read problem"),
+            }
+            self.read_error(e.source, &e.kind);
+        }
+        for e in tel.apps.iter().flat_map(|a| &a.row_errors) {
+            tracing::warn!(source = "compute-apps", kind = "bad_row", line = e.line, problem = %e.problem, text = %policy::one_line(&e.text, 160), "telemetry row not read; process counts unknown this cycle");
+            self.read_error("compute-apps", "bad_row");
         }
         if let Some(k) = &tel.no_data {
             tracing::warn!(kind = %k, "nvidia-smi gave no data this cycle (unknown, never zero)");

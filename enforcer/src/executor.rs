@@ -72,8 +72,12 @@ fn curl_quote(s: &str) -> String {
 }
 
 impl Webhook {
-    /// Posts `text`. Errors never contain the URL.
+    /// Posts `text`. Errors never contain the URL, nor `url_env` unless it is a variable name
+    /// (a URL pasted into `webhook_url_env` would otherwise be logged).
     pub fn post(&self, text: &str) -> Result<(), String> {
+        if !crate::config::is_env_var_name(&self.url_env) {
+            return Err("webhook: webhook_url_env is not an environment variable name (value not shown)".into());
+        }
         let url = std::env::var(&self.url_env).map_err(|_| format!("webhook: ${} is not set", self.url_env))?;
         let body = serde_json::json!({ "text": text }).to_string();
         let cfg = format!(
@@ -256,5 +260,15 @@ mod tests {
             ..w
         };
         assert!(missing.post("x").unwrap_err().contains("GPU_REAPER_TEST_WEBHOOK_UNSET"));
+        // A URL pasted in place of the variable name never reaches the error (and the log).
+        let pasted = Webhook {
+            url_env: secret.into(),
+            ..missing
+        };
+        let e = pasted.post("x").unwrap_err();
+        assert!(
+            !e.contains("secret") && !e.contains("hooks") && e.contains("not an environment variable name"),
+            "{e}"
+        );
     }
 }

@@ -77,7 +77,8 @@ enum Cmd {
         kind: Kind,
         /// File to read, or `-` for stdin (the default).
         file: Option<String>,
-        /// Column names for headerless nvidia-smi / compute-apps text, or the --Format
+        /// Column names for headerless nvidia-smi / compute-apps text (required for headerless
+        /// nvidia-smi text: the --query-gpu list it was produced with), or the --Format
         /// columns of squeue text.
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
@@ -267,9 +268,18 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
     let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
     let result: Result<serde_json::Value, String> = match kind {
         Kind::NvidiaSmi => {
-            let header = text.lines().find(|l| !l.trim().is_empty()).is_some_and(smi::looks_like_header);
-            let c = cols.clone().or_else(|| (!header).then(|| smi::GPU_QUERY.to_vec()));
-            smi::parse_gpus(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
+            let first = text.lines().find(|l| !l.trim().is_empty());
+            let header = first.is_none_or(smi::looks_like_header);
+            // Headerless rows cannot say which query made them; guessing the enforcer's own
+            // list would read another query's columns as the wrong fields.
+            if !header && cols.is_none() && smi::no_data(&text).is_none() {
+                Err(format!(
+                    "headerless nvidia-smi text: give --columns with the --query-gpu list it was produced with (the enforcer's own is {}), or keep the header (--format=csv,nounits)",
+                    smi::GPU_QUERY.join(",")
+                ))
+            } else {
+                smi::parse_gpus(&text, cols.as_deref()).map(to_json).map_err(|e| e.to_string())
+            }
         }
         Kind::ComputeApps => {
             let header = text

@@ -24,7 +24,7 @@ pub struct Metrics {
     pub actions: BTreeMap<(String, String), u64>,
     /// Counter: action errors by action.
     pub action_errors: BTreeMap<String, u64>,
-    /// Counter: read errors by (source, kind).
+    /// Counter: read errors by (source, kind); kinds pass through [`bounded_kind`].
     pub read_errors: BTreeMap<(String, String), u64>,
     /// Counter: jobs or actions skipped by reason (ambiguous_attribution, node_special_state,
     /// rate_limit, suspect_collector, paused, ...).
@@ -41,6 +41,23 @@ pub struct Metrics {
     pub jobs_evaluated: u64,
     /// Counter: children abandoned after a timeout (would not die).
     pub abandoned_children: u64,
+}
+
+/// A read-error kind as a metric label from a bounded set: a lower-case word
+/// (`bad_row`, `timeout`, `no_devices`, ...) optionally ending in `_N` with at most three
+/// digits (`exit_15`: process exit codes are 0..=255). Anything else (a line number, a value,
+/// free text) becomes `other`, so no label can grow without bound; the details go to the log.
+pub fn bounded_kind(kind: &str) -> &str {
+    let (word, num) = match kind.rsplit_once('_') {
+        Some((w, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (w, n),
+        _ => (kind, ""),
+    };
+    let word_ok = !word.is_empty() && word.len() <= 32 && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if word_ok && num.len() <= 3 {
+        kind
+    } else {
+        "other"
+    }
 }
 
 fn esc(s: &str) -> String {
@@ -186,6 +203,32 @@ mod tests {
         assert!(p.contains("gpu_reaper_findings{verdict=\"alert\",signature=\"idle\",partition=\"gpu\\\"x\"} 1"));
         assert!(p.contains("gpu_reaper_skipped_total{reason=\"rate_limit\"} 1"));
         assert!(!p.contains("job_id"));
+    }
+
+    #[test]
+    fn read_error_kinds_are_a_bounded_set() {
+        for k in [
+            "bad_row",
+            "no_index",
+            "timeout",
+            "exit_15",
+            "exit_255",
+            "no_readable_rows",
+            "spawn_failed",
+        ] {
+            assert_eq!(bounded_kind(k), k);
+        }
+        for k in [
+            "bad_row:4",
+            "bad_row_12345",
+            "line 4",
+            "exit_-1",
+            "",
+            "BadRow",
+            "3 fields, expected 7",
+        ] {
+            assert_eq!(bounded_kind(k), "other", "{k}");
+        }
     }
 
     #[test]

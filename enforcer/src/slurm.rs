@@ -82,6 +82,12 @@ fn stderr_says_error(stderr: &str) -> bool {
     l.contains("error") || l.contains("timed out") || l.contains("unable to contact")
 }
 
+/// `exit_N` for an exit code, `signal` when the process was killed by a signal (the same
+/// labels as [`crate::run::RunOutcome::label`]).
+fn exit_kind(code: Option<i32>) -> String {
+    code.map_or_else(|| "signal".to_string(), |c| format!("exit_{c}"))
+}
+
 fn excerpt(s: &str) -> String {
     policy::one_line(s.trim(), 300)
 }
@@ -98,7 +104,7 @@ impl SlurmCli {
                 stderr,
             } => Ok((stdout, stderr)),
             RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
-                kind: format!("exit_{}", code.unwrap_or(-1)),
+                kind: exit_kind(code),
                 problem: format!("failed: {}", excerpt(&stderr)),
                 command,
             }),
@@ -197,7 +203,7 @@ impl SlurmClient for SlurmCli {
             RunOutcome::Exited { stderr, .. } if gone(&stderr) => Ok(CancelOutcome::AlreadyGone),
             RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
                 command: "scancel".into(),
-                kind: format!("exit_{}", code.unwrap_or(-1)),
+                kind: exit_kind(code),
                 problem: excerpt(&stderr),
             }),
             other => Err(CommandError {

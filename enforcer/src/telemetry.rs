@@ -21,8 +21,34 @@ pub struct TelemetryRead {
     /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`, `no_gpus` (a
     /// table with no row), `no_readable_rows`.
     pub no_data: Option<String>,
-    /// Other problems (bad rows, the compute-apps query failing), as `source:kind` labels.
-    pub errors: Vec<String>,
+    /// Other problems: `--query-gpu` rows that could not be read, the compute-apps query
+    /// failing. (Unreadable compute-apps rows are in `apps`' own `row_errors`.)
+    pub errors: Vec<TelemetryProblem>,
+}
+
+/// One problem with one read, for a log line and a `gpu_reaper_read_errors_total` count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelemetryProblem {
+    /// The query: `nvidia-smi` (`--query-gpu`) or `compute-apps` (`--query-compute-apps`).
+    pub source: &'static str,
+    /// A metric label from a fixed set, never a line number or a value: `bad_row`,
+    /// `no_index`, `parse`, or a run outcome label (`timeout`, `exit_N`, ...).
+    pub kind: String,
+    /// 1-based line in the query's output, when the problem is one row.
+    pub line: Option<usize>,
+    /// What is wrong, with the offending text (for the log only).
+    pub problem: String,
+}
+
+impl TelemetryProblem {
+    fn new(source: &'static str, kind: &str, line: Option<usize>, problem: String) -> Self {
+        TelemetryProblem {
+            source,
+            kind: kind.to_string(),
+            line,
+            problem,
+        }
+    }
 }
 
 /// Compute processes per GPU, in the order of `gpus`, for the policy's `Sample::procs`
@@ -102,13 +128,15 @@ impl Telemetry for NvidiaSmi {
             Query::Table(text) => match smi::parse_gpus(&text, None) {
                 Ok(t) => {
                     for e in &t.row_errors {
-                        r.errors.push(format!("nvidia-smi:bad_row:{}", e.line));
+                        let problem = format!("{}: {:?}", e.problem, policy::one_line(&e.text, 160));
+                        r.errors.push(TelemetryProblem::new("nvidia-smi", "bad_row", Some(e.line), problem));
                     }
                     for g in t.gpus {
                         if g.index.is_some() {
                             r.gpus.push(g);
                         } else {
-                            r.errors.push("nvidia-smi:no_index".into());
+                            let problem = format!("GPU {} has no readable index", g.uuid.as_deref().unwrap_or("(no uuid)"));
+                            r.errors.push(TelemetryProblem::new("nvidia-smi", "no_index", None, problem));
                         }
                     }
                     // No GPU listed on a GPU node is a configuration or driver problem
@@ -135,9 +163,12 @@ impl Telemetry for NvidiaSmi {
         match self.query(app_args) {
             Query::Table(text) => match smi::parse_apps(&text, None) {
                 Ok(t) => r.apps = Some(t),
-                Err(_) => r.errors.push("compute-apps:parse".into()),
+                Err(e) => r.errors.push(TelemetryProblem::new("compute-apps", "parse", None, e.to_string())),
             },
-            Query::NoData(k) => r.errors.push(format!("compute-apps:{k}")),
+            Query::NoData(k) => {
+                let problem = format!("--query-compute-apps gave no table ({k}); process counts unknown");
+                r.errors.push(TelemetryProblem::new("compute-apps", &k, None, problem));
+            }
         }
         r
     }

@@ -221,6 +221,28 @@ fn nvidia_smi_exit_codes_and_hang_mean_no_data() {
 }
 
 #[test]
+fn truncated_nvidia_smi_row_is_logged_each_cycle_with_source_line_and_problem() {
+    let e = plain();
+    e.set("smi.mode", "truncated");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 3);
+    assert!(ok, "{log}");
+    let warnings: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["kind"] == "bad_row")
+        .collect();
+    assert_eq!(warnings.len(), 3, "one warning per cycle for the one cut row: {log}");
+    for w in &warnings {
+        assert_eq!(w["level"], "WARN", "{w}");
+        assert_eq!(w["fields"]["source"], "nvidia-smi", "{w}");
+        assert_eq!(w["fields"]["line"], 3, "header, GPU 0, then the cut row: {w}");
+        let problem = w["fields"]["problem"].as_str().unwrap();
+        assert!(problem.contains("expected 7") && problem.contains("GPU-1"), "{w}");
+    }
+    assert!(e.audit().iter().all(|a| a["action"] != "drain" && a["action"] != "cancel"));
+}
+
+#[test]
 fn drain_never_confirmed_then_no_cancel() {
     let e = plain();
     e.set("drain.mode", "ignore");
@@ -376,7 +398,12 @@ fn check_config_and_parse_commands() {
         let o = child.wait_with_output().unwrap();
         (o.status.success(), serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap())
     };
-    let (ok, v) = parse("nvidia-smi", "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n", &[]);
+    // Headerless nvidia-smi text is read only against the query list it was produced with.
+    let headerless = "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n";
+    let (ok, v) = parse("nvidia-smi", headerless, &[]);
+    assert!(!ok && v["error"].as_str().unwrap().contains("--columns"), "{v}");
+    let own = enforcer::parse::smi::GPU_QUERY.join(",");
+    let (ok, v) = parse("nvidia-smi", headerless, &["--columns", &own]);
     assert!(ok);
     assert_eq!(v["gpus"][0]["util_pct"], serde_json::Value::Null, "missing is null");
     assert_eq!(v["gpus"][0]["mem_used_mib"], 10.0);
@@ -428,6 +455,34 @@ fn check_config_and_parse_commands() {
     let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n", &[]);
     assert!(ok);
     assert_eq!(v["jobs"][0]["name"], "a|b");
+}
+
+#[test]
+fn run_and_check_config_refuse_a_relative_state_dir_and_a_pasted_webhook_url() {
+    let e = plain();
+    let url = "https://hooks.slack.com/services/T000/B000/XXXX";
+    for (extra, key) in [
+        ("state_dir = \"\"", "enforcer.state_dir"),
+        ("state_dir = \"state\"", "enforcer.state_dir"),
+        (&*format!("webhook_url_env = \"{url}\""), "enforcer.webhook_url_env"),
+    ] {
+        let cfg = e.config("observe", extra);
+        let (ok, log) = e.run(&cfg, T0, 1);
+        assert!(!ok && log.contains(key), "{extra}: {log}");
+        assert!(!log.contains("hooks.slack.com"), "{log}");
+        let o = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+            .arg("check-config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(key), "{extra}: {err}");
+        assert!(!err.contains("hooks.slack.com"), "{err}");
+        // Nothing was written into the working directory (`/` under systemd).
+        for f in ["state.json", "audit.jsonl", "pause"] {
+            assert!(!e.dir.path().join(f).exists(), "{extra}: {f} written into the cwd");
+        }
+    }
 }
 
 #[test]

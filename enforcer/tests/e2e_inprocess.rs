@@ -674,3 +674,38 @@ fn unreadable_compute_apps_row_makes_process_counts_unknown() {
         "0 % util with memory held and processes unknown is the hung signature"
     );
 }
+
+#[test]
+fn a_cut_nvidia_smi_row_counts_as_bad_row_never_a_line_number_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = "index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]";
+    let smi = common::script(
+        dir.path(),
+        "nvidia-smi",
+        &format!(
+            "case \"$1\" in --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; exit 0;; esac\necho '{header}'\necho '0, GPU-0, 0, 3, 81920, 60.5, 400.00'\nprintf '1, GPU-1, 0, 3'\n"
+        ),
+    );
+    let telemetry = enforcer::telemetry::NvidiaSmi {
+        program: smi,
+        timeout: std::time::Duration::from_secs(5),
+        kill: enforcer::run::KillMode::Ignore,
+    };
+    let w = world(vec![job("1000", 1000, 2, &[NODE])], 2);
+    let state = dir.path().join("state");
+    let mut d = Daemon::new(
+        config(&state, "observe", ""),
+        FakeSlurm(w.cluster.clone()),
+        telemetry,
+        RecordingExecutor::default(),
+        Box::new(NoProc),
+        T0,
+    );
+    for i in 0..3 {
+        d.cycle(T0 + i * 60);
+    }
+    let kinds: Vec<&(String, String)> = d.metrics.read_errors.keys().collect();
+    assert_eq!(kinds, vec![&("nvidia-smi".to_string(), "bad_row".to_string())], "{kinds:?}");
+    assert_eq!(d.metrics.read_errors.values().copied().collect::<Vec<_>>(), vec![3]);
+    assert!(!d.metrics.render().contains("bad_row:"));
+}

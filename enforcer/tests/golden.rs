@@ -38,6 +38,34 @@ fn smi_gpu_normal_noheader_8_gpus_integers_mib() {
     assert_eq!(g.gpus[0].uuid.as_deref(), Some("GPU-00000000-0000-0000-0000-000000000000"));
     assert_eq!(g.gpus[7].name.as_deref(), Some("GeForce GTX TITAN X"));
     assert_eq!(g.gpus[0].power_w, None, "a column not queried is missing, not 0");
+    let temps: Vec<u16> = t.lines().map(|l| l.split(", ").nth(3).unwrap().parse().unwrap()).collect();
+    assert_eq!(temps, vec![25, 54, 55, 58, 55, 54, 56, 55], "temperature.gpu is read and ignored");
+    assert!(t.lines().all(|l| l.split(", ").count() == 7), "\", \" separator, 7 fields");
+
+    // Without the query list it was produced with, the file is rejected, never misread.
+    assert!(
+        matches!(smi::parse_gpus(&t, None), Err(SmiError::BadHeader(_))),
+        "no header to go by"
+    );
+    let wrong = smi::parse_gpus(&t, Some(&smi::GPU_QUERY)).unwrap();
+    assert!(wrong.gpus.is_empty(), "name text in utilization.gpu: every row rejected: {wrong:?}");
+    assert_eq!(wrong.row_errors.len(), 8);
+    assert!(wrong.row_errors[0]
+        .problem
+        .contains("utilization.gpu \"GeForce GTX TITAN X\" is not a number"));
+    let short = smi::parse_gpus(&t, Some(&cols[..6])).unwrap();
+    assert!(short.gpus.is_empty() && short.row_errors.iter().all(|e| e.problem == "7 fields, expected 6"));
+    // `enforcer parse nvidia-smi` without --columns refuses it too.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["parse", "nvidia-smi"])
+        .arg(common::shared().unwrap().join("samples/smi-gpu-normal-noheader.csv"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success() && out.contains("headerless") && !out.contains("mem_used_mib"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -182,9 +182,16 @@ pub struct Policy {
     pub(crate) lower_marker: String,
 }
 
+/// The longest accepted `policy.window`: 7 days. Sample windows are kept in memory, and a
+/// window longer than the jobs it judges never fills.
+pub const MAX_WINDOW_S: i64 = 7 * 86_400;
+/// The longest accepted `warmup`, `notice`, `clock_skew` and stage dwell: 366 days, past any
+/// Slurm time limit a site sets in practice.
+pub const MAX_SPAN_S: i64 = 366 * 86_400;
+
 impl Policy {
-    /// Validates `cfg`. Errors name the key and the value: a zero window, an interval longer
-    /// than the window, a gap not shorter than the window, an out-of-range threshold, a stage
+    /// Validates `cfg`. Errors name the key and the value: a zero window or one above
+    /// [`MAX_WINDOW_S`], a duration above [`MAX_SPAN_S`], an interval longer than the window, a gap not shorter than the window, an out-of-range threshold, a stage
     /// with an unknown verdict, a ceiling for an unknown signature, a bad regex.
     pub fn new(cfg: &PolicyConfig) -> Result<Policy, ConfigError> {
         let c = cfg;
@@ -215,6 +222,16 @@ impl Policy {
                 format!("is shorter than policy.interval ({}); every sample would look late", c.interval),
             ));
         }
+        if c.window.0 > MAX_WINDOW_S {
+            return Err(err(
+                "policy.window",
+                c.window,
+                format!(
+                    "is longer than {}; a window that long is never filled before jobs end",
+                    DurationS(MAX_WINDOW_S)
+                ),
+            ));
+        }
         for (key, d) in [
             ("policy.warmup", c.warmup),
             ("policy.clock_skew", c.clock_skew),
@@ -223,6 +240,19 @@ impl Policy {
             if d.0 < 0 {
                 return Err(err(key, d, "must not be negative"));
             }
+            if d.0 > MAX_SPAN_S {
+                return Err(err(key, d, format!("is longer than {}", DurationS(MAX_SPAN_S))));
+            }
+        }
+        if c.clock_skew.0 > c.window.0 {
+            return Err(err(
+                "policy.clock_skew",
+                c.clock_skew,
+                format!(
+                    "is longer than policy.window ({}); samples that far ahead are not evidence",
+                    c.window
+                ),
+            ));
         }
         let pct = |key: &str, v: f64, lo: f64, hi: f64| -> Result<(), ConfigError> {
             if v.is_finite() && v >= lo && v <= hi {
@@ -263,6 +293,13 @@ impl Policy {
             };
             if s.after.0 < 0 {
                 return Err(err(format!("policy.stages[{i}].after"), s.after, "must not be negative"));
+            }
+            if s.after.0 > MAX_SPAN_S {
+                return Err(err(
+                    format!("policy.stages[{i}].after"),
+                    s.after,
+                    format!("is longer than {}", DurationS(MAX_SPAN_S)),
+                ));
             }
             stages.push(Stage {
                 after_s: s.after.0,
@@ -442,6 +479,26 @@ mod tests {
         assert!(e.contains("policy.ceilings.sleepy"), "{e}");
         let e = parse("[policy]\nwindow = 20").unwrap_err();
         assert!(e.contains("window"), "{e}");
+    }
+
+    #[test]
+    fn absurd_durations_are_rejected_by_key() {
+        let e = parse("[policy]\nwindow = \"1000000000000h\"").unwrap_err();
+        assert!(e.contains("policy.window") && e.contains("7d"), "{e}");
+        assert!(parse("[policy]\nwindow = \"7d\"").is_ok());
+        let e = parse("[policy]\nwindow = \"7d1s\"").unwrap_err();
+        assert!(e.contains("policy.window"), "{e}");
+        let e = parse("[policy]\nwarmup = \"400d\"").unwrap_err();
+        assert!(e.contains("policy.warmup"), "{e}");
+        let e = parse("[policy]\nnotice = \"367d\"").unwrap_err();
+        assert!(e.contains("policy.notice"), "{e}");
+        let e = parse("[policy]\nclock_skew = \"1h\"").unwrap_err();
+        assert!(e.contains("policy.clock_skew") && e.contains("policy.window"), "{e}");
+        let e =
+            parse("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"500d\", verdict = \"cancel\" }]").unwrap_err();
+        assert!(e.contains("policy.stages[1].after"), "{e}");
+        let e = parse("[policy]\nwindow = \"-5m\"").unwrap_err();
+        assert!(e.contains("-5m") && e.contains("negative"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub enum DurationError {
         /// The rejected text.
         text: String,
     },
+    /// A leading minus sign: durations are 0s or longer.
+    #[error("duration {text:?} is negative; durations are 0s or longer")]
+    Negative {
+        /// The rejected text.
+        text: String,
+    },
     /// The value does not fit in i64 seconds.
     #[error("duration {text:?} is too large")]
     Overflow {
@@ -41,6 +47,9 @@ impl DurationS {
         let s = text.trim();
         if s.is_empty() {
             return Err(DurationError::Empty);
+        }
+        if s.starts_with('-') {
+            return Err(DurationError::Negative { text: text.to_string() });
         }
         let bad = || DurationError::BadUnit { text: text.to_string() };
         let overflow = || DurationError::Overflow { text: text.to_string() };
@@ -106,6 +115,14 @@ impl<'de> Deserialize<'de> for DurationS {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn negative_durations_say_so() {
+        for t in ["-5m", " -1s", "-0s"] {
+            assert_eq!(DurationS::parse(t), Err(DurationError::Negative { text: t.to_string() }), "{t}");
+        }
+        assert!(matches!(DurationS::parse("5-m"), Err(DurationError::BadUnit { .. })));
+    }
 
     #[test]
     fn parses_units_and_combinations() {

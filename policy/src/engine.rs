@@ -7,7 +7,7 @@ use crate::input::{GpuRef, JobFacts, NodeId, Observation, Scope};
 use crate::sample_check;
 use crate::signature;
 use crate::verdict::Verdict;
-use crate::window::{Coverage, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
+use crate::window::{Brief, Coverage, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -553,8 +553,12 @@ impl Engine {
         let mut whole = true;
         let mut problem: Option<EvidenceProblem> = None;
         let mut any_short = false;
-        self.scratch.clear();
+        // Every signature needs a low GPU, or every GPU a spin candidate (see
+        // `signature::peak_is_low`); jobs with neither skip building the full statistics.
+        let mut any_low = false;
+        let mut all_spin = true;
         let mut late = 0;
+        let mut pool = Pool::default();
         for (slot, g) in st.alloc.iter().enumerate() {
             let w = &mut st.gpus[slot];
             late += w.late;
@@ -563,13 +567,11 @@ impl Engine {
                 continue;
             }
             w.evict(now_s, &th);
-            self.scratch.push(GpuStats::default());
-            let slot = self.scratch.last_mut().expect("just pushed");
-            let (cov, freeze_undetectable) = w.stats(now_s, &th, slot);
-            if freeze_undetectable {
+            let b = w.brief(now_s, &th);
+            if b.freeze_undetectable {
                 ev.freeze_undetectable_gpus += 1;
             }
-            match cov {
+            match b.coverage {
                 Coverage::Full => {}
                 Coverage::Short => any_short = true,
                 Coverage::Broken(p) => {
@@ -579,14 +581,16 @@ impl Engine {
                     problem = Some(problem.map_or(p, |q| q.min(p)));
                 }
             }
+            any_low |= signature::peak_is_low(b.peak_util_milli, cfg);
+            all_spin &= b.spin_candidate;
+            pool.add(&b);
         }
         ev.late_samples = late;
-        ev.gpus_observed = self.scratch.len() as u16;
-        if self.scratch.is_empty() {
+        ev.gpus_observed = pool.gpus;
+        if pool.gpus == 0 {
             problem = Some(EvidenceProblem::MissingNode);
         }
-        summarise(&self.scratch, &mut ev);
-
+        pool.finish(&mut ev);
         let mut f = Finding {
             job_index: pos,
             verdict: Verdict::Healthy,
@@ -613,7 +617,19 @@ impl Engine {
             f.cause = Cause::Evidence(p);
             return f;
         }
-        let Some((sig, m)) = signature::classify(&self.scratch, cfg) else {
+        let classified = if any_low || all_spin {
+            self.scratch.clear();
+            for (slot, g) in st.alloc.iter().enumerate() {
+                if observed(g) {
+                    let w = &st.gpus[slot];
+                    self.scratch.push(w.stats(&w.brief(now_s, &th)));
+                }
+            }
+            signature::classify(&self.scratch, cfg)
+        } else {
+            None
+        };
+        let Some((sig, m)) = classified else {
             st.end_breach();
             return f;
         };
@@ -741,45 +757,89 @@ fn facts_unchanged(seen: &Option<Box<[String; 6]>>, job: &JobFacts) -> bool {
     }
 }
 
-/// Fills the evidence from the observed GPUs' stats. Means are pooled over samples (one
+/// The evidence pooled over a job's observed GPUs. Means are pooled over samples (one
 /// division each per job, none per GPU).
-fn summarise(gpus: &[GpuStats], ev: &mut Evidence) {
-    if gpus.is_empty() {
-        return;
-    }
-    let mut start = i64::MAX;
-    let mut end = i64::MIN;
-    let (mut smin, mut smax, mut n) = (u32::MAX, 0u32, 0u64);
-    let (mut peak, mut util_sum, mut mem_sum, mut mem_n, mut pw_sum, mut pw_n) = (0u32, 0u64, 0u64, 0u64, 0u64, 0u64);
-    for g in gpus {
-        if g.samples > 0 {
-            start = start.min(g.first_t_s);
-            end = end.max(g.last_t_s);
-            if g.mem_held == g.samples {
-                ev.mem_held_gpus += 1;
-            }
+struct Pool {
+    gpus: u16,
+    start: i64,
+    end: i64,
+    smin: u32,
+    smax: u32,
+    n: u64,
+    invalid: u32,
+    mem_held_gpus: u16,
+    peak: u32,
+    util_sum: u64,
+    mem_sum: u64,
+    mem_n: u64,
+    pw_sum: u64,
+    pw_n: u64,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            gpus: 0,
+            start: i64::MAX,
+            end: i64::MIN,
+            smin: u32::MAX,
+            smax: 0,
+            n: 0,
+            invalid: 0,
+            mem_held_gpus: 0,
+            peak: 0,
+            util_sum: 0,
+            mem_sum: 0,
+            mem_n: 0,
+            pw_sum: 0,
+            pw_n: 0,
         }
-        smin = smin.min(g.samples);
-        smax = smax.max(g.samples);
-        n += g.samples as u64;
-        ev.invalid_samples += g.invalid;
-        peak = peak.max(g.peak_util_milli);
-        util_sum += g.sum_util_milli;
-        mem_sum += g.sum_mem_mib;
-        mem_n += g.mem_known as u64;
-        pw_sum += g.sum_power_dw;
-        pw_n += g.power_known as u64;
     }
-    if start != i64::MAX {
-        ev.window_start_s = start;
-        ev.window_end_s = end;
+}
+
+impl Pool {
+    #[inline(always)]
+    fn add(&mut self, g: &Brief) {
+        self.gpus += 1;
+        if g.samples > 0 {
+            self.start = self.start.min(g.first_t_s);
+            self.end = self.end.max(g.last_t_s);
+            self.mem_held_gpus += g.mem_held_all as u16;
+        }
+        self.smin = self.smin.min(g.samples);
+        self.smax = self.smax.max(g.samples);
+        self.n += g.samples as u64;
+        self.invalid += g.invalid;
+        self.peak = self.peak.max(g.peak_util_milli);
+        self.util_sum += g.sum_util_milli;
+        self.mem_sum += g.sum_mem_mib;
+        self.mem_n += g.mem_known as u64;
+        self.pw_sum += g.sum_power_dw;
+        self.pw_n += g.power_known as u64;
     }
-    ev.samples_min_per_gpu = smin;
-    ev.samples_max_per_gpu = smax;
-    ev.peak_util_pct = peak as f64 / 1000.0;
-    ev.mean_util_pct = if n > 0 { util_sum as f64 / n as f64 / 1000.0 } else { 0.0 };
-    ev.mem_used_mean_mib = (mem_n > 0).then(|| mem_sum as f64 / mem_n as f64);
-    ev.power_mean_w = (pw_n > 0).then(|| pw_sum as f64 / pw_n as f64 / 10.0);
+
+    /// Writes the pooled figures into `ev` (nothing when no GPU was observed).
+    fn finish(&self, ev: &mut Evidence) {
+        if self.gpus == 0 {
+            return;
+        }
+        ev.mem_held_gpus = self.mem_held_gpus;
+        ev.invalid_samples = self.invalid;
+        if self.start != i64::MAX {
+            ev.window_start_s = self.start;
+            ev.window_end_s = self.end;
+        }
+        ev.samples_min_per_gpu = self.smin;
+        ev.samples_max_per_gpu = self.smax;
+        ev.peak_util_pct = self.peak as f64 / 1000.0;
+        ev.mean_util_pct = if self.n > 0 {
+            self.util_sum as f64 / self.n as f64 / 1000.0
+        } else {
+            0.0
+        };
+        ev.mem_used_mean_mib = (self.mem_n > 0).then(|| self.mem_sum as f64 / self.mem_n as f64);
+        ev.power_mean_w = (self.pw_n > 0).then(|| self.pw_sum as f64 / self.pw_n as f64 / 10.0);
+    }
 }
 
 /// The nodes of an allocation, in first-seen order without repeats.

@@ -218,6 +218,51 @@ pub(crate) enum Coverage {
     Broken(EvidenceProblem),
 }
 
+/// The part of one GPU's window statistics that every evaluation needs; the full
+/// [`GpuStats`] is built only for jobs that may match a signature. Times are epoch seconds,
+/// util in thousandths of a percent, power in tenths of a watt.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Brief {
+    pub samples: u32,
+    pub first_t_s: i64,
+    pub last_t_s: i64,
+    pub peak_util_milli: u32,
+    pub sum_util_milli: u64,
+    pub mem_known: u32,
+    /// Memory held on every sample.
+    pub mem_held_all: bool,
+    pub sum_mem_mib: u64,
+    pub power_known: u32,
+    pub sum_power_dw: u64,
+    pub invalid: u32,
+    pub coverage: Coverage,
+    /// Bit-identical readings without power: a freeze that cannot be told from a quiet GPU.
+    pub freeze_undetectable: bool,
+    /// Every sample at spin util with known, low power: the GPU may be part of `spin`.
+    pub spin_candidate: bool,
+}
+
+impl Default for Brief {
+    fn default() -> Self {
+        Brief {
+            samples: 0,
+            first_t_s: 0,
+            last_t_s: 0,
+            peak_util_milli: 0,
+            sum_util_milli: 0,
+            mem_known: 0,
+            mem_held_all: false,
+            sum_mem_mib: 0,
+            power_known: 0,
+            sum_power_dw: 0,
+            invalid: 0,
+            coverage: Coverage::Broken(EvidenceProblem::NoSamples),
+            freeze_undetectable: false,
+            spin_candidate: false,
+        }
+    }
+}
+
 const NO_TIME: i64 = i64::MIN;
 
 /// One GPU's window state.
@@ -273,6 +318,7 @@ impl Default for GpuWindow {
 }
 
 impl GpuWindow {
+    #[cold]
     fn note_invalid(&mut self, t_s: i64) {
         self.invalid.get_or_insert_with(Default::default).push_back(t_s);
     }
@@ -281,17 +327,17 @@ impl GpuWindow {
         self.invalid.as_ref().map_or(0, |v| v.len() as u32)
     }
 
-    #[inline]
-    fn add_counts(&mut self, e: &Entry, sign: i64) {
+    /// Adds (`ADD`) or removes an entry's flag counts and sums.
+    #[inline(always)]
+    fn count<const ADD: bool>(&mut self, e: &Entry) {
         for (w, c) in self.counts.iter_mut().enumerate() {
             let lanes = LANES[((e.flags >> (4 * w)) & 0xf) as usize];
-            *c = if sign > 0 { c.wrapping_add(lanes) } else { c.wrapping_sub(lanes) };
+            *c = if ADD { c.wrapping_add(lanes) } else { c.wrapping_sub(lanes) };
         }
-        let pk = (e.flags & POWER_KNOWN != 0) as u64;
-        let mk = (e.flags & MEM_KNOWN != 0) as u64;
-        let p = e.power_dw as u64 * pk;
-        let m = e.mem_mib as u64 * mk;
-        if sign > 0 {
+        // Power and memory are stored as 0 when unknown, so they can be summed unmasked.
+        let p = e.power_dw as u64;
+        let m = e.mem_mib as u64;
+        if ADD {
             self.sum_util_milli += e.util_milli as u64;
             self.sum_power_dw += p;
             self.sum_power_sq += p * p;
@@ -384,11 +430,12 @@ impl GpuWindow {
             suffix_max_milli: 0,
         };
         self.in_max_milli = self.in_max_milli.max(util_milli);
-        self.add_counts(&e, 1);
+        self.count::<true>(&e);
         self.entries.push_back(e);
     }
 
     /// Moves every entry into the "out" part, computing suffix maxima back to front.
+    #[cold]
     fn rebuild_suffix_max(&mut self) {
         let mut m = 0;
         for e in self.entries.iter_mut().rev() {
@@ -409,9 +456,8 @@ impl GpuWindow {
         out.max(self.in_max_milli)
     }
 
-    /// Drops everything at or before `now − window`.
-    pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
-        let cutoff = now_s - th.window_s;
+    #[cold]
+    fn evict_invalid(&mut self, cutoff: i64) {
         if let Some(inv) = &mut self.invalid {
             while inv.front().is_some_and(|&t| t <= cutoff) {
                 inv.pop_front();
@@ -419,6 +465,14 @@ impl GpuWindow {
             if inv.is_empty() {
                 self.invalid = None;
             }
+        }
+    }
+
+    /// Drops everything at or before `now − window`.
+    pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
+        let cutoff = now_s - th.window_s;
+        if self.invalid.is_some() {
+            self.evict_invalid(cutoff);
         }
         if self.base_t_s == NO_TIME || cutoff < self.base_t_s {
             return;
@@ -432,73 +486,96 @@ impl GpuWindow {
             if self.out_len == 0 {
                 self.rebuild_suffix_max();
             }
-            self.add_counts(&e, -1);
+            self.count::<false>(&e);
             self.entries.pop_front();
             self.out_len -= 1;
         }
     }
 
-    /// Writes the statistics of the window ending at `now_s` into `out`; returns its coverage
-    /// and whether the window is
-    /// bit-identical without power (a freeze that cannot be told from a quiet GPU). Call
+    /// Count of entries in the window with `flag` set.
+    #[inline(always)]
+    fn lane(&self, flag: u16) -> u32 {
+        let b = flag.trailing_zeros() as usize;
+        (self.counts[b / 4] >> (32 * (b % 4))) as u32
+    }
+
+    /// What every evaluation needs from the window ending at `now_s`, and its coverage. Call
     /// [`GpuWindow::evict`] first.
-    #[inline]
-    pub(crate) fn stats(&self, now_s: i64, th: &IngestThresholds, out: &mut GpuStats) -> (Coverage, bool) {
+    #[inline(always)]
+    pub(crate) fn brief(&self, now_s: i64, th: &IngestThresholds) -> Brief {
         let n = self.entries.len() as u32;
         let (Some(first), Some(last)) = (self.entries.front(), self.entries.back()) else {
-            *out = GpuStats {
+            return Brief {
                 invalid: self.invalid_count(),
-                ..GpuStats::default()
+                ..Brief::default()
             };
-            return (Coverage::Broken(EvidenceProblem::NoSamples), false);
         };
-        // All twelve flag counts at once.
-        let mut c = [0u32; 12];
-        for (w, word) in self.counts.iter().enumerate() {
-            for lane in 0..4 {
-                c[4 * w + lane] = (word >> (32 * lane)) as u32;
-            }
-        }
-        let cnt = |flag: u16| c[flag.trailing_zeros() as usize];
         let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.base_t_s + last.t_off as i64);
-        *out = GpuStats {
-            samples: n,
-            first_t_s: first_t,
-            last_t_s: last_t,
-            peak_util_milli: self.peak_milli(),
-            sum_util_milli: self.sum_util_milli,
-            mem_known: cnt(MEM_KNOWN),
-            mem_held: cnt(MEM_HELD),
-            mem_free: cnt(MEM_FREE),
-            sum_mem_mib: self.sum_mem_mib,
-            procs_pos: cnt(PROCS_POS),
-            procs_zero: cnt(PROCS_ZERO),
-            power_known: cnt(POWER_KNOWN),
-            power_idle: cnt(POWER_IDLE),
-            power_spin_low: cnt(POWER_SPIN_LOW),
-            util_spin: cnt(UTIL_SPIN),
-            sum_power_dw: self.sum_power_dw,
-            sum_power_sq: self.sum_power_sq,
-            invalid: self.invalid_count(),
-        };
+        let power_known = self.lane(POWER_KNOWN);
         // Holes and changes are flagged on the sample after them; the first entry's flags
         // refer to a sample outside the window.
-        let holes = cnt(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
-        let identical = n >= 2 && cnt(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
+        let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
+        let identical = n >= 2 && self.lane(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
         let coverage = if now_s - last_t > th.max_gap_s {
             Coverage::Broken(EvidenceProblem::Stale)
         } else if holes > 0 {
             Coverage::Broken(EvidenceProblem::Gap)
-        } else if cnt(ALL_ZERO) == n {
+        } else if self.lane(ALL_ZERO) == n {
             Coverage::Broken(EvidenceProblem::AllZero)
-        } else if identical && out.power_known == n {
+        } else if identical && power_known == n {
             Coverage::Broken(EvidenceProblem::Frozen)
         } else if first_t > now_s - th.window_s + th.max_gap_s {
             Coverage::Short
         } else {
             Coverage::Full
         };
-        (coverage, identical && out.power_known < n)
+        Brief {
+            samples: n,
+            first_t_s: first_t,
+            last_t_s: last_t,
+            peak_util_milli: self.peak_milli(),
+            sum_util_milli: self.sum_util_milli,
+            mem_known: self.lane(MEM_KNOWN),
+            mem_held_all: self.lane(MEM_HELD) == n,
+            sum_mem_mib: self.sum_mem_mib,
+            power_known,
+            sum_power_dw: self.sum_power_dw,
+            invalid: self.invalid_count(),
+            coverage,
+            freeze_undetectable: identical && power_known < n,
+            spin_candidate: self.lane(UTIL_SPIN) == n && power_known == n && self.lane(POWER_SPIN_LOW) == n,
+        }
+    }
+
+    /// The full statistics of the window summarised by `b` (this window's [`Brief`]), for
+    /// signature matching.
+    pub(crate) fn stats(&self, b: &Brief) -> GpuStats {
+        if b.samples == 0 {
+            return GpuStats {
+                invalid: b.invalid,
+                ..GpuStats::default()
+            };
+        }
+        GpuStats {
+            samples: b.samples,
+            first_t_s: b.first_t_s,
+            last_t_s: b.last_t_s,
+            peak_util_milli: b.peak_util_milli,
+            sum_util_milli: b.sum_util_milli,
+            mem_known: b.mem_known,
+            mem_held: self.lane(MEM_HELD),
+            mem_free: self.lane(MEM_FREE),
+            sum_mem_mib: b.sum_mem_mib,
+            procs_pos: self.lane(PROCS_POS),
+            procs_zero: self.lane(PROCS_ZERO),
+            power_known: b.power_known,
+            power_idle: self.lane(POWER_IDLE),
+            power_spin_low: self.lane(POWER_SPIN_LOW),
+            util_spin: self.lane(UTIL_SPIN),
+            sum_power_dw: b.sum_power_dw,
+            sum_power_sq: self.sum_power_sq,
+            invalid: b.invalid,
+        }
     }
 
     /// Drops window contents older than one window before `now_s` and every pending sample;

@@ -3,8 +3,13 @@
 //!
 //! Every field is parsed on its own. `[N/A]`, `[Not Supported]`, `[Unknown Error]`,
 //! `[Insufficient Permissions]` (and any other bracketed text) mean the field is missing:
-//! `None`, never 0. Columns are mapped by the header's names (`utilization.gpu [%]` is
-//! `utilization.gpu`); headerless text needs the column names given.
+//! `None`, never 0. A value that is neither missing nor readable (`abc`, `nan`, `inf`,
+//! `1e999`, an index that is not an integer) is also `None`, and its row gets a
+//! [`RowError`] naming the column and the text. Columns are mapped by the header's names
+//! (`utilization.gpu [%]` is `utilization.gpu`); headerless text needs the column names of the
+//! query that produced it, and a headerless row that does not fit them (wrong field count, or
+//! a value of the wrong type, as when `name` text lands in `utilization.gpu`) is rejected
+//! whole: a wrong column list must never be read as data.
 
 use serde::Serialize;
 
@@ -23,7 +28,8 @@ pub const GPU_QUERY: [&str; 7] = [
 pub const APPS_QUERY: [&str; 3] = ["gpu_uuid", "pid", "used_memory"];
 
 /// One GPU row of `--query-gpu`. Every field is `None` when the column is absent or the
-/// value is missing (`[N/A]` and friends) or unparsable.
+/// value is missing (`[N/A]` and friends) or unparsable (then the row also has a
+/// [`RowError`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct GpuReading {
     /// `index`: NVML's index of the GPU on this node.
@@ -62,7 +68,8 @@ pub struct GpuTable {
     pub columns: Vec<String>,
     /// Rows read.
     pub gpus: Vec<GpuReading>,
-    /// Rows rejected (wrong field count).
+    /// Rows rejected (wrong field count; in headerless text also a value of the wrong type)
+    /// and rows read with an unreadable value (that field is `None`).
     pub row_errors: Vec<RowError>,
 }
 
@@ -143,7 +150,8 @@ fn header_name(h: &str) -> String {
     }
 }
 
-/// A field value, or `None` for the missing markers, empty text and anything unparsable.
+/// A field value, or `None` for the missing markers (`[N/A]`, `[Not Supported]`, any other
+/// bracketed text, bare `N/A`) and empty text.
 fn value(s: &str) -> Option<&str> {
     let s = s.trim();
     if s.is_empty() || (s.starts_with('[') && s.ends_with(']')) || s == "N/A" {
@@ -152,12 +160,45 @@ fn value(s: &str) -> Option<&str> {
     Some(s)
 }
 
-fn number(s: &str) -> Option<f64> {
-    let s = value(s)?;
-    // Tolerate a unit left in (a query without `nounits`).
-    let s = s.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%').trim_end();
-    let v: f64 = s.parse().ok()?;
-    v.is_finite().then_some(v)
+/// A field's reading: `Ok(None)` when missing, `Err(problem)` when present but unreadable.
+type Field<T> = Result<Option<T>, String>;
+
+/// A finite number, tolerating a unit left in (a query without `nounits`: `300.00 W`, `45 %`).
+fn number(column: &str, s: &str) -> Field<f64> {
+    let Some(t) = value(s) else { return Ok(None) };
+    let bare = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%').trim_end();
+    match bare.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(Some(v)),
+        Ok(_) => Err(format!("{column} {t:?} is not a finite number")),
+        Err(_) => Err(format!("{column} {t:?} is not a number")),
+    }
+}
+
+/// A non-negative integer (`index`, `pid`).
+fn integer<T: std::str::FromStr>(column: &str, s: &str) -> Field<T> {
+    let Some(t) = value(s) else { return Ok(None) };
+    t.parse::<T>()
+        .map(Some)
+        .map_err(|_| format!("{column} {t:?} is not a non-negative integer in range"))
+}
+
+/// Free text (`uuid`, `name`, `process_name`).
+fn free_text(s: &str) -> Field<String> {
+    Ok(value(s).map(str::to_string))
+}
+
+/// Stores a field's reading in `slot`; a problem is returned for the row (the slot is `None`).
+fn put<T>(slot: &mut Option<T>, reading: Field<T>) -> Result<(), String> {
+    match reading {
+        Ok(v) => {
+            *slot = v;
+            Ok(())
+        }
+        Err(problem) => {
+            *slot = None;
+            Err(problem)
+        }
+    }
 }
 
 /// Splits CSV text into (line number, fields), skipping blank lines and `#` comments.
@@ -194,14 +235,17 @@ fn known_gpu_column(c: &str) -> bool {
 type Table<R> = (Vec<String>, Vec<R>, Vec<RowError>);
 
 /// Reads a CSV table: header (or `columns`), then one `R` per row filled field by field by
-/// `fill(row, column, text)`. `known` says whether a header name is one the caller reads; a
-/// header with none of them is rejected. Lines for which `skip` is true are ignored.
+/// `fill(row, column, text)`, which returns a problem for a value it cannot read. With a
+/// header such a row is kept (that field `None`) and recorded; headerless (`columns` given),
+/// it is rejected, since the list may not be the one the text was produced with. `known` says
+/// whether a header name is one the caller reads; a header with none of them is rejected.
+/// Lines for which `skip` is true are ignored.
 fn read_table<R: Default>(
     text: &str,
     columns: Option<&[&str]>,
     known: &dyn Fn(&str) -> bool,
     skip: &dyn Fn(&str) -> bool,
-    fill: &dyn Fn(&mut R, &str, &str),
+    fill: &dyn Fn(&mut R, &str, &str) -> Result<(), String>,
 ) -> Result<Table<R>, SmiError> {
     if let Some(e) = no_data(text) {
         return Err(e);
@@ -234,8 +278,24 @@ fn read_table<R: Default>(
             continue;
         }
         let mut r = R::default();
-        for (c, v) in cols.iter().zip(&f) {
-            fill(&mut r, c, v);
+        let problems: Vec<String> = cols.iter().zip(&f).filter_map(|(c, v)| fill(&mut r, c, v).err()).collect();
+        if !problems.is_empty() {
+            let headerless = columns.is_some();
+            errors.push(RowError {
+                line: n,
+                text: line.chars().take(200).collect(),
+                problem: if headerless {
+                    format!(
+                        "{} (headerless row rejected: is the column list the query it was produced with?)",
+                        problems.join("; ")
+                    )
+                } else {
+                    problems.join("; ")
+                },
+            });
+            if headerless {
+                continue;
+            }
         }
         out.push(r);
     }
@@ -243,20 +303,22 @@ fn read_table<R: Default>(
 }
 
 /// Parses `--query-gpu` CSV. With `columns = None` the first line is the header; otherwise
-/// the text is headerless and `columns` names its fields (e.g. [`GPU_QUERY`]). Columns this
-/// parser does not know are read and ignored. Errors: an nvidia-smi error text, or a header
-/// naming no known column. A row with the wrong field count goes to `row_errors`.
+/// the text is headerless and `columns` must be the `--query-gpu` list it was produced with
+/// (e.g. [`GPU_QUERY`]). Columns this parser does not know are read and ignored. Errors: an
+/// nvidia-smi error text, or a header naming no known column. A row with the wrong field
+/// count goes to `row_errors`, and so does a row with an unreadable value (kept with that
+/// field `None` under a header; rejected whole when headerless).
 pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiError> {
     let fill = |g: &mut GpuReading, c: &str, v: &str| match c {
-        "index" => g.index = value(v).and_then(|v| v.parse().ok()),
-        "uuid" => g.uuid = value(v).map(str::to_string),
-        "name" => g.name = value(v).map(str::to_string),
-        "utilization.gpu" => g.util_pct = number(v),
-        "memory.used" => g.mem_used_mib = number(v),
-        "memory.total" => g.mem_total_mib = number(v),
-        "power.draw" => g.power_w = number(v),
-        "power.limit" => g.power_limit_w = number(v),
-        _ => {}
+        "index" => put(&mut g.index, integer(c, v)),
+        "uuid" => put(&mut g.uuid, free_text(v)),
+        "name" => put(&mut g.name, free_text(v)),
+        "utilization.gpu" => put(&mut g.util_pct, number(c, v)),
+        "memory.used" => put(&mut g.mem_used_mib, number(c, v)),
+        "memory.total" => put(&mut g.mem_total_mib, number(c, v)),
+        "power.draw" => put(&mut g.power_w, number(c, v)),
+        "power.limit" => put(&mut g.power_limit_w, number(c, v)),
+        _ => Ok(()),
     };
     let (columns, gpus, row_errors) = read_table(text, columns, &known_gpu_column, &|_| false, &fill)?;
     Ok(GpuTable { columns, gpus, row_errors })
@@ -283,11 +345,11 @@ const NO_PROCESSES: &str = "No running processes found";
 /// as an idle GPU (see smi-util-without-processes: PIDs in another namespace are not listed).
 pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, SmiError> {
     let fill = |a: &mut ComputeApp, c: &str, v: &str| match c {
-        "gpu_uuid" => a.gpu_uuid = value(v).map(str::to_string),
-        "pid" => a.pid = value(v).and_then(|v| v.parse().ok()),
-        "used_memory" | "used_gpu_memory" => a.used_memory_mib = number(v),
-        "process_name" | "name" => a.process_name = value(v).map(str::to_string),
-        _ => {}
+        "gpu_uuid" => put(&mut a.gpu_uuid, free_text(v)),
+        "pid" => put(&mut a.pid, integer(c, v)),
+        "used_memory" | "used_gpu_memory" => put(&mut a.used_memory_mib, number(c, v)),
+        "process_name" | "name" => put(&mut a.process_name, free_text(v)),
+        _ => Ok(()),
     };
     let text: String = text
         .lines()
@@ -365,5 +427,62 @@ mod tests {
         assert!(!looks_like_header("0, GPU-a, [N/A], 10, 80, [Not Supported], 400"));
         assert!(!looks_like_header("12.5, 300"));
         assert!(!looks_like_header("[Not Supported]"));
+    }
+
+    #[test]
+    fn an_unreadable_value_is_a_row_error_and_missing_never_zero() {
+        let head = "index, uuid, utilization.gpu [%], memory.used [MiB]\n";
+        for bad in ["abc", "nan", "NaN", "inf", "-inf", "1e999", "12.5.3", "0x10"] {
+            let t = parse_gpus(&format!("{head}0, GPU-a, {bad}, 100\n"), None).unwrap();
+            assert_eq!(t.gpus.len(), 1, "{bad}: the row is kept under a header");
+            assert_eq!(t.gpus[0].util_pct, None, "{bad}");
+            assert_eq!(t.gpus[0].mem_used_mib, Some(100.0), "{bad}: other fields still read");
+            assert_eq!(t.row_errors.len(), 1, "{bad}");
+            let e = &t.row_errors[0];
+            assert_eq!(e.line, 2, "{bad}");
+            assert!(
+                e.problem.contains("utilization.gpu") && e.problem.contains(bad),
+                "{bad}: {}",
+                e.problem
+            );
+        }
+        for missing in [
+            "[N/A]",
+            "[Not Supported]",
+            "[Unknown Error]",
+            "[Insufficient Permissions]",
+            "[GPU requires reset]",
+            "N/A",
+            "",
+        ] {
+            let t = parse_gpus(&format!("{head}0, GPU-a, {missing}, 100\n"), None).unwrap();
+            assert_eq!((t.gpus[0].util_pct, t.row_errors.len()), (None, 0), "{missing:?}");
+        }
+        for ok in ["45", "45 %", "12.5", "0"] {
+            let t = parse_gpus(&format!("{head}0, GPU-a, {ok}, 100\n"), None).unwrap();
+            assert!(t.gpus[0].util_pct.is_some() && t.row_errors.is_empty(), "{ok}");
+        }
+        let t = parse_gpus(&format!("{head}x1, GPU-a, 5, 100\n"), None).unwrap();
+        assert!(t.gpus[0].index.is_none() && t.row_errors[0].problem.contains("index"));
+        let a = parse_apps("gpu_uuid, pid, used_memory [MiB]\nGPU-a, -3, 10\n", None).unwrap();
+        assert!(a.apps[0].pid.is_none() && a.row_errors[0].problem.contains("pid"), "{a:?}");
+    }
+
+    #[test]
+    fn a_headerless_row_that_does_not_fit_the_column_list_is_rejected_whole() {
+        let t = parse_gpus(
+            "0, GPU-a, 5\n1, GPU-b, 5, 100\n",
+            Some(&["index", "uuid", "utilization.gpu", "memory.used"]),
+        )
+        .unwrap();
+        assert_eq!(t.gpus.len(), 1);
+        assert_eq!(t.row_errors[0].problem, "3 fields, expected 4");
+        let t = parse_gpus(
+            "0, GPU-a, Tesla T4, 100\n",
+            Some(&["index", "uuid", "utilization.gpu", "memory.used"]),
+        )
+        .unwrap();
+        assert!(t.gpus.is_empty(), "{t:?}");
+        assert!(t.row_errors[0].problem.contains("utilization.gpu \"Tesla T4\" is not a number"));
     }
 }

@@ -118,21 +118,61 @@ pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
     out
 }
 
+/// Reads a numeric id column strictly: `Ok(None)` when the column is absent, empty or `N/A`;
+/// otherwise the text must be a decimal integer from 0 to `u32::MAX` (Slurm job ids, array
+/// and het fields are `uint32_t`), or the error names the column and the text.
+fn text_id(text: Option<&str>, column: &str) -> Result<Option<u32>, String> {
+    let Some(t) = text.map(str::trim).filter(|t| !t.is_empty() && *t != "N/A") else {
+        return Ok(None);
+    };
+    if !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{column} {t:?} is not a non-negative integer"));
+    }
+    t.parse::<u32>()
+        .map(Some)
+        .map_err(|_| format!("{column} {t:?} is larger than {}", u32::MAX))
+}
+
+/// True for the JobArrayID shapes squeue prints (job_array.shtml): `N` (not an array), `N_M`
+/// (one task) and `N_[a-b,c%t]` (pending tasks); every number must fit `u32`.
+fn is_array_id(t: &str) -> bool {
+    let num = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u32>().is_ok();
+    match t.split_once('_') {
+        None => num(t),
+        Some((base, task)) => {
+            num(base)
+                && (num(task)
+                    || task.strip_prefix('[').and_then(|r| r.strip_suffix(']')).is_some_and(|r| {
+                        let (ranges, throttle) = r.split_once('%').unwrap_or((r, "1"));
+                        num(throttle)
+                            && ranges
+                                .split(',')
+                                .all(|g| g.split_once('-').map_or(num(g), |(a, b)| num(a) && num(b)))
+                    }))
+        }
+    }
+}
+
 fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Option<String>, String)> {
     let get = |name: &str| cols.iter().position(|c| c == name).map(|i| f[i]);
     let field = |name: &str| get(name).map(|s| s.trim().to_string()).unwrap_or_default();
-    let raw: Option<u64> = get("jobid").and_then(|s| s.trim().parse().ok());
-    let het_id: Option<u64> = get("hetjobid").and_then(|s| s.trim().parse().ok()).filter(|n| *n > 0);
-    let het_off: Option<u64> = get("hetjoboffset").and_then(|s| s.trim().parse().ok());
+    let raw = text_id(get("jobid"), "JobID").map_err(|e| (None, e))?;
+    let shown = || raw.map(|r| r.to_string());
+    let het_id = text_id(get("hetjobid"), "HetJobID").map_err(|e| (shown(), e))?.filter(|n| *n > 0);
+    let het_off = text_id(get("hetjoboffset"), "HetJobOffset").map_err(|e| (shown(), e))?;
     let arr = field("jobarrayid");
-    let job_id = match (het_id, het_off) {
-        (Some(h), Some(o)) => format!("{h}+{o}"),
-        _ if !arr.is_empty() && arr != "N/A" => arr,
-        _ => field("jobid"),
-    };
-    if job_id.is_empty() {
-        return Err((None, "no job id".into()));
+    let arr = if arr == "N/A" { String::new() } else { arr };
+    if !arr.is_empty() && !is_array_id(&arr) {
+        return Err((shown(), format!("JobArrayID {arr:?} is not N, N_M or N_[ranges]")));
     }
+    let job_id = match (het_id, het_off, raw) {
+        (Some(h), Some(o), _) => format!("{h}+{o}"),
+        (Some(h), None, _) => return Err((shown(), format!("HetJobID {h} without HetJobOffset"))),
+        _ if !arr.is_empty() => arr,
+        (_, _, Some(0)) => return Err((None, "JobID 0 is not a job id".into())),
+        (_, _, Some(r)) => r.to_string(),
+        (_, _, None) => return Err((None, "no job id".into())),
+    };
     let fail = |p: String| (Some(job_id.clone()), p);
     let state_text = field("state");
     let (state, state_flags) = split_state(state_text.split('+'));
@@ -143,7 +183,7 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
         None => None,
     };
     Ok(SlurmJob {
-        raw_id: raw,
+        raw_id: raw.map(u64::from),
         sluid: get("sluid").map(|s| s.trim().to_string()).filter(|s| !s.is_empty() && s != "N/A"),
         state,
         state_flags,
@@ -158,4 +198,66 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
         gpus,
         job_id,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::FixedOffset;
+    use proptest::prelude::*;
+
+    fn one(raw: &str, arr: &str, het: &str, off: &str) -> JobsRead {
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let line = format!("{raw}|{arr}|{het}|{off}|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|name");
+        parse(&line, &own_columns(), &tz)
+    }
+
+    #[test]
+    fn an_id_column_that_is_not_an_exact_slurm_id_is_an_error_naming_column_and_text() {
+        for (raw, arr, het, off, says) in [
+            ("1.5", "N/A", "N/A", "N/A", r#"JobID "1.5""#),
+            ("-5", "N/A", "N/A", "N/A", r#"JobID "-5""#),
+            ("x", "N/A", "N/A", "N/A", r#"JobID "x""#),
+            ("99999999999999999999999", "N/A", "N/A", "N/A", "larger than 4294967295"),
+            ("4294967296", "N/A", "N/A", "N/A", r#"JobID "4294967296""#),
+            ("0", "N/A", "N/A", "N/A", "JobID 0"),
+            ("7", "7_1.5", "N/A", "N/A", r#"JobArrayID "7_1.5""#),
+            ("7", "7_x; rm", "N/A", "N/A", "JobArrayID"),
+            ("7", "N/A", "6", "-1", r#"HetJobOffset "-1""#),
+            ("7", "N/A", "6", "N/A", "HetJobID 6 without HetJobOffset"),
+        ] {
+            let r = one(raw, arr, het, off);
+            assert!(r.jobs.is_empty(), "{raw} {arr} {het} {off}: {r:?}");
+            assert!(r.row_errors[0].problem.contains(says), "{says}: {}", r.row_errors[0].problem);
+        }
+        let ok = |raw, arr, het, off| one(raw, arr, het, off).jobs[0].job_id.clone();
+        assert_eq!(ok("4294967295", "N/A", "N/A", "N/A"), "4294967295");
+        assert_eq!(ok("8", "7_1", "N/A", "N/A"), "7_1");
+        assert_eq!(ok("7", "7_[1-3,5%2]", "N/A", "N/A"), "7_[1-3,5%2]");
+        assert_eq!(ok("7", "N/A", "6", "1"), "6+1");
+    }
+
+    proptest! {
+        /// Any JobID text that is accepted is exactly a u32 written in decimal, kept as given.
+        #[test]
+        fn an_accepted_job_id_text_round_trips_exactly(
+            text in prop_oneof![
+                any::<u64>().prop_map(|n| n.to_string()),
+                any::<u32>().prop_map(|n| n.to_string()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                "[0-9]{1,25}",
+                "[-+ .0-9a-z]{1,12}",
+            ]
+        ) {
+            let r = one(&text, "N/A", "N/A", "N/A");
+            if let Some(j) = r.jobs.first() {
+                let given: u32 = text.trim().parse().expect("only a decimal u32 may be accepted");
+                prop_assert!(given > 0);
+                prop_assert_eq!(&j.job_id, &given.to_string());
+                prop_assert_eq!(j.raw_id, Some(u64::from(given)));
+            } else {
+                prop_assert_eq!(r.row_errors.len(), 1);
+            }
+        }
+    }
 }

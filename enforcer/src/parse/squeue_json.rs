@@ -71,19 +71,95 @@ pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
             Err((id, problem)) => out.row_errors.push(JobRowError {
                 row: i,
                 job_id: id,
-                problem,
+                problem: format!("jobs[{i}]: {problem}"),
             }),
         }
     }
     Ok(out)
 }
 
+/// Slurm's `NO_VAL` (slurm.h `0xfffffffe`): a `UINT32_NO_VAL` field that is not set, as data
+/// parsers before v0.0.40 print it (v0.0.40+ print `{"set": false, ...}` instead).
+pub const NO_VAL: u64 = 0xffff_fffe;
+/// Slurm's `INFINITE` (slurm.h `0xffffffff`), the other `UINT32_NO_VAL` sentinel.
+pub const INFINITE: u64 = 0xffff_ffff;
+
+/// Reads a Slurm id field strictly. The data_parser (v0.0.40 `parsers.c`) dumps `job_id` as
+/// `UINT32` and `array_job_id`, `array_task_id`, `het_job_id`, `het_job_offset` as
+/// `UINT32_NO_VAL`: a plain integer or `{set, infinite, number}`. These ids end up in scancel
+/// and scontrol arguments, so nothing is rounded, clamped or guessed:
+///
+/// * `Ok(Some(n))`: a non-negative integer up to `u32::MAX` other than the two sentinels;
+/// * `Ok(None)`: absent, `null`, `set: false`, `infinite: true`, or a plain `NO_VAL`/`INFINITE`;
+/// * `Err(text)`: anything else (a fraction, a negative number, an integer over `u32::MAX`,
+///   a string, a bool, a list), with `text` naming the field and the value as JSON.
+pub fn id_field(j: &Value, field: &str) -> Result<Option<u32>, String> {
+    fn read(v: &Value, field: &str, whole: &Value) -> Result<Option<u32>, String> {
+        let bad = |why: &str| {
+            Err(format!(
+                "{field} {} {why}; a Slurm id is an integer from 0 to {} ({NO_VAL} and {INFINITE} mean unset)",
+                policy::one_line(&whole.to_string(), 80),
+                NO_VAL - 1
+            ))
+        };
+        match v {
+            Value::Null => Ok(None),
+            Value::Number(n) => match n.as_u64() {
+                Some(NO_VAL | INFINITE) => Ok(None),
+                Some(u) => match u32::try_from(u) {
+                    Ok(id) => Ok(Some(id)),
+                    Err(_) => bad("is too large"),
+                },
+                // Past u64 serde_json keeps only an f64 (shown as e.g. 1e+23).
+                None => match n.as_f64() {
+                    Some(f) if f.fract() != 0.0 || !f.is_finite() => bad("is not an integer"),
+                    Some(f) if f < 0.0 => bad("is negative"),
+                    _ if n.as_i64().is_some() => bad("is negative"),
+                    _ => bad("is too large"),
+                },
+            },
+            Value::Object(o) => {
+                let flag = |k: &str| match o.get(k) {
+                    None | Some(Value::Null) => Ok(false),
+                    Some(Value::Bool(b)) => Ok(*b),
+                    Some(_) => Err(()),
+                };
+                match (flag("set"), flag("infinite")) {
+                    (Ok(true), Ok(false)) => match o.get("number") {
+                        Some(n @ Value::Number(_)) => read(n, field, whole),
+                        _ => bad("has no number"),
+                    },
+                    (Ok(_), Ok(_)) => Ok(None),
+                    _ => bad("has a set or infinite flag that is not true or false"),
+                }
+            }
+            Value::String(_) => bad("is a string"),
+            _ => bad("is not a number"),
+        }
+    }
+    match j.get(field) {
+        None => Ok(None),
+        Some(v) => read(v, field, v),
+    }
+}
+
 fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
-    let raw = number(j.get("job_id")).filter(|n| *n > 0).ok_or((None, "no job_id".to_string()))? as u64;
-    let het_id = number(j.get("het_job_id")).filter(|n| *n > 0);
-    let het_off = number(j.get("het_job_offset"));
-    let arr_id = number(j.get("array_job_id")).filter(|n| *n > 0);
-    let arr_task = number(j.get("array_task_id"));
+    let no_id = |p: String| (None, p);
+    let raw = match id_field(j, "job_id").map_err(no_id)? {
+        Some(0) => return Err((None, "job_id 0 is not a job id".into())),
+        Some(n) => u64::from(n),
+        None => {
+            let shown = j
+                .get("job_id")
+                .map_or("absent".to_string(), |v| policy::one_line(&v.to_string(), 80));
+            return Err((None, format!("no job_id (job_id: {shown})")));
+        }
+    };
+    let with_raw = |p: String| (Some(raw.to_string()), p);
+    let het_id = id_field(j, "het_job_id").map_err(with_raw)?.filter(|n| *n > 0);
+    let het_off = id_field(j, "het_job_offset").map_err(with_raw)?;
+    let arr_id = id_field(j, "array_job_id").map_err(with_raw)?.filter(|n| *n > 0);
+    let arr_task = id_field(j, "array_task_id").map_err(with_raw)?;
     let (state, state_flags) = match j.get("job_state") {
         Some(Value::String(s)) => split_state(s.split('+')),
         Some(Value::Array(a)) => split_state(a.iter().filter_map(Value::as_str)),
@@ -146,6 +222,7 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn never_a_base_or_raw_id_for_an_array_task_or_het_component() {
@@ -172,6 +249,105 @@ mod tests {
         for bad in [r#"{"job": "gpu-reaper:exempt"}"#, r#"["gpu-reaper:exempt"]"#, "7"] {
             let r = one(bad);
             assert!(r.jobs.is_empty() && r.row_errors[0].problem.contains("comment"), "{bad}: {r:?}");
+        }
+    }
+
+    fn try_id(id: &str) -> Result<JobsRead, SqueueJsonError> {
+        parse(&format!(
+            r#"{{"jobs": [{{"job_id": 3, "job_state": ["RUNNING"]}}, {{"job_id": {id}, "job_state": ["RUNNING"], "nodes": "n1"}}]}}"#
+        ))
+    }
+
+    fn one_id(id: &str) -> JobsRead {
+        try_id(id).unwrap()
+    }
+
+    #[test]
+    fn a_job_id_that_is_not_an_exact_slurm_id_is_an_error_naming_entry_field_and_value() {
+        for (bad, says) in [
+            ("1.5", "job_id 1.5 is not an integer"),
+            ("99999999999999999999999", "job_id 1e+23 is too large"),
+            ("-1e30", "job_id -1e+30 is negative"),
+            ("4294967296", "job_id 4294967296 is too large"),
+            ("9223372036854775807", "job_id 9223372036854775807 is too large"),
+            (r#""x""#, r#"job_id "x" is a string"#),
+            (r#""42""#, r#"job_id "42" is a string"#),
+            ("-5", "job_id -5 is negative"),
+            ("true", "job_id true is not a number"),
+            (r#"{"set": true, "number": 2.5}"#, "is not an integer"),
+            (r#"{"set": "yes", "number": 7}"#, "set or infinite flag"),
+            ("0", "job_id 0 is not a job id"),
+            ("null", "no job_id"),
+            ("4294967294", "no job_id"),
+        ] {
+            let r = one_id(bad);
+            assert_eq!(r.jobs.len(), 1, "{bad}: only the good entry is read: {r:?}");
+            assert_eq!(r.row_errors.len(), 1, "{bad}");
+            let e = &r.row_errors[0];
+            assert_eq!(e.row, 1, "{bad}");
+            assert!(e.problem.starts_with("jobs[1]: "), "{bad}: {}", e.problem);
+            assert!(e.problem.contains(says), "{bad}: {}", e.problem);
+        }
+        // The largest plain id is read exactly.
+        assert_eq!(one_id("4294967293").jobs[1].job_id, "4294967293");
+    }
+
+    #[test]
+    fn array_and_het_ids_are_read_as_strictly_as_the_job_id() {
+        let one = |fields: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], {fields}}}]}}"#)).unwrap();
+        for (fields, field) in [
+            (r#""array_job_id": 1229.5, "array_task_id": 4"#, "array_job_id 1229.5"),
+            (r#""array_job_id": 1229, "array_task_id": -1"#, "array_task_id -1"),
+            (r#""array_job_id": 1229, "array_task_id": "4""#, "array_task_id \"4\""),
+            (r#""het_job_id": 4294967296, "het_job_offset": 0"#, "het_job_id 4294967296"),
+            (
+                r#""het_job_id": 1229, "het_job_offset": {"set": true, "number": 1.5}"#,
+                "het_job_offset",
+            ),
+        ] {
+            let r = one(fields);
+            assert!(r.jobs.is_empty(), "{fields}: {r:?}");
+            assert!(r.row_errors[0].problem.contains(field), "{fields}: {}", r.row_errors[0].problem);
+            assert_eq!(r.row_errors[0].job_id.as_deref(), Some("1230"), "{fields}");
+        }
+        assert_eq!(one(r#""array_job_id": 1229, "array_task_id": 0"#).jobs[0].job_id, "1229_0");
+        assert_eq!(
+            one(r#""het_job_id": {"set": true, "number": 1229}, "het_job_offset": 0"#).jobs[0].job_id,
+            "1229+0"
+        );
+    }
+
+    proptest! {
+        /// Any job id that is accepted is exactly the integer given, whatever JSON number
+        /// (integer, fraction, exponent, huge, negative) or shape it came in.
+        #[test]
+        fn an_accepted_job_id_round_trips_exactly(
+            text in prop_oneof![
+                any::<u64>().prop_map(|n| n.to_string()),
+                any::<u32>().prop_map(|n| n.to_string()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                any::<f64>().prop_map(|f| format!("{f:?}")),
+                (any::<u32>(), 0u32..1000).prop_map(|(n, f)| format!("{n}.{f}")),
+                "[1-9][0-9]{0,29}",
+                "[0-9]{1,5}e[0-9]{1,3}",
+                "-?[0-9]{1,12}(\\.[0-9]{1,3})?",
+                any::<u32>().prop_map(|n| format!(r#"{{"set": true, "infinite": false, "number": {n}}}"#)),
+            ]
+        ) {
+            // Text that is not JSON at all (a leading zero, NaN) is rejected whole.
+            let Ok(r) = try_id(&text) else { return Ok(()) };
+            if let Some(j) = r.jobs.get(1) {
+                let given: u128 = text
+                    .trim_start_matches(r#"{"set": true, "infinite": false, "number": "#)
+                    .trim_end_matches('}')
+                    .parse()
+                    .expect("only a plain integer may be accepted");
+                prop_assert!(given > 0 && given < u128::from(u32::MAX - 1));
+                prop_assert_eq!(&j.job_id, &given.to_string());
+                prop_assert_eq!(j.raw_id.map(u128::from), Some(given));
+            } else {
+                prop_assert_eq!(r.row_errors.len(), 1);
+            }
         }
     }
 }

@@ -87,7 +87,18 @@ pub fn classify(gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<(SignatureId, M
 
 /// Guard 4, peak not mean: a GPU is low only if no sample reached the threshold.
 pub fn gpu_is_low(g: &GpuStats, cfg: &PolicyConfig) -> bool {
-    g.peak_util_pct() < cfg.util_threshold_pct
+    peak_is_low(g.peak_util_milli, cfg)
+}
+
+/// True when a window's peak (thousandths of a percent) is below `util_threshold_pct`.
+///
+/// The engine relies on this contract to skip matching for busy jobs: every signature needs
+/// at least one low GPU, except `spin`, which needs every GPU at spin util on every sample
+/// with known power at or below the spin limit. A new signature must keep to it, or widen the
+/// engine's test; `busy_jobs_match_nothing` checks every registered signature.
+#[inline]
+pub fn peak_is_low(peak_util_milli: u32, cfg: &PolicyConfig) -> bool {
+    peak_util_milli as f64 / 1000.0 < cfg.util_threshold_pct
 }
 
 #[cfg(test)]
@@ -113,6 +124,43 @@ mod tests {
             sum_power_dw: (power_w * 10.0) as u64 * n as u64,
             sum_power_sq: ((power_w * 10.0) as u64).pow(2) * n as u64,
             ..GpuStats::default()
+        }
+    }
+
+    proptest::proptest! {
+        /// The engine skips matching for jobs with no low GPU unless every GPU is a spin
+        /// candidate (see `peak_is_low`); no registered signature may match such a job.
+        #[test]
+        fn busy_jobs_match_nothing(
+            threshold in 1.0f64..100.0,
+            gpus in proptest::collection::vec(
+                (1u32..40, 0u32..=100_000, proptest::array::uniform12(0u32..=40), 0u64..2_000_000, 0u64..40_000_000_000),
+                1..10,
+            ),
+            spin_gpu in 0usize..10,
+        ) {
+            let cfg = PolicyConfig { util_threshold_pct: threshold, ..PolicyConfig::default() };
+            let stats: Vec<GpuStats> = gpus.iter().map(|&(n, peak, c, pw, sq)| {
+                let k = |i: usize| c[i].min(n);
+                GpuStats {
+                    samples: n,
+                    // Not low: the peak reaches the threshold.
+                    peak_util_milli: peak.max((threshold * 1000.0).ceil() as u32).min(100_000),
+                    sum_util_milli: peak as u64 * n as u64,
+                    mem_known: k(0), mem_held: k(1), mem_free: k(2), procs_pos: k(3), procs_zero: k(4),
+                    power_known: k(5), power_idle: k(6), power_spin_low: k(7), util_spin: k(8),
+                    sum_power_dw: pw, sum_power_sq: sq, sum_mem_mib: 0, invalid: k(9),
+                    first_t_s: 0, last_t_s: 0,
+                }
+            }).collect();
+            let spin_candidate = |g: &GpuStats| g.util_spin == g.samples && g.power_known == g.samples && g.power_spin_low == g.samples;
+            let mut stats = stats;
+            // Make sure at least one GPU is not a spin candidate.
+            let i = spin_gpu % stats.len();
+            stats[i].util_spin = stats[i].samples - 1;
+            proptest::prop_assert!(stats.iter().all(|g| !gpu_is_low(g, &cfg)));
+            proptest::prop_assert!(!stats.iter().all(spin_candidate));
+            proptest::prop_assert_eq!(classify(&stats, &cfg), None);
         }
     }
 
