@@ -231,3 +231,14 @@ pub fn run(args: Args) -> Result<()> {
     super::emit(&out);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_query_help_names_the_default_query() {
+        use clap::CommandFactory;
+        let mut cmd = crate::cli::Cli::command();
+        let help = cmd.find_subcommand_mut("import").unwrap().render_long_help().to_string();
+        assert!(help.contains(traces::import::nvidia_smi::DEFAULT_QUERY), "{help}");
+    }
+}
