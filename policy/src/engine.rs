@@ -605,7 +605,7 @@ impl Engine {
         };
 
         // Guard 1: warmup.
-        if now_s - job.start_s < cfg.warmup.0 {
+        if now_s.saturating_sub(job.start_s) < cfg.warmup.0 {
             st.end_breach();
             f.cause = Cause::Warmup;
             return f;
@@ -641,7 +641,7 @@ impl Engine {
             st.end_breach();
             f.verdict = Verdict::Watching;
             f.cause = Cause::ShortCoverage;
-            f.wasted_gpu_h = gpu_share * (now_s - f.evidence.window_start_s).max(0) as f64 / 3600.0;
+            f.wasted_gpu_h = gpu_share * now_s.saturating_sub(f.evidence.window_start_s).max(0) as f64 / 3600.0;
             return f;
         }
 
@@ -662,7 +662,7 @@ impl Engine {
         f.cause = Cause::Breach;
         let window_start = f.evidence.window_start_s;
         let breach_start = *st.breach_start_s.get_or_insert(window_start);
-        let dwell = now_s - breach_start;
+        let dwell = now_s.saturating_sub(breach_start);
         f.dwell_s = dwell;
         f.wasted_gpu_h = gpu_share * dwell as f64 / 3600.0;
         // Dwell toward drain and cancel counts only while the signature's ceiling allows
@@ -690,7 +690,7 @@ impl Engine {
             let stages = self.policy.stages.iter();
             let reached = stages.filter(|s| {
                 if by_level {
-                    level_start(s.verdict).is_some_and(|t| now_s - t >= s.after_s)
+                    level_start(s.verdict).is_some_and(|t| now_s.saturating_sub(t) >= s.after_s)
                 } else {
                     dwell >= s.after_s
                 }
@@ -729,8 +729,10 @@ impl Engine {
         if v == Verdict::Cancel {
             // The drain, and the cancel-capable breach, have both stood a full window.
             let cancel_start = st.cancel_level_start_s.unwrap_or(i64::MAX);
-            let drained = st.drain_confirmed_s.is_some_and(|t| t.max(cancel_start) <= now_s - cfg.window.0);
-            let noticed = st.first_alert_s.is_some_and(|t| now_s - t >= cfg.notice.0);
+            let drained = st
+                .drain_confirmed_s
+                .is_some_and(|t| t.max(cancel_start) <= now_s.saturating_sub(cfg.window.0));
+            let noticed = st.first_alert_s.is_some_and(|t| now_s.saturating_sub(t) >= cfg.notice.0);
             if !drained {
                 limit(&mut v, Verdict::Drain, Cap::DrainUnconfirmed);
             } else if !noticed {

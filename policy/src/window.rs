@@ -353,7 +353,7 @@ impl GpuWindow {
     /// Ingests one sample. Callers hand a GPU's samples of one cycle in (time, readings)
     /// order; a sample not newer than the newest ingested is dropped and counted in `late`.
     pub(crate) fn ingest(&mut self, s: &Sample, now_s: i64, th: &IngestThresholds) {
-        if s.t_s > now_s + th.skew_s {
+        if s.t_s > now_s.saturating_add(th.skew_s) {
             // Guard 10: a sample from the future is invalid evidence; it must not move
             // `newest_t`, or every later real sample would be dropped as late.
             self.note_invalid(now_s);
@@ -414,12 +414,12 @@ impl GpuWindow {
             flags |= CHANGED;
         }
         self.prev_raw = key;
-        if self.last_valid_t_s != NO_TIME && s.t_s - self.last_valid_t_s > th.max_gap_s {
+        if self.last_valid_t_s != NO_TIME && s.t_s.saturating_sub(self.last_valid_t_s) > th.max_gap_s {
             flags |= GAP_BEFORE;
         }
         self.last_valid_t_s = s.t_s;
         // Offsets beyond u32 (136 years) cannot occur for one running job; saturate anyway.
-        let t_off = (s.t_s - self.base_t_s).clamp(0, u32::MAX as i64) as u32;
+        let t_off = s.t_s.saturating_sub(self.base_t_s).clamp(0, u32::MAX as i64) as u32;
         let e = Entry {
             t_off,
             util_milli,
@@ -470,7 +470,7 @@ impl GpuWindow {
 
     /// Drops everything at or before `now − window`.
     pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
-        let cutoff = now_s - th.window_s;
+        let cutoff = now_s.saturating_sub(th.window_s);
         if self.invalid.is_some() {
             self.evict_invalid(cutoff);
         }
@@ -478,7 +478,7 @@ impl GpuWindow {
             return;
         }
         // Entries at offset ≤ off_cut are at or before the cutoff.
-        let off_cut = (cutoff - self.base_t_s).min(u32::MAX as i64) as u32;
+        let off_cut = cutoff.saturating_sub(self.base_t_s).min(u32::MAX as i64) as u32;
         while let Some(e) = self.entries.front().copied() {
             if e.t_off > off_cut {
                 break;
@@ -516,7 +516,7 @@ impl GpuWindow {
         // refer to a sample outside the window.
         let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
         let identical = n >= 2 && self.lane(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
-        let coverage = if now_s - last_t > th.max_gap_s {
+        let coverage = if now_s.saturating_sub(last_t) > th.max_gap_s {
             Coverage::Broken(EvidenceProblem::Stale)
         } else if holes > 0 {
             Coverage::Broken(EvidenceProblem::Gap)
@@ -524,7 +524,7 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::AllZero)
         } else if identical && power_known == n {
             Coverage::Broken(EvidenceProblem::Frozen)
-        } else if first_t > now_s - th.window_s + th.max_gap_s {
+        } else if first_t > now_s.saturating_sub(th.window_s).saturating_add(th.max_gap_s) {
             Coverage::Short
         } else {
             Coverage::Full

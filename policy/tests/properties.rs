@@ -373,6 +373,54 @@ proptest! {
     }
 }
 
+/// A time near either end of i64, or anywhere at all.
+fn any_time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        any::<i64>(),
+        (0i64..100_000).prop_map(|d| i64::MIN + d),
+        (0i64..100_000).prop_map(|d| i64::MAX - d),
+    ]
+}
+
+proptest! {
+    /// Input-driven times are never trusted to be sane: clocks at the ends of i64, samples and
+    /// job starts anywhere, never overflow the engine (a panic in debug builds, nonsense in
+    /// release), and every job still gets its one finding.
+    #[test]
+    fn prop_any_times_never_overflow(
+        nows in proptest::collection::vec(any_time(), 1..6),
+        start_s in any_time(),
+        sample_ts in proptest::collection::vec(any_time(), 0..6),
+    ) {
+        let cfg = test_cfg();
+        let mut engine = policy::Engine::new(policy::Policy::new(&cfg).expect("valid"), Mode::Observe);
+        let job = JobFacts {
+            job_id: "1".into(),
+            start_s,
+            alloc: vec![GpuRef { node: NodeId(0), gpu: 0 }],
+            ..JobFacts::default()
+        };
+        let mut out = Vec::new();
+        for (i, &now) in nows.iter().enumerate() {
+            let samples: Vec<Sample> = sample_ts.iter().map(|&t| Sample {
+                t_s: t,
+                node: NodeId(0),
+                gpu: 0,
+                util_pct: Some((i % 2) as f64),
+                mem_used_mib: Some(0.0),
+                mem_total_mib: Some(81_920.0),
+                power_w: Some(60.0),
+                power_limit_w: Some(400.0),
+                procs: Some(0),
+                sm_active: None,
+            }).collect();
+            let obs = policy::Observation { jobs: std::slice::from_ref(&job), samples: &samples, scope: Scope::Whole, drains: &[] };
+            engine.step(now, &obs, &mut out);
+            prop_assert_eq!(out.len(), 1);
+        }
+    }
+}
+
 #[test]
 fn generated_scenarios_reach_every_rung() {
     // The properties above are only worth something if scenarios reach cancel at all.
