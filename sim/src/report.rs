@@ -111,7 +111,17 @@ pub fn pareto(aggs: &[Aggregate]) -> Vec<&Aggregate> {
             })
         })
         .collect();
-    front.sort_by(|a, b| a.false_cancels.cmp(&b.false_cancels).then(a.config_id.cmp(&b.config_id)));
+    // Configurations at the same point are shown once, by the recommendation's tie-break
+    // (fewer false drains, then fewer false alerts, then the lower id), so that the front's
+    // zero-false-cancel point and the recommended configuration agree.
+    front.sort_by(|a, b| {
+        a.false_cancels
+            .cmp(&b.false_cancels)
+            .then(b.recovered_gpu_h.total_cmp(&a.recovered_gpu_h))
+            .then(a.false_drains.cmp(&b.false_drains))
+            .then(a.false_alerts.cmp(&b.false_alerts))
+            .then(a.config_id.cmp(&b.config_id))
+    });
     front.dedup_by(|a, b| a.false_cancels == b.false_cancels && a.recovered_gpu_h == b.recovered_gpu_h);
     front
 }
@@ -652,5 +662,38 @@ fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate]) {
         _ => {
             let _ = writeln!(s, "No configuration of either kind has zero false cancels.\n");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agg(id: &str, recovered_gpu_h: f64, false_cancels: u64, false_drains: u64) -> Aggregate {
+        Aggregate {
+            policy: "gpu-reaper".into(),
+            config_id: id.into(),
+            rows: 1,
+            recovered_gpu_h,
+            false_cancels,
+            false_drains,
+            ..Aggregate::default()
+        }
+    }
+
+    #[test]
+    fn the_front_shows_tied_points_by_the_recommendations_tie_break() {
+        // c002 and c006 sit at the same point; c006 has fewer false drains.
+        let aggs = [
+            agg("c002", 50.0, 0, 9),
+            agg("c006", 50.0, 0, 3),
+            agg("c007", 40.0, 0, 0),
+            agg("c010", 70.0, 2, 0),
+        ];
+        let rec = recommend(&aggs).expect("a zero-false-cancel configuration exists");
+        assert_eq!(rec.config_id, "c006");
+        let front: Vec<&str> = pareto(&aggs).iter().map(|a| a.config_id.as_str()).collect();
+        assert_eq!(front, ["c006", "c010"]);
+        assert_eq!(front[0], rec.config_id, "the front's zero-false-cancel point is the recommendation");
     }
 }
