@@ -111,6 +111,22 @@ impl Default for EnforcerConfig {
     }
 }
 
+impl EnforcerConfig {
+    /// True when a channel that reaches the job's user is configured: `notify_command` or
+    /// `webhook_url_env`. The AdminComment written at cancel does not count.
+    pub fn has_user_channel(&self) -> bool {
+        !self.notify_command.is_empty() || !self.webhook_url_env.is_empty()
+    }
+}
+
+/// True when some job can reach `drain` or `cancel` under `policy`: a stage at drain or above
+/// and a signature whose ceiling allows it.
+pub fn drain_reachable(policy: &Policy) -> bool {
+    let staged = policy.stages().iter().any(|s| s.verdict >= Verdict::Drain);
+    let allowed = (0..policy::signature::REGISTRY.len()).any(|i| policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Drain);
+    staged && allowed
+}
+
 /// The whole file as written.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -276,6 +292,15 @@ impl Config {
                 ));
             }
         }
+        // Guard 6: a cancel needs `notice` since the user was told. AdminComment (set at
+        // cancel) and the audit log tell nobody, so enforce mode with a drain or cancel
+        // reachable needs a channel that reaches the job's user.
+        if c.mode == RunMode::Enforce && !c.has_user_channel() && drain_reachable(&policy) {
+            return Err(e(
+                "enforcer.notify_command",
+                "enforce mode with a drain or cancel stage needs a channel that tells the job's user: set enforcer.notify_command or enforcer.webhook_url_env (both are empty; the AdminComment written at cancel is not a notice)".into(),
+            ));
+        }
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
         if node.is_empty() {
             return Err(e("enforcer.node", "empty, and the host name could not be read".into()));
@@ -313,7 +338,11 @@ mod tests {
         assert_eq!(c.enforcer.mode, RunMode::Observe);
         assert!(c.enforcer.metrics_listen.starts_with("127.0.0.1:"));
         assert!(!c.enforcer.metrics_listen.ends_with(":9835") && !c.enforcer.metrics_listen.ends_with(":9400"));
-        let c = Config::from_text("[enforcer]\nnode = \"gpu001\"\nmode = \"enforce\"\n", "t").unwrap();
+        let c = Config::from_text(
+            "[enforcer]\nnode = \"gpu001\"\nmode = \"enforce\"\nnotify_command = [\"notify\"]\n",
+            "t",
+        )
+        .unwrap();
         assert_eq!(c.enforcer.mode, RunMode::Enforce);
     }
 
@@ -329,7 +358,7 @@ mod tests {
         assert!(err("[enforcer]\nnode = \"n\"\nsuspect_frac = 2.0").contains("enforcer.suspect_frac"));
         assert!(err("[enforcer]\nnode = \"n\"\nnvidia_smi_timeout = \"2m\"").contains("enforcer.nvidia_smi_timeout"));
         assert!(err("[polcy]\n").contains("polcy"));
-        let fmt = "[enforcer]\nnode = \"n\"\nmode = \"enforce\"\njob_source = \"format\"\n";
+        let fmt = "[enforcer]\nnode = \"n\"\nmode = \"enforce\"\njob_source = \"format\"\nnotify_command = [\"notify\"]\n";
         assert!(err(fmt).contains("enforcer.job_source"), "enforce would miss opt-out markers");
         assert!(Config::from_text(&format!("[policy.exempt]\ncomment_marker = \"\"\n{fmt}"), "t").is_ok());
         assert!(Config::from_text(&fmt.replace("\"enforce\"", "\"observe\""), "t").is_ok());
@@ -378,5 +407,32 @@ mod tests {
         ] {
             assert!(with(kv).is_ok(), "{kv}");
         }
+    }
+
+    #[test]
+    fn enforce_with_a_reachable_drain_or_cancel_needs_a_channel_to_the_user() {
+        let cancel = "[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"30m\", verdict = \"drain\" }, { after = \"60m\", verdict = \"cancel\" }]\nceilings = { idle = \"cancel\" }\n";
+        let base = format!("{cancel}[enforcer]\nnode = \"n\"\nmode = \"enforce\"\nnotify_command = []\n");
+        let m = err(&base);
+        assert!(
+            m.contains("enforcer.notify_command") && m.contains("enforcer.webhook_url_env") && m.contains("not a notice"),
+            "{m}"
+        );
+        // The default stages drain at 60m: also refused.
+        assert!(err("[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n").contains("enforcer.notify_command"));
+        // Either channel is enough.
+        assert!(Config::from_text(&format!("{base}webhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n"), "t").is_ok());
+        assert!(Config::from_text(
+            &base.replace("notify_command = []", "notify_command = [\"/usr/local/bin/notify\"]"),
+            "t"
+        )
+        .is_ok());
+        // Observe mode, and enforce mode that can only alert, tell nobody but act on nothing.
+        assert!(Config::from_text(&base.replace("\"enforce\"", "\"observe\""), "t").is_ok());
+        let alert_only = "[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }]\n[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n";
+        assert!(Config::from_text(alert_only, "t").is_ok());
+        // Drain staged but every ceiling below drain: nothing is reachable.
+        let capped = "[policy]\nceilings = { spin = \"alert\", hung = \"alert\", idle = \"alert\", starved = \"alert\", partial = \"alert\", unknown = \"alert\" }\n[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n";
+        assert!(Config::from_text(capped, "t").is_ok(), "{:?}", Config::from_text(capped, "t"));
     }
 }

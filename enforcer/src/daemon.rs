@@ -447,7 +447,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 max_cancels_per_hour: e.max_cancels_per_hour,
                 suspect_min_jobs: e.suspect_min_jobs,
                 suspect_frac: e.suspect_frac,
-                notify: !e.notify_command.is_empty(),
+                notify: e.has_user_channel(),
                 notice_s: self.cfg.policy.config().notice.secs(),
             },
             state: &self.actions,

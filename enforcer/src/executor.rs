@@ -115,6 +115,14 @@ fn alert_text(a: &Action, observe: bool) -> Option<String> {
     }
 }
 
+/// The webhook text of a user notice (sent when no notify command is configured).
+fn notice_text(user: &str, reason: &str) -> String {
+    format!(
+        "gpu-reaper: notice to user {}: {reason}; the job may be drained and cancelled if this continues",
+        policy::one_line(user, 64)
+    )
+}
+
 /// Enforce mode: drains, cancels, resumes and notices for real.
 pub struct RealExecutor<S: SlurmClient> {
     /// Slurm.
@@ -135,8 +143,14 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                 _ => Ok(Outcome::Done),
             },
             Action::Notice { job_id, user, reason } => {
+                // A notice is delivered by the notify command, or else by the webhook. With
+                // neither it fails: a notice nobody received must never start the clock
+                // that lets a cancel follow.
                 if self.notify_command.is_empty() {
-                    Ok(Outcome::Done)
+                    match &self.webhook {
+                        Some(w) => w.post(&notice_text(user, reason)).map(|_| Outcome::Done),
+                        None => Err("no notification channel (notify_command or webhook_url_env) configured".into()),
+                    }
                 } else {
                     let mut args: Vec<String> = self.notify_command[1..].to_vec();
                     args.extend([user.clone(), job_id.clone(), reason.clone()]);

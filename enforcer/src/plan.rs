@@ -258,11 +258,13 @@ pub struct Limits {
     pub suspect_min_jobs: u32,
     /// Suspect-collector rule: fraction at alert or above that trips it (strictly more).
     pub suspect_frac: f64,
-    /// A notify command is configured.
+    /// A channel that tells the job's user is configured (`notify_command` or the webhook):
+    /// a notice action is planned at each job's first alert.
     pub notify: bool,
-    /// `policy.notice`, seconds: with a notify command, a cancel also needs the notice to
-    /// have been sent at least this long ago (the engine counts from the first alert; this
-    /// counts from the notice that really went out).
+    /// `policy.notice`, seconds: with a channel, and always in enforce mode, a cancel also
+    /// needs the notice to have been delivered at least this long ago (the engine counts
+    /// from the first alert; this counts from the notice that really went out, so a failed
+    /// notice holds the cancel).
     pub notice_s: i64,
 }
 
@@ -429,7 +431,16 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             skip(&mut p, SkipKind::DrainUnconfirmed, "cancel", id);
         } else if st.cancels.contains_key(id) {
             skip(&mut p, SkipKind::CancelPending, "cancel", id);
-        } else if inp.limits.notify && st.noticed.get(id).is_none_or(|t| inp.now_s - t < inp.limits.notice_s) {
+        } else if (inp.limits.notify || inp.mode == RunMode::Enforce)
+            && st
+                .noticed
+                .get(id)
+                .is_none_or(|t| inp.now_s.saturating_sub(*t) < inp.limits.notice_s)
+        {
+            // Guard 6 counts `notice` from the first alert because that is when the user is
+            // told; here it counts from the notice that was really delivered. Enforce mode
+            // never cancels without one (a config with no channel is refused at load, and
+            // this holds even if one slipped through).
             skip(&mut p, SkipKind::NoticePending, "cancel", id);
         } else if p.suspect {
             skip(&mut p, SkipKind::SuspectCollector, "cancel", id);

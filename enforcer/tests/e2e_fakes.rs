@@ -92,6 +92,15 @@ notify_command = ["notify", "--site-mail"]
     }
 }
 
+/// Runs `enforcer check-config FILE`.
+fn check_config(cfg: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .arg("check-config")
+        .arg(cfg)
+        .output()
+        .unwrap()
+}
+
 /// One job holding both GPUs of gpu001, idle (node-exclusive attribution, no processes).
 fn env_with_job(id: &str, raw: &str, user: &str, name: &str, comment: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
@@ -470,11 +479,7 @@ fn run_and_check_config_refuse_a_relative_state_dir_and_a_pasted_webhook_url() {
         let (ok, log) = e.run(&cfg, T0, 1);
         assert!(!ok && log.contains(key), "{extra}: {log}");
         assert!(!log.contains("hooks.slack.com"), "{log}");
-        let o = Command::new(env!("CARGO_BIN_EXE_enforcer"))
-            .arg("check-config")
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = check_config(&cfg);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success() && err.contains(key), "{extra}: {err}");
         assert!(!err.contains("hooks.slack.com"), "{err}");
@@ -527,4 +532,19 @@ fn run_once_with_the_real_clock() {
     assert_eq!(e.argv("nvidia-smi").len(), 2, "query-gpu and query-compute-apps");
     let state = std::fs::read_to_string(e.state_dir().join("state.json")).unwrap();
     assert!(state.contains("\"mode\":\"observe\""));
+}
+
+#[test]
+fn enforce_without_a_channel_to_the_user_is_refused_before_anything_runs() {
+    let e = plain();
+    let cfg = e.config("enforce", "notify_command = []");
+    let (ok, log) = e.run(&cfg, T0, 40);
+    assert!(
+        !ok && log.contains("enforcer.notify_command") && log.contains("enforcer.webhook_url_env"),
+        "{log}"
+    );
+    assert!(e.argv("scancel").is_empty() && e.argv("scontrol").is_empty() && e.argv("squeue").is_empty());
+    let o = check_config(&cfg);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("enforcer.notify_command"), "{err}");
 }

@@ -202,7 +202,7 @@ ceilings = { idle = "cancel" }
 
 fn config(dir: &std::path::Path, mode: &str, extra: &str) -> Config {
     let text = format!(
-        "{POLICY}\n[enforcer]\nmode = \"{mode}\"\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\n{extra}\n",
+        "{POLICY}\n[enforcer]\nmode = \"{mode}\"\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\nnotify_command = [\"true\"]\n{extra}\n",
         dir.display()
     );
     Config::from_text(&text, "test.toml").unwrap()
@@ -236,7 +236,7 @@ type Enf = Daemon<FakeSlurm, FakeGpus, RealExecutor<FakeSlurm>>;
 fn enforce_daemon(w: &World, cfg: Config, now: i64) -> Enf {
     let exec = RealExecutor {
         slurm: FakeSlurm(w.cluster.clone()),
-        notify_command: vec![],
+        notify_command: vec!["true".into()],
         webhook: None,
         timeout: std::time::Duration::from_secs(1),
     };
@@ -449,7 +449,7 @@ fn suspect_collector_blocks_drains_and_tells_admins() {
     *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0)); 10];
     let exec = RealExecutor {
         slurm: FakeSlurm(w.cluster.clone()),
-        notify_command: vec![],
+        notify_command: vec!["true".into()],
         webhook: None,
         timeout: std::time::Duration::from_secs(1),
     };
@@ -708,4 +708,41 @@ fn a_cut_nvidia_smi_row_counts_as_bad_row_never_a_line_number_label() {
     assert_eq!(kinds, vec![&("nvidia-smi".to_string(), "bad_row".to_string())], "{kinds:?}");
     assert_eq!(d.metrics.read_errors.values().copied().collect::<Vec<_>>(), vec![3]);
     assert!(!d.metrics.render().contains("bad_row:"));
+}
+
+#[test]
+fn a_notice_nobody_received_never_lets_a_cancel_follow() {
+    // The notify command fails every time, and then there is no channel at all: the job is
+    // drained (guard 6 needs no notice for a drain) but never cancelled, however long it idles.
+    for notify in [vec!["false".to_string()], vec![]] {
+        let dir = tempfile::tempdir().unwrap();
+        let w = world(vec![job("88", 88, 2, &[NODE])], 2);
+        let exec = RealExecutor {
+            slurm: FakeSlurm(w.cluster.clone()),
+            notify_command: notify.clone(),
+            webhook: None,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let cfg = config(dir.path(), "enforce", "");
+        let mut d = Daemon::new(cfg, FakeSlurm(w.cluster.clone()), w.gpus.clone(), exec, Box::new(NoProc), T0);
+        let mut failed_notices = 0;
+        for i in 0..150 {
+            let rep = d.cycle(T0 + i * 60);
+            failed_notices += rep
+                .actions
+                .iter()
+                .filter(|(a, o)| a.kind() == "notice" && o.as_str() == "failed")
+                .count();
+        }
+        let calls = w.cluster.borrow().calls.clone();
+        assert!(calls.iter().any(|c| c.starts_with("drain")), "{notify:?}: {calls:?}");
+        assert!(
+            calls.iter().all(|c| !c.starts_with("scancel") && !c.starts_with("admincomment")),
+            "{notify:?}: {calls:?}"
+        );
+        assert!(failed_notices > 1, "{notify:?}: the notice is retried each cycle");
+        assert!(d.actions.noticed.is_empty(), "{notify:?}: no notice clock started");
+        let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+        assert!(audit.lines().any(|l| l.contains("\"skip\":\"notice_pending\"")), "{notify:?}");
+    }
 }

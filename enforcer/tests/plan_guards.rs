@@ -100,6 +100,23 @@ impl Case {
     }
 }
 
+/// State holding an observe-mode would-drain of `job` on this node, made at 9 000 s.
+fn would_drained(job: &str) -> ActionState {
+    let mut st = ActionState::default();
+    st.record(
+        &Action::Drain {
+            node: NODE.into(),
+            job_id: job.into(),
+            signature: "idle".into(),
+            node_reason: "x".into(),
+            reason: "x".into(),
+        },
+        9_000,
+        true,
+    );
+    st
+}
+
 fn kinds(p: &Plan) -> Vec<&'static str> {
     p.actions.iter().map(Action::kind).collect()
 }
@@ -185,11 +202,24 @@ fn cancel_needs_our_confirmed_drain() {
     told.noticed.insert("100".into(), 10_000 - 3600);
     let p = c.plan(RunMode::Enforce, Some(&drained), &told, false, limits(), None);
     assert_eq!(kinds(&p), vec!["alert", "cancel"]);
-    // Without a notify command the engine's own notice rule is the guard.
+    // Without a channel to the user (a config enforce mode refuses), enforce mode still
+    // never cancels: no notice was delivered, so none is planned and the cancel waits.
     let p = c.plan(
         RunMode::Enforce,
         Some(&drained),
         &st,
+        false,
+        Limits { notify: false, ..limits() },
+        None,
+    );
+    assert_eq!(kinds(&p), vec!["alert"]);
+    assert!(p.skips.iter().any(|s| s.kind == SkipKind::NoticePending));
+    // Observe mode without a channel shows the engine's own notice rule as the guard.
+    let hyp_drain = would_drained("100");
+    let p = c.plan(
+        RunMode::Observe,
+        Some(&node("MIXED", None)),
+        &hyp_drain,
         false,
         Limits { notify: false, ..limits() },
         None,
@@ -206,18 +236,7 @@ fn cancel_needs_our_confirmed_drain() {
     );
     assert!(!kinds(&p).contains(&"cancel"));
     // Observe mode: a hypothetical drain record never counts in enforce mode.
-    let mut hyp = ActionState::default();
-    hyp.record(
-        &Action::Drain {
-            node: NODE.into(),
-            job_id: "100".into(),
-            signature: "idle".into(),
-            node_reason: "x".into(),
-            reason: "x".into(),
-        },
-        9_000,
-        true,
-    );
+    let mut hyp = would_drained("100");
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(!kinds(&p).contains(&"cancel"));
     hyp.noticed.insert("100".into(), 0);
@@ -441,7 +460,7 @@ proptest! {
                     prop_assert!(vs[i] >= Verdict::Drain);
                     if let Action::Cancel { .. } = a {
                         prop_assert_eq!(vs[i], Verdict::Cancel);
-                        if notify {
+                        if notify || enforce {
                             prop_assert!(noticed_ago_s.is_some_and(|a| a >= lim.notice_s), "cancel only after the notice went out");
                         }
                         if enforce {
