@@ -265,6 +265,18 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
         Ok(t) => t,
         Err(e) => return print_error(&format!("{e:#}")),
     };
+    // Empty text is never an empty list: say what the daemon makes of it.
+    if text.trim().is_empty() {
+        let what = match kind {
+            Kind::NvidiaSmi => Some("nvidia-smi printed nothing; the daemon reads this as no data this cycle (no_gpus), never as idle GPUs"),
+            Kind::ComputeApps => Some("nvidia-smi --query-compute-apps printed nothing (not even its header); the daemon reads this as process counts unknown, never as no processes"),
+            Kind::Squeue | Kind::SqueueJson => Some("squeue printed nothing; no job was read"),
+            _ => None,
+        };
+        if let Some(w) = what {
+            return print_error(&format!("empty input: {w}"));
+        }
+    }
     let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
     let result: Result<serde_json::Value, String> = match kind {
         Kind::NvidiaSmi => {
@@ -278,7 +290,21 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
                     smi::GPU_QUERY.join(",")
                 ))
             } else {
-                smi::parse_gpus(&text, cols.as_deref()).map(to_json).map_err(|e| e.to_string())
+                match smi::parse_gpus(&text, cols.as_deref()) {
+                    // As the daemon: a table with no GPU to judge is no data, never idle.
+                    Ok(t) => match smi::no_gpus_kind(&t) {
+                        Some(k) => Err(format!(
+                            "no GPU read ({k}; {} row errors{}): the daemon reads this as no data this cycle, never as idle GPUs",
+                            t.row_errors.len(),
+                            t.row_errors
+                                .first()
+                                .map(|e| format!(", first: line {}: {}", e.line, e.problem))
+                                .unwrap_or_default()
+                        )),
+                        None => Ok(to_json(t)),
+                    },
+                    Err(e) => Err(e.to_string()),
+                }
             }
         }
         Kind::ComputeApps => {

@@ -127,6 +127,7 @@ impl Telemetry for NvidiaSmi {
             }
             Query::Table(text) => match smi::parse_gpus(&text, None) {
                 Ok(t) => {
+                    let no_gpus = smi::no_gpus_kind(&t);
                     for e in &t.row_errors {
                         let problem = format!("{}: {:?}", e.problem, policy::one_line(&e.text, 160));
                         r.errors.push(TelemetryProblem::new("nvidia-smi", "bad_row", Some(e.line), problem));
@@ -141,10 +142,14 @@ impl Telemetry for NvidiaSmi {
                     }
                     // No GPU listed on a GPU node is a configuration or driver problem
                     // (smi-no-devices), the same as the error texts: no data, never idle.
-                    if r.gpus.is_empty() {
-                        r.no_data = Some(if r.errors.is_empty() { "no_gpus" } else { "no_readable_rows" }.into());
+                    if let Some(kind) = no_gpus {
+                        r.no_data = Some(kind.into());
                         return r;
                     }
+                }
+                Err(smi::SmiError::Empty) => {
+                    r.no_data = Some("no_gpus".into());
+                    return r;
                 }
                 Err(smi::SmiError::NoData { kind, .. }) => {
                     r.no_data = Some(kind.to_string());

@@ -92,6 +92,20 @@ notify_command = ["notify", "--site-mail"]
     }
 }
 
+/// Runs `enforcer parse KIND -` on `input`: (exit 0, the JSON printed).
+fn parse(kind: &str, input: &str, extra: &[&str]) -> (bool, serde_json::Value) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));
+    c.args(["parse", kind, "-"])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    (o.status.success(), serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap())
+}
+
 /// Runs `enforcer check-config FILE`.
 fn check_config(cfg: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_enforcer"))
@@ -395,18 +409,6 @@ fn check_config_and_parse_commands() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("mode = \"observe\""));
 
-    let parse = |kind: &str, input: &str, extra: &[&str]| {
-        let mut c = Command::new(bin);
-        c.args(["parse", kind, "-"])
-            .args(extra)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        let o = child.wait_with_output().unwrap();
-        (o.status.success(), serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap())
-    };
     // Headerless nvidia-smi text is read only against the query list it was produced with.
     let headerless = "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n";
     let (ok, v) = parse("nvidia-smi", headerless, &[]);
@@ -547,4 +549,38 @@ fn enforce_without_a_channel_to_the_user_is_refused_before_anything_runs() {
     let o = check_config(&cfg);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("enforcer.notify_command"), "{err}");
+}
+
+#[test]
+fn parse_refuses_empty_and_contradictory_input() {
+    for kind in ["nvidia-smi", "compute-apps", "squeue", "squeue-json"] {
+        for input in ["", "\n\n"] {
+            let (ok, v) = parse(kind, input, &[]);
+            assert!(!ok && v["error"].as_str().unwrap().contains("empty input"), "{kind} {input:?}: {v}");
+        }
+    }
+    let (ok, v) = parse("nvidia-smi", "", &[]);
+    assert!(!ok && v["error"].as_str().unwrap().contains("no_gpus"), "{v}");
+    // A header and no row: what the daemon calls no_gpus.
+    let (ok, v) = parse("nvidia-smi", "index, uuid, utilization.gpu [%]\n", &[]);
+    assert!(!ok && v["error"].as_str().unwrap().contains("no_gpus"), "{v}");
+    // "No running processes found" says so: an empty list, not an error.
+    let (ok, v) = parse("compute-apps", "No running processes found\n", &[]);
+    assert!(ok && v["apps"].as_array().unwrap().is_empty(), "{v}");
+    // The same GPU twice with different readings: neither row is believed.
+    let two = "index, uuid, utilization.gpu [%]\n0, GPU-a, 0\n0, GPU-a, 97\n1, GPU-b, 5\n";
+    let (ok, v) = parse("nvidia-smi", two, &[]);
+    assert!(ok, "{v}");
+    assert_eq!(v["gpus"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["gpus"][0]["index"], 1);
+    assert_eq!(v["row_errors"].as_array().unwrap().len(), 2, "{v}");
+    let (ok, v) = parse("tres", "gres/gpu=4,gres/gpu=8", &[]);
+    assert!(!ok && v["error"].as_str().unwrap().contains("twice"), "{v}");
+    let jobs = r#"{"jobs": [
+        {"job_id": 5, "user_name": "alice", "job_state": ["RUNNING"], "nodes": "gpu001"},
+        {"job_id": 5, "user_name": "mallory", "job_state": ["RUNNING"], "nodes": "gpu002"}]}"#;
+    let (ok, v) = parse("squeue-json", jobs, &[]);
+    assert!(ok, "{v}");
+    assert!(v["jobs"].as_array().unwrap().is_empty(), "{v}");
+    assert_eq!(v["row_errors"].as_array().unwrap().len(), 2, "{v}");
 }

@@ -127,6 +127,55 @@ pub struct JobsRead {
     pub row_errors: Vec<JobRowError>,
 }
 
+/// Keeps each job once. A job id listed on several rows that disagree (another user, other
+/// nodes, another state...) cannot be believed either way, so every one of those rows becomes
+/// a [`JobRowError`] and the job is unknown; identical repeats say the same thing and are kept
+/// once. `rows` holds (row number as in [`JobRowError::row`], job); `label` formats a row
+/// number for the problem text (`jobs[3]`, `line 4`).
+pub fn reject_disagreeing_jobs(
+    rows: Vec<(usize, SlurmJob)>,
+    errors: &mut Vec<JobRowError>,
+    label: &dyn Fn(usize) -> String,
+) -> Vec<SlurmJob> {
+    let mut by_id: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+    for (p, (_, j)) in rows.iter().enumerate() {
+        by_id.entry(j.job_id.as_str()).or_default().push(p);
+    }
+    let mut bad: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
+    let mut repeat: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+    for (id, ps) in &by_id {
+        let Some((&first, rest)) = ps.split_first() else { continue };
+        if rest.iter().all(|&p| rows[p].1 == rows[first].1) {
+            repeat.extend(rest.iter().copied());
+            continue;
+        }
+        let at: Vec<String> = ps.iter().map(|&p| label(rows[p].0)).collect();
+        for &p in ps {
+            bad.insert(
+                p,
+                format!(
+                    "job {id} is listed at {} with different fields; that job is unknown this read",
+                    at.join(", ")
+                ),
+            );
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (p, (row, j)) in rows.into_iter().enumerate() {
+        if let Some(problem) = bad.remove(&p) {
+            errors.push(JobRowError {
+                row,
+                job_id: Some(j.job_id),
+                problem,
+            });
+        } else if !repeat.contains(&p) {
+            out.push(j);
+        }
+    }
+    errors.sort_by_key(|e| e.row);
+    out
+}
+
 /// Strips `#` comment lines, as the shared samples need (samples/README.md).
 pub fn strip_comments(text: &str) -> String {
     text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect()

@@ -12,6 +12,7 @@
 //! whole: a wrong column list must never be read as data.
 
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The enforcer's own `--query-gpu` field list, in order.
 pub const GPU_QUERY: [&str; 7] = [
@@ -108,6 +109,10 @@ pub enum SmiError {
         /// The line that said so.
         line: String,
     },
+    /// The text has no line at all (no header, no row): nvidia-smi with `--format=csv`
+    /// always prints a header, so this is no data, never "no GPUs" or "no processes".
+    #[error("nvidia-smi printed nothing (no header, no row): no data, never zero")]
+    Empty,
     /// The header line names no column this parser knows.
     #[error("nvidia-smi header {0:?} names no known column")]
     BadHeader(String),
@@ -231,15 +236,19 @@ fn known_gpu_column(c: &str) -> bool {
     )
 }
 
+/// One row read: 1-based line number, the line (at most 200 characters), the row.
+type Read<R> = (usize, String, R);
+
 /// Rows of one CSV table, whatever it holds.
-type Table<R> = (Vec<String>, Vec<R>, Vec<RowError>);
+type Table<R> = (Vec<String>, Vec<Read<R>>, Vec<RowError>);
 
 /// Reads a CSV table: header (or `columns`), then one `R` per row filled field by field by
 /// `fill(row, column, text)`, which returns a problem for a value it cannot read. With a
 /// header such a row is kept (that field `None`) and recorded; headerless (`columns` given),
 /// it is rejected, since the list may not be the one the text was produced with. `known` says
 /// whether a header name is one the caller reads; a header with none of them is rejected.
-/// Lines for which `skip` is true are ignored.
+/// Lines for which `skip` is true are ignored. Text with no line at all is
+/// [`SmiError::Empty`] when a header is expected.
 fn read_table<R: Default>(
     text: &str,
     columns: Option<&[&str]>,
@@ -254,7 +263,7 @@ fn read_table<R: Default>(
     let cols: Vec<String> = match columns {
         Some(c) => c.iter().map(|s| header_name(s)).collect(),
         None => match it.next() {
-            None => return Ok((Vec::new(), Vec::new(), Vec::new())),
+            None => return Err(SmiError::Empty),
             Some((_, line, f)) => {
                 let c: Vec<String> = f.iter().map(|s| header_name(s)).collect();
                 if !c.iter().any(|c| known(c)) {
@@ -297,7 +306,7 @@ fn read_table<R: Default>(
                 continue;
             }
         }
-        out.push(r);
+        out.push((n, line.chars().take(200).collect(), r));
     }
     Ok((cols, out, errors))
 }
@@ -320,8 +329,65 @@ pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiE
         "power.limit" => put(&mut g.power_limit_w, number(c, v)),
         _ => Ok(()),
     };
-    let (columns, gpus, row_errors) = read_table(text, columns, &known_gpu_column, &|_| false, &fill)?;
+    let (columns, rows, mut row_errors) = read_table(text, columns, &known_gpu_column, &|_| false, &fill)?;
+    let gpus = reject_disagreeing_gpus(rows, &mut row_errors);
     Ok(GpuTable { columns, gpus, row_errors })
+}
+
+/// Rows naming the same GPU (same `index` or same `uuid`) must agree: when they differ, no
+/// row can be believed over another, so every row of that GPU becomes a [`RowError`] and the
+/// GPU is unknown. Identical repeats say the same thing and are kept once.
+fn reject_disagreeing_gpus(rows: Vec<Read<GpuReading>>, errors: &mut Vec<RowError>) -> Vec<GpuReading> {
+    let mut by_key: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (p, (_, _, g)) in rows.iter().enumerate() {
+        if let Some(i) = g.index {
+            by_key.entry(format!("index {i}")).or_default().push(p);
+        }
+        if let Some(u) = &g.uuid {
+            by_key.entry(format!("uuid {u}")).or_default().push(p);
+        }
+    }
+    let mut bad: BTreeMap<usize, String> = BTreeMap::new();
+    let mut repeat: BTreeSet<usize> = BTreeSet::new();
+    for (key, ps) in &by_key {
+        let Some((&first, rest)) = ps.split_first() else { continue };
+        if rest.iter().all(|&p| rows[p].2 == rows[first].2) {
+            repeat.extend(rest.iter().copied());
+            continue;
+        }
+        let lines: Vec<String> = ps.iter().map(|&p| rows[p].0.to_string()).collect();
+        for &p in ps {
+            bad.entry(p).or_insert_with(|| {
+                format!(
+                    "GPU {key} is on lines {} with different readings; that GPU is unknown this read",
+                    lines.join(", ")
+                )
+            });
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (p, (line, text, g)) in rows.into_iter().enumerate() {
+        if let Some(problem) = bad.remove(&p) {
+            errors.push(RowError { line, text, problem });
+        } else if !repeat.contains(&p) {
+            out.push(g);
+        }
+    }
+    errors.sort_by_key(|e| e.line);
+    out
+}
+
+/// Why a `--query-gpu` table gives no GPU to judge, as the daemon names it in
+/// `gpu_reaper_read_errors_total`: `no_gpus` (no row at all) or `no_readable_rows` (rows, but
+/// none with a readable index). `None` when some GPU has an index.
+pub fn no_gpus_kind(t: &GpuTable) -> Option<&'static str> {
+    if t.gpus.iter().any(|g| g.index.is_some()) {
+        None
+    } else if t.gpus.is_empty() && t.row_errors.is_empty() {
+        Some("no_gpus")
+    } else {
+        Some("no_readable_rows")
+    }
 }
 
 fn known_apps_column(c: &str) -> bool {
@@ -340,8 +406,9 @@ pub fn looks_like_apps_header(line: &str) -> bool {
 /// The line nvidia-smi may print instead of compute-app rows.
 const NO_PROCESSES: &str = "No running processes found";
 
-/// Parses `--query-compute-apps` CSV, header first (or headerless with `columns`). No rows
-/// (or only "No running processes found") means no process was listed, which is not the same
+/// Parses `--query-compute-apps` CSV, header first (or headerless with `columns`). Text with no
+/// line at all is [`SmiError::Empty`] (with `--format=csv` the header is always printed). No
+/// rows (or only "No running processes found") means no process was listed, which is not the same
 /// as an idle GPU (see smi-util-without-processes: PIDs in another namespace are not listed).
 pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, SmiError> {
     let fill = |a: &mut ComputeApp, c: &str, v: &str| match c {
@@ -351,12 +418,18 @@ pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, Smi
         "process_name" | "name" => put(&mut a.process_name, free_text(v)),
         _ => Ok(()),
     };
+    let said_none = text.lines().any(|l| l.trim() == NO_PROCESSES);
     let text: String = text
         .lines()
         .filter(|l| l.trim() != NO_PROCESSES)
         .map(|l| format!("{l}\n"))
         .collect();
-    let (columns, apps, row_errors) = read_table(&text, columns, &known_apps_column, &|_| false, &fill)?;
+    let (columns, apps, row_errors) = match read_table(&text, columns, &known_apps_column, &|_| false, &fill) {
+        // "No running processes found" alone says so explicitly; empty text says nothing.
+        Err(SmiError::Empty) if said_none => (Vec::new(), Vec::new(), Vec::new()),
+        r => r?,
+    };
+    let apps = apps.into_iter().map(|(_, _, a)| a).collect();
     Ok(AppsTable { columns, apps, row_errors })
 }
 
@@ -418,6 +491,28 @@ pub fn parse_list(text: &str) -> Vec<ListedDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_gpu_on_two_rows_that_disagree_is_unknown_and_empty_text_is_no_data() {
+        let h = "index, uuid, utilization.gpu [%], memory.used [MiB]\n";
+        // Same index, other UUID and readings; and same UUID under another index.
+        for rows in [
+            "0, GPU-a, 0, 10\n1, GPU-b, 3, 5\n0, GPU-c, 99, 10\n",
+            "0, GPU-a, 0, 10\n1, GPU-b, 3, 5\n2, GPU-a, 0, 10\n",
+        ] {
+            let t = parse_gpus(&format!("{h}{rows}"), None).unwrap();
+            assert_eq!(t.gpus.iter().map(|g| g.index).collect::<Vec<_>>(), [Some(1)], "{rows}: {t:?}");
+            assert_eq!(t.row_errors.iter().map(|e| e.line).collect::<Vec<_>>(), [2, 4], "{rows}: {t:?}");
+            assert!(t.row_errors[0].problem.contains("different readings"), "{t:?}");
+        }
+        let t = parse_gpus(&format!("{h}0, GPU-a, 0, 10\n0, GPU-a, 0, 10\n"), None).unwrap();
+        assert_eq!(t.gpus.len(), 1, "an identical repeat counts once");
+        assert!(t.row_errors.is_empty());
+        assert_eq!(parse_gpus("", None), Err(SmiError::Empty));
+        assert_eq!(parse_gpus(h, None).map(|t| no_gpus_kind(&t)), Ok(Some("no_gpus")));
+        assert_eq!(parse_apps(" \n", None), Err(SmiError::Empty));
+        assert!(parse_apps("No running processes found\n", None).unwrap().apps.is_empty());
+    }
 
     #[test]
     fn header_or_data() {

@@ -77,11 +77,13 @@ pub fn start_time(text: &str, tz: &dyn LocalTime) -> Result<Option<i64>, String>
 /// Parses `--noheader --Format` output whose columns are `columns` (names as in `-O`, case
 /// insensitive). When the last column is `Name` it takes the rest of the line; otherwise one
 /// trailing `|` (the suffix of a `Field:|` last column) is dropped and the field count must
-/// match exactly. Blank lines are skipped. `tz` converts StartTime.
+/// match exactly. Blank lines are skipped. `tz` converts StartTime. A job id on several lines
+/// that disagree is a row error on each of them (the job is unknown).
 pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
     let cols: Vec<String> = columns.iter().map(|c| c.to_ascii_lowercase()).collect();
     let name_last = cols.last().is_some_and(|c| c == "name");
     let mut out = JobsRead::default();
+    let mut read = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -107,7 +109,7 @@ pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
             continue;
         }
         match row(&cols, &fields, tz) {
-            Ok(j) => out.jobs.push(j),
+            Ok(j) => read.push((i + 1, j)),
             Err((id, problem)) => out.row_errors.push(JobRowError {
                 row: i + 1,
                 job_id: id,
@@ -115,6 +117,7 @@ pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
             }),
         }
     }
+    out.jobs = super::reject_disagreeing_jobs(read, &mut out.row_errors, &|n| format!("line {n}"));
     out
 }
 
@@ -210,6 +213,21 @@ mod tests {
         let tz = FixedOffset::east_opt(0).unwrap();
         let line = format!("{raw}|{arr}|{het}|{off}|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|name");
         parse(&line, &own_columns(), &tz)
+    }
+
+    #[test]
+    fn a_job_on_two_lines_that_disagree_is_unknown_and_an_identical_repeat_counts_once() {
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let a = "9|9|N/A|N/A|RUNNING|alice|a|p|q|N/A|n1|gres/gpu=1|x";
+        let b = "9|9|N/A|N/A|RUNNING|mallory|a|p|q|N/A|n2|gres/gpu=1|x";
+        let c = "10|10|N/A|N/A|RUNNING|bob|a|p|q|N/A|n1|gres/gpu=1|y";
+        let r = parse(&format!("{a}\n{c}\n{b}\n"), &own_columns(), &tz);
+        assert_eq!(r.jobs.iter().map(|j| j.job_id.as_str()).collect::<Vec<_>>(), ["10"], "{r:?}");
+        assert_eq!(r.row_errors.iter().map(|e| e.row).collect::<Vec<_>>(), [1, 3], "{r:?}");
+        assert!(r.row_errors[0].problem.contains("line 1, line 3"), "{r:?}");
+        let r = parse(&format!("{a}\n{a}\n"), &own_columns(), &tz);
+        assert_eq!(r.jobs.len(), 1);
+        assert!(r.row_errors.is_empty());
     }
 
     #[test]

@@ -47,7 +47,7 @@ fn string(v: Option<&Value>) -> String {
 }
 
 /// Parses `squeue --json` output. A job that cannot be read (no `job_id`, bad hostlist, bad
-/// TRES) is a row error; the others still count.
+/// TRES, or listed twice with different fields) is a row error; the others still count.
 pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
     let v: Value = serde_json::from_str(text).map_err(|e| SqueueJsonError::NotJson(e.to_string()))?;
     if let Some(errs) = v.get("errors").and_then(Value::as_array) {
@@ -65,9 +65,10 @@ pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
     }
     let jobs = v.get("jobs").and_then(Value::as_array).ok_or(SqueueJsonError::NoJobs)?;
     let mut out = JobsRead::default();
+    let mut read = Vec::with_capacity(jobs.len());
     for (i, j) in jobs.iter().enumerate() {
         match job(j) {
-            Ok(job) => out.jobs.push(job),
+            Ok(job) => read.push((i, job)),
             Err((id, problem)) => out.row_errors.push(JobRowError {
                 row: i,
                 job_id: id,
@@ -75,6 +76,7 @@ pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
             }),
         }
     }
+    out.jobs = super::reject_disagreeing_jobs(read, &mut out.row_errors, &|i| format!("jobs[{i}]"));
     Ok(out)
 }
 

@@ -31,15 +31,17 @@ pub struct TresError {
 }
 
 /// Parses a TRES string. A leading `TRES=` (scontrol) is accepted. Empty text is no TRES.
-/// Errors: an entry without `=`, or a GPU count that is not a whole number.
+/// Errors: an entry without `=`, a GPU count that is not a whole number, or a key repeated
+/// with a different value (`gres/gpu=4,gres/gpu=8`).
 pub fn parse(text: &str) -> Result<Tres, TresError> {
     let mut t = text.trim();
     if let Some(r) = t.strip_prefix("TRES=") {
         t = r;
     }
-    let mut entries = BTreeMap::new();
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
     let mut untyped: Option<u32> = None;
-    let mut typed: u32 = 0;
+    // Typed counts by key, so the same entry repeated is counted once.
+    let mut typed: BTreeMap<String, u32> = BTreeMap::new();
     for item in t.split(',').filter(|s| !s.is_empty()) {
         let err = |p: &str| TresError {
             text: text.to_string(),
@@ -47,25 +49,28 @@ pub fn parse(text: &str) -> Result<Tres, TresError> {
             problem: p.to_string(),
         };
         let (k, v) = item.split_once('=').ok_or_else(|| err("no '='"))?;
-        let k = k.trim();
+        let (k, v) = (k.trim(), v.trim());
         if k.is_empty() {
             return Err(err("empty key"));
         }
-        let is_untyped = k == "gres/gpu";
-        let is_typed = k.starts_with("gres/gpu:");
-        if is_untyped || is_typed {
-            let n: u32 = v.trim().parse().map_err(|_| err("GPU count is not a whole number"))?;
-            if is_untyped {
-                untyped = Some(untyped.map_or(n, |u| u.max(n)));
+        // A key given twice with different values cannot be read either way.
+        if let Some(prev) = entries.get(k).filter(|p| *p != v) {
+            return Err(err(&format!("{k} is given twice with different values ({prev} and {v})")));
+        }
+        if k == "gres/gpu" || k.starts_with("gres/gpu:") {
+            let n: u32 = v.parse().map_err(|_| err("GPU count is not a whole number"))?;
+            if k == "gres/gpu" {
+                untyped = Some(n);
             } else {
-                typed = typed.saturating_add(n);
+                typed.insert(k.to_string(), n);
             }
         }
-        entries.insert(k.to_string(), v.trim().to_string());
+        entries.insert(k.to_string(), v.to_string());
     }
+    let typed_sum = typed.values().fold(0u32, |a, n| a.saturating_add(*n));
     Ok(Tres {
         entries,
-        gpus: untyped.unwrap_or(typed),
+        gpus: untyped.unwrap_or(typed_sum),
     })
 }
 
@@ -81,5 +86,16 @@ mod tests {
         assert!(parse("gres/gpu=x").is_err());
         assert!(parse("cpu").is_err());
         assert_eq!(parse("").unwrap().gpus, 0);
+    }
+
+    #[test]
+    fn a_key_repeated_with_another_value_is_an_error() {
+        let e = parse("gres/gpu=4,gres/gpu=8").unwrap_err();
+        assert!(e.problem.contains("gres/gpu") && e.problem.contains("twice"), "{e}");
+        assert!(parse("cpu=8,mem=1G,cpu=16").is_err());
+        assert!(parse("gres/gpu:a100=2,gres/gpu:a100=3").is_err());
+        // The same value twice says the same thing.
+        assert_eq!(parse("gres/gpu=4,cpu=1,gres/gpu=4").unwrap().gpus, 4);
+        assert_eq!(parse("gres/gpu:a100=2,gres/gpu:a100=2").unwrap().gpus, 2);
     }
 }
