@@ -178,16 +178,14 @@ fn epoch_now() -> i64 {
 fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Option<u64>) -> anyhow::Result<()> {
     let cfg = Config::load(&path)?;
     let e = cfg.enforcer.clone();
-    let sim = match simulated {
-        None => None,
-        Some(s) => {
-            let (a, b) = s.split_once(':').context("--simulated-clock is START_S:STEP_S")?;
-            Some((
-                a.parse::<i64>().context("--simulated-clock START_S")?,
-                b.parse::<i64>().context("--simulated-clock STEP_S")?,
-            ))
-        }
-    };
+    let sim = simulated.as_deref().map(parse_simulated_clock).transpose()?;
+    if cycles == Some(0) {
+        anyhow::bail!("--cycles 0: give at least 1 cycle (or leave --cycles out to run until stopped)");
+    }
+    // Every cycle's time must exist before the first one runs.
+    if let (Some((start, step)), Some(n)) = (sim, if once { Some(1) } else { cycles }) {
+        simulated_time(start, step, n - 1)?;
+    }
     std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
     let timeout = Duration::from_secs(e.command_timeout.secs() as u64);
     let slurm = SlurmCli {
@@ -217,13 +215,18 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         kill: KillMode::Kill,
     };
     let interval = cfg.policy.config().interval.secs();
-    let clock = |i: u64| sim.map_or_else(epoch_now, |(s, step)| s + i as i64 * step);
+    let clock = |i: u64| -> anyhow::Result<i64> {
+        match sim {
+            None => Ok(epoch_now()),
+            Some((start, step)) => simulated_time(start, step, i),
+        }
+    };
     tracing::info!(mode = e.mode.as_str(), node = %cfg.node, interval_s = interval, simulated_clock = sim.is_some(), "enforcer starting");
     if e.job_source == enforcer::slurm::JobSource::Format {
         tracing::warn!("job_source = \"format\": job comments are not read, so the comment opt-out marker is not seen");
     }
     let proc = Box::new(ProcFs { root: e.proc_root.clone() });
-    let mut d = Daemon::new(cfg, slurm, smi, executor, proc, clock(0));
+    let mut d = Daemon::new(cfg, slurm, smi, executor, proc, clock(0)?);
     let page = Arc::new(Mutex::new(d.metrics.render()));
     if !e.metrics_listen.is_empty() {
         let addr = enforcer::metrics::serve(&e.metrics_listen, page.clone())
@@ -233,7 +236,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     let mut i: u64 = 0;
     loop {
         let started = Instant::now();
-        d.cycle(clock(i));
+        d.cycle(clock(i)?);
         if let Ok(mut p) = page.lock() {
             *p = d.metrics.render();
         }
@@ -245,6 +248,34 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
             std::thread::sleep(Duration::from_secs(interval as u64).saturating_sub(started.elapsed()));
         }
     }
+}
+
+/// Parses `--simulated-clock START_S:STEP_S`: START_S any epoch second, STEP_S at least 1.
+fn parse_simulated_clock(s: &str) -> anyhow::Result<(i64, i64)> {
+    let (a, b) = s
+        .split_once(':')
+        .with_context(|| format!("--simulated-clock {s:?}: expected START_S:STEP_S"))?;
+    let start = a
+        .trim()
+        .parse::<i64>()
+        .with_context(|| format!("--simulated-clock START_S {a:?}: not a whole number of epoch seconds"))?;
+    let step = b
+        .trim()
+        .parse::<i64>()
+        .with_context(|| format!("--simulated-clock STEP_S {b:?}: not a whole number of seconds"))?;
+    if step < 1 {
+        anyhow::bail!("--simulated-clock STEP_S {step}: must be at least 1 second (the clock must advance)");
+    }
+    Ok((start, step))
+}
+
+/// The simulated time of cycle `i`: `start + i * step`, or an error when it leaves i64.
+fn simulated_time(start: i64, step: i64, i: u64) -> anyhow::Result<i64> {
+    i64::try_from(i)
+        .ok()
+        .and_then(|i| i.checked_mul(step))
+        .and_then(|d| start.checked_add(d))
+        .with_context(|| format!("--simulated-clock {start}:{step}: cycle {i} is past the largest representable time"))
 }
 
 fn read_input(file: Option<String>) -> anyhow::Result<String> {

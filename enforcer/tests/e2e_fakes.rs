@@ -584,3 +584,43 @@ fn parse_refuses_empty_and_contradictory_input() {
     assert!(v["jobs"].as_array().unwrap().is_empty(), "{v}");
     assert_eq!(v["row_errors"].as_array().unwrap().len(), 2, "{v}");
 }
+
+#[test]
+fn simulated_clock_and_cycles_are_checked_not_overflowed() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .args(args)
+            .env(
+                "PATH",
+                format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default()),
+            )
+            .env("FAKE_DIR", e.fake_dir())
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    for (args, says) in [
+        (
+            &["--simulated-clock", "9223372036854775000:60000", "--cycles", "3"][..],
+            "largest representable time",
+        ),
+        (
+            &["--simulated-clock", "9223372036854775000:60000"][..],
+            "largest representable time",
+        ),
+        (&["--simulated-clock", "1900000000:0", "--cycles", "3"][..], "at least 1 second"),
+        (&["--simulated-clock", "1900000000:-60", "--cycles", "3"][..], "at least 1 second"),
+        (&["--simulated-clock", "1900000000", "--cycles", "3"][..], "START_S:STEP_S"),
+        (&["--simulated-clock", "1900000000:60", "--cycles", "0"][..], "--cycles 0"),
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+    let (code, err) = run(&["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"]);
+    assert_eq!(code, Some(0), "one cycle at a time that fits: {err}");
+}
