@@ -182,6 +182,43 @@ fn webhook_env_problem(v: &str) -> String {
     }
 }
 
+/// Why `p` cannot be a program to run (`None` when it can; empty is checked elsewhere):
+/// it must be a bare name looked up in PATH (letters, digits, `.`, `_`, `+`, `-`) or an
+/// absolute path, with no whitespace or control character in either.
+fn program_problem(p: &str) -> Option<String> {
+    let shown = policy::one_line(p, 80);
+    if p.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+        return Some(format!(
+            "{shown:?} contains whitespace: give the program alone (no shell runs it) and each argument as its own element"
+        ));
+    }
+    if p.contains('/') {
+        if !Path::new(p).is_absolute() {
+            return Some(format!(
+                "{shown:?} is a relative path; give a bare program name (looked up in PATH) or an absolute path"
+            ));
+        }
+        return None;
+    }
+    if p.bytes()
+        .any(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-')))
+    {
+        return Some(format!(
+            "{shown:?} is not a program name (letters, digits, '.', '_', '+', '-') or an absolute path"
+        ));
+    }
+    None
+}
+
+/// True when `s` can be a Slurm node name as slurm.conf's NodeName and `scontrol show node`
+/// use it: a host name of letters, digits, `-`, `_` and `.`, starting with a letter or digit,
+/// at most 255 characters.
+pub fn is_node_name(s: &str) -> bool {
+    s.len() <= 255
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// The host name up to the first dot, from `/proc/sys/kernel/hostname` or `$HOSTNAME`.
 pub fn short_hostname() -> String {
     let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -275,7 +312,8 @@ impl Config {
             }
         }
         // A program is a bare name looked up in PATH or an absolute path; `bin/squeue` or
-        // `./squeue` would depend on the working directory.
+        // `./squeue` would depend on the working directory. No shell ever runs it, so
+        // whitespace means a command line pasted as one element.
         let notify = c.notify_command.first().map(String::as_str).unwrap_or("");
         for (k, p) in [
             ("enforcer.squeue", c.squeue.as_str()),
@@ -285,11 +323,8 @@ impl Config {
             ("enforcer.curl", c.curl.as_str()),
             ("enforcer.notify_command", notify),
         ] {
-            if p.contains('/') && !Path::new(p).is_absolute() {
-                return Err(e(
-                    k,
-                    format!("{p:?} is a relative path; give a bare program name (looked up in PATH) or an absolute path"),
-                ));
+            if let Some(problem) = program_problem(p) {
+                return Err(e(k, problem));
             }
         }
         // Guard 6: a cancel needs `notice` since the user was told. AdminComment (set at
@@ -304,6 +339,16 @@ impl Config {
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
         if node.is_empty() {
             return Err(e("enforcer.node", "empty, and the host name could not be read".into()));
+        }
+        if !is_node_name(&node) {
+            let from = if c.node.is_empty() { " (from the host name)" } else { "" };
+            return Err(e(
+                "enforcer.node",
+                format!(
+                    "{:?}{from} is not a Slurm node name (letters, digits, '-', '_' and '.', starting with a letter or digit, at most 255 characters)",
+                    policy::one_line(&node, 80)
+                ),
+            ));
         }
         Ok(Config {
             policy,
@@ -434,5 +479,40 @@ mod tests {
         // Drain staged but every ceiling below drain: nothing is reachable.
         let capped = "[policy]\nceilings = { spin = \"alert\", hung = \"alert\", idle = \"alert\", starved = \"alert\", partial = \"alert\", unknown = \"alert\" }\n[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n";
         assert!(Config::from_text(capped, "t").is_ok(), "{:?}", Config::from_text(capped, "t"));
+    }
+
+    #[test]
+    fn program_and_node_names_are_checked_naming_key_and_value() {
+        let with = |kv: &str| Config::from_text(&format!("[enforcer]\nnode = \"gpu001\"\n{kv}\n"), "t");
+        for (kv, key, says) in [
+            (
+                "notify_command = [\"sh -c rm\"]",
+                "enforcer.notify_command",
+                "\"sh -c rm\" contains whitespace",
+            ),
+            ("squeue = \"squeue --json\"", "enforcer.squeue", "whitespace"),
+            ("scancel = \"/opt/slurm/bin/scancel \"", "enforcer.scancel", "whitespace"),
+            ("curl = \"curl;id\"", "enforcer.curl", "not a program name"),
+            ("nvidia_smi = \"$(nvidia-smi)\"", "enforcer.nvidia_smi", "not a program name"),
+        ] {
+            let m = with(kv).unwrap_err().to_string();
+            assert!(m.contains(key) && m.contains(says), "{kv}: {m}");
+        }
+        for node in ["bad node; rm -rf", "-gpu001", "gpu001\n", "gpu[001-002]", ".gpu"] {
+            let m = Config::from_text(&format!("[enforcer]\nnode = {node:?}\n"), "t")
+                .unwrap_err()
+                .to_string();
+            assert!(m.contains("enforcer.node") && m.contains("not a Slurm node name"), "{node:?}: {m}");
+        }
+        for node in ["gpu001", "dgx-a100_07", "node1.cluster", "7gpu"] {
+            assert!(Config::from_text(&format!("[enforcer]\nnode = {node:?}\n"), "t").is_ok(), "{node}");
+        }
+        for kv in [
+            "notify_command = [\"gpu-reaper-mail\", \"--from\", \"hpc support\"]",
+            "nvidia_smi = \"/usr/bin/nvidia-smi\"",
+            "squeue = \"squeue.real\"",
+        ] {
+            assert!(with(kv).is_ok(), "{kv}: {:?}", with(kv));
+        }
     }
 }
