@@ -259,7 +259,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             self.read_error("compute-apps", "bad_row");
         }
         if let Some(k) = &tel.no_data {
-            tracing::warn!(kind = %k, "nvidia-smi gave no data this cycle (unknown, never zero)");
+            let said = tel.no_data_detail.as_deref().unwrap_or("");
+            tracing::warn!(kind = %k, nvidia_smi_said = %said, "nvidia-smi gave no data this cycle (unknown, never zero)");
             self.read_error("nvidia-smi", k);
             rep.telemetry_no_data = Some(k.clone());
         }

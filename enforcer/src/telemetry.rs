@@ -21,6 +21,11 @@ pub struct TelemetryRead {
     /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`, `no_gpus` (a
     /// table with no row), `no_readable_rows`.
     pub no_data: Option<String>,
+    /// nvidia-smi's own words when `no_data` is set and it printed any: the first two
+    /// non-blank lines of stderr (else stdout), one line, at most 240 characters (e.g. `Unable
+    /// to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to
+    /// recover this GPU`). For the log only, never a metric label.
+    pub no_data_detail: Option<String>,
     /// Other problems: `--query-gpu` rows that could not be read, the compute-apps query
     /// failing. (Unreadable compute-apps rows are in `apps`' own `row_errors`.)
     pub errors: Vec<TelemetryProblem>,
@@ -98,20 +103,36 @@ pub struct NvidiaSmi {
 
 enum Query {
     Table(String),
-    NoData(String),
+    /// The kind (a metric label) and nvidia-smi's own words, if it printed any.
+    NoData(String, Option<String>),
+}
+
+/// The first two non-blank lines of `stderr`, or else of `stdout`, as one line of at most 240
+/// characters; `None` when both are blank.
+pub fn output_excerpt(stdout: &str, stderr: &str) -> Option<String> {
+    let first = |t: &str| -> Option<String> {
+        let lines: Vec<&str> = t.lines().map(str::trim).filter(|l| !l.is_empty()).take(2).collect();
+        (!lines.is_empty()).then(|| policy::one_line(&lines.join(" / "), 240))
+    };
+    first(stderr).or_else(|| first(stdout))
 }
 
 impl NvidiaSmi {
     fn query(&self, args: Vec<String>) -> Query {
         let mut o = RunOptions::new(self.timeout);
         o.kill = self.kill;
-        match run::run(&self.program, &args, &o) {
+        let out = run::run(&self.program, &args, &o);
+        let label = out.label();
+        match out {
             RunOutcome::Exited { code: Some(0), stdout, .. } => match smi::no_data(&stdout) {
-                Some(smi::SmiError::NoData { kind, .. }) => Query::NoData(kind.to_string()),
+                Some(smi::SmiError::NoData { kind, line }) => Query::NoData(kind.to_string(), Some(policy::one_line(&line, 240))),
                 _ => Query::Table(stdout),
             },
-            RunOutcome::Refused => Query::NoData("hung_child".into()),
-            other => Query::NoData(other.label()),
+            RunOutcome::Refused => Query::NoData("hung_child".into(), None),
+            // A failed nvidia-smi says why on stdout or stderr ("GPU is lost. Reboot the
+            // system to recover this GPU"): keep its words for the log.
+            RunOutcome::Exited { stdout, stderr, .. } => Query::NoData(label, output_excerpt(&stdout, &stderr)),
+            _ => Query::NoData(label, None),
         }
     }
 }
@@ -121,8 +142,9 @@ impl Telemetry for NvidiaSmi {
         let mut r = TelemetryRead::default();
         let gpu_args = vec![format!("--query-gpu={}", GPU_QUERY.join(",")), "--format=csv,nounits".into()];
         match self.query(gpu_args) {
-            Query::NoData(k) => {
+            Query::NoData(k, detail) => {
                 r.no_data = Some(k);
+                r.no_data_detail = detail;
                 return r;
             }
             Query::Table(text) => match smi::parse_gpus(&text, None) {
@@ -170,8 +192,9 @@ impl Telemetry for NvidiaSmi {
                 Ok(t) => r.apps = Some(t),
                 Err(e) => r.errors.push(TelemetryProblem::new("compute-apps", "parse", None, e.to_string())),
             },
-            Query::NoData(k) => {
-                let problem = format!("--query-compute-apps gave no table ({k}); process counts unknown");
+            Query::NoData(k, detail) => {
+                let said = detail.map(|d| format!(": {d}")).unwrap_or_default();
+                let problem = format!("--query-compute-apps gave no table ({k}{said}); process counts unknown");
                 r.errors.push(TelemetryProblem::new("compute-apps", &k, None, problem));
             }
         }
@@ -225,5 +248,17 @@ mod tests {
         }
         let no_uuid = [gpu(0, Some("GPU-a")), gpu(1, None)];
         assert_eq!(process_counts(&no_uuid, Some(&apps(&[]))), vec![Some(0), None]);
+    }
+
+    #[test]
+    fn output_excerpt_is_two_lines_bounded_and_prefers_stderr() {
+        assert_eq!(output_excerpt("", " \n"), None);
+        assert_eq!(
+            output_excerpt("out one\n", "\n  err one  \nerr two\nerr three\n").as_deref(),
+            Some("err one / err two")
+        );
+        assert_eq!(output_excerpt("GPU is lost\n", "").as_deref(), Some("GPU is lost"));
+        let long = output_excerpt(&"x".repeat(5000), "").unwrap();
+        assert!(long.chars().count() <= 241 && !long.contains('\n'), "{}", long.len());
     }
 }

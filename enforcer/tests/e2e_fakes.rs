@@ -235,6 +235,20 @@ fn nvidia_smi_exit_codes_and_hang_mean_no_data() {
             log.contains(&format!("\"kind\":\"{want}\"")),
             "{mode}: expected kind {want} in {log}"
         );
+        // nvidia-smi's own words reach the log line (never a metric label).
+        let said = match mode {
+            "exit15" => Some("GPU is lost. Reboot the system to recover this GPU"),
+            "exit9" => Some("couldn't communicate with the NVIDIA driver"),
+            "nodevices0" | "exit6" => Some("No devices were found"),
+            _ => None,
+        };
+        if let Some(said) = said {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("nvidia-smi gave no data") && l.contains("nvidia_smi_said") && l.contains(said)),
+                "{mode}: expected {said:?} in the no-data line: {log}"
+            );
+        }
         let audit = e.audit();
         assert!(audit.is_empty(), "{mode}: no data is never idle: {audit:?}");
         if mode == "hang" {
