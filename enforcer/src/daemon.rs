@@ -515,6 +515,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         self.actions.prune(now_s, running_known);
         drop(views);
+        log_cycle_summary(&rep, read.jobs.len(), on_node.len(), samples.len());
         self.findings = findings;
         if let Err(e) = self.save(now_s) {
             tracing::error!(error = %e, path = %self.state_path().display(), "state not saved");
@@ -522,6 +523,35 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         rep
     }
+}
+
+/// One info line per completed cycle, so a quiet node still shows it is working: jobs in
+/// squeue and on this node, GPUs read, findings per verdict (`healthy=3 watching=1`, verdicts
+/// in rung order), and actions done, would-do, failed and skipped.
+fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, gpus_read: usize) {
+    let mut per: BTreeMap<Verdict, usize> = BTreeMap::new();
+    for f in &rep.findings {
+        *per.entry(f.verdict).or_insert(0) += 1;
+    }
+    let verdicts = if per.is_empty() {
+        "none".to_string()
+    } else {
+        per.iter().map(|(v, n)| format!("{}={n}", v.as_str())).collect::<Vec<_>>().join(" ")
+    };
+    let count = |o: &str| rep.actions.iter().filter(|(_, out)| out.as_str() == o).count();
+    tracing::info!(
+        t_s = rep.now_s,
+        jobs_seen,
+        jobs_on_node,
+        gpus_read,
+        telemetry_no_data = rep.telemetry_no_data.as_deref().unwrap_or(""),
+        verdicts = %verdicts,
+        actions_done = count("done") + count("already_gone"),
+        actions_would = count("would"),
+        actions_failed = count("failed"),
+        actions_skipped = rep.skips.len(),
+        "cycle"
+    );
 }
 
 fn merge(into: &mut serde_json::Value, from: serde_json::Value) {

@@ -106,6 +106,14 @@ fn parse(kind: &str, input: &str, extra: &[&str]) -> (bool, serde_json::Value) {
     (o.status.success(), serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap())
 }
 
+/// The JSON log lines in `log` for which `keep` is true.
+fn log_lines(log: &str, keep: impl Fn(&serde_json::Value) -> bool) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| keep(v))
+        .collect()
+}
+
 /// Runs `enforcer check-config FILE`.
 fn check_config(cfg: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_enforcer"))
@@ -263,11 +271,7 @@ fn truncated_nvidia_smi_row_is_logged_each_cycle_with_source_line_and_problem() 
     e.set("smi.mode", "truncated");
     let (ok, log) = e.run(&e.config("enforce", ""), T0, 3);
     assert!(ok, "{log}");
-    let warnings: Vec<serde_json::Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["fields"]["kind"] == "bad_row")
-        .collect();
+    let warnings = log_lines(&log, |v| v["fields"]["kind"] == "bad_row");
     assert_eq!(warnings.len(), 3, "one warning per cycle for the one cut row: {log}");
     for w in &warnings {
         assert_eq!(w["level"], "WARN", "{w}");
@@ -637,4 +641,32 @@ fn simulated_clock_and_cycles_are_checked_not_overflowed() {
     }
     let (code, err) = run(&["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"]);
     assert_eq!(code, Some(0), "one cycle at a time that fits: {err}");
+}
+
+#[test]
+fn every_cycle_logs_a_one_line_summary_even_when_nothing_alerts() {
+    let e = plain();
+    let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["--log-format", "json", "run", "--once", "--config"])
+        .arg(e.config("observe", ""))
+        .args(["--simulated-clock", &format!("{T0}:60")])
+        .env("PATH", path)
+        .env("FAKE_DIR", e.fake_dir())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let lines = log_lines(&log, |v| v["fields"]["message"] == "cycle");
+    assert_eq!(lines.len(), 1, "{log}");
+    let f = &lines[0]["fields"];
+    assert_eq!(lines[0]["level"], "INFO");
+    assert_eq!(f["jobs_seen"], 1, "{f}");
+    assert_eq!(f["jobs_on_node"], 1, "{f}");
+    assert_eq!(f["gpus_read"], 2, "{f}");
+    // A job started two hours ago on idle GPUs, first sample: breaching, not yet at alert.
+    assert_eq!(f["verdicts"], "watching=1", "{f}");
+    assert_eq!(f["t_s"], T0, "{f}");
+    assert_eq!(f["actions_done"], 0, "{f}");
+    assert_eq!(f["actions_skipped"], 0, "{f}");
 }
