@@ -473,7 +473,13 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
     }
 
+    // The pause file comes first: while it exists it is the reason nothing is done, whatever
+    // else would also have held an action back (a special node, a budget, a suspect
+    // collector), so every skip says `paused`.
     if inp.paused {
+        for s in &mut p.skips {
+            s.kind = SkipKind::Paused;
+        }
         for a in std::mem::take(&mut p.actions) {
             p.skips.push(Skip {
                 kind: SkipKind::Paused,

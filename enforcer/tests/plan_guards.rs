@@ -445,7 +445,10 @@ proptest! {
         let mode = if enforce { RunMode::Enforce } else { RunMode::Observe };
         let p = c.plan(mode, ns.as_ref(), &st, paused, lim, None);
         let count = |k: &str| p.actions.iter().filter(|a| a.kind() == k).count() as u32;
-        if paused { prop_assert!(p.actions.is_empty()); }
+        if paused {
+            prop_assert!(p.actions.is_empty());
+            prop_assert!(p.skips.iter().all(|s| s.kind == SkipKind::Paused), "the pause is the reason reported: {:?}", p.skips);
+        }
         prop_assert!(count("drain") + drains_used.min(2) <= 2, "drain budget");
         prop_assert!(count("cancel") + cancels_used.min(1) <= 1, "cancel budget");
         prop_assert!(count("drain") <= 1, "one drain per node per cycle");
@@ -478,4 +481,24 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn while_paused_a_skipped_drain_is_reported_as_paused() {
+    let c = Case::new(&[Verdict::Drain]);
+    // An admin's drain makes the node special; the pause file still comes first.
+    let admin = node("MIXED+DRAIN", Some("admin: bad fan"));
+    let p = c.plan(RunMode::Enforce, Some(&admin), &ActionState::default(), true, limits(), None);
+    let drains: Vec<SkipKind> = p.skips.iter().filter(|s| s.action == "drain").map(|s| s.kind).collect();
+    assert_eq!(drains, vec![SkipKind::Paused], "{:?}", p.skips);
+    // Unpaused, the same drain is skipped for the node's state.
+    let p = c.plan(RunMode::Enforce, Some(&admin), &ActionState::default(), false, limits(), None);
+    assert!(p.skips.iter().any(|s| s.action == "drain" && s.kind == SkipKind::NodeSpecial));
+    // And with the budget spent.
+    let spent = ActionState {
+        drain_times_s: vec![9_999, 9_999],
+        ..ActionState::default()
+    };
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &spent, true, limits(), None);
+    assert!(p.skips.iter().all(|s| s.kind == SkipKind::Paused), "{:?}", p.skips);
 }
