@@ -209,10 +209,13 @@ impl ActionState {
     }
 
     /// Drops the records of the other mode after a mode change: hypothetical drains never
-    /// count toward a real cancel, and no cancel is pending across the change.
+    /// count toward a real cancel, no cancel is pending across the change, and notices are
+    /// forgotten (observe mode's would-notice told nobody, so enforce mode gives the notice
+    /// for real and counts `notice` from then).
     pub fn drop_hypothetical(&mut self) {
         self.drains.retain(|_, d| !d.hypothetical);
         self.cancels.clear();
+        self.noticed.clear();
     }
 
     /// Records an action that was carried out (or logged as would-do in observe mode).

@@ -505,8 +505,16 @@ fn observe_mode_changes_nothing_and_mode_change_drops_hypotheticals() {
     let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), t1);
     assert!(d.actions.drains.values().all(|r| !r.hypothetical));
     assert!(d.actions.cancels.is_empty());
+    // Observe mode told nobody: its would-notice must not pass for a notice in enforce mode.
+    assert!(d.actions.noticed.is_empty(), "{:?}", d.actions.noticed);
     let rep = d.cycle(t1);
     assert!(rep.actions.iter().all(|(a, _)| a.kind() != "cancel"));
+    assert!(
+        rep.actions.iter().any(|(a, o)| a.kind() == "notice" && o.as_str() == "done"),
+        "the user is told for real: {:?}",
+        rep.actions
+    );
+    assert_eq!(d.actions.noticed.get("1300"), Some(&t1));
 }
 
 #[test]
