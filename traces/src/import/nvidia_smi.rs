@@ -83,6 +83,8 @@ pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> R
 }
 
 /// Parses the text of a log into raw samples (pure: no I/O). `path` is used in errors only.
+/// Sample times spanning more than [`crate::format::MAX_SPAN_S`] are an error naming the row of
+/// the latest time (and where the earliest was read).
 pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportReport) -> Result<Vec<RawSample>, TraceError> {
     if opts.node.trim().is_empty() || opts.node.contains([':', ';', ',']) {
         return Err(TraceError::Option {
@@ -100,6 +102,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
     let mut absent_noted = false;
+    let mut span = super::ImportSpan::default();
     each_record(&mut rdr, path, &mut log, |rec, line| {
         if rec.len() == 1 && rec[0].is_empty() {
             return Ok(());
@@ -166,6 +169,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 .zone
                 .to_epoch_s(local)
                 .ok_or_else(|| problem(ti, format!("{ts:?} does not exist in zone {} (clocks went forward)", opts.zone)))?;
+            span.see(t_s, || problem(ti, String::new()));
             if ambiguous {
                 report.bump("ambiguous_local_times");
             }
@@ -203,6 +207,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             Ok(())
         }
     })?;
+    span.check()?;
     report.skipped.extend(log.skipped);
     Ok(out)
 }
