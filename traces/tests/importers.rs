@@ -474,3 +474,36 @@ fn importers_refuse_overflowing_times_and_spans_over_366_days() {
     let e = import::philly::import(&util, &jobs, false).unwrap_err().to_string();
     assert!(e.contains("line 2") && e.contains("does not fit"), "{e}");
 }
+
+#[test]
+fn nvidia_smi_unknown_field_names_are_errors_with_the_close_match() {
+    let mut rep = ImportReport::default();
+    // A misspelt field in the header: an error naming line, column and the close match.
+    let log = "timestamp, index, utilisation.gpu [%]\n2026/11/29 10:00:00.000, 0, 5 %\n";
+    let e = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("smi.csv: line 1, column 3") && e.contains("\"utilisation.gpu\"") && e.contains("did you mean \"utilization.gpu\""),
+        "{e}"
+    );
+    // In --query: an error naming the option; a name far from any field gets no suggestion.
+    let mut o = smi_opts("UTC");
+    o.query = "timestamp,index,bogus.field".into();
+    let e = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1\n", Path::new("s.csv"), &o, &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--query") && e.contains("\"bogus.field\"") && !e.contains("did you mean"),
+        "{e}"
+    );
+    o.query = "timestamp,index,utilisation.gpu".into();
+    let e = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1\n", Path::new("s.csv"), &o, &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did you mean \"utilization.gpu\""), "{e}");
+    // Known fields the importer does not read are ignored.
+    o.query = "timestamp,index,fan.speed,ecc.errors.corrected.volatile.total,utilization.gpu".into();
+    let raw = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 30 %, 0, 7 %\n", Path::new("s.csv"), &o, &mut rep).unwrap();
+    assert_eq!(raw[0].sample.util_pct, Some(7.0));
+}
