@@ -60,7 +60,9 @@ pub struct Args {
     #[arg(long)]
     pub tz: Option<String>,
     /// Field list of a headerless nvidia-smi log (`nvidia-smi-log`). Default:
-    /// timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit
+    /// timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit.
+    /// Each name (here or in the log's header) must be an nvidia-smi --query-gpu field; fields
+    /// the importer does not read (fan.speed, clocks.sm …) are ignored.
     #[arg(long)]
     pub query: Option<String>,
     /// Seconds added to relative timestamps (`alibaba-genai`; default 0).

@@ -16,6 +16,10 @@
 //! * **GPU numbering.** `index` is NVML's index. It equals Slurm's GRES index when the node's
 //!   `gres.conf` lists GPUs in PCI bus order (the usual `AutoDetect=nvml` case); otherwise
 //!   map the indices before using `--jobs`.
+//! * **Field names.** Every field named by the header or `--query` must be an
+//!   `nvidia-smi --query-gpu` field: an unknown or misspelt name (`utilisation.gpu`) is an error
+//!   naming it and the closest known field. Known fields the importer does not read
+//!   ([`IGNORED_FIELDS`], [`IGNORED_FIELD_PREFIXES`]) are ignored.
 //! * `node` names the host (`--node`); jobs come from [`super::Attribution`].
 
 use super::{build_trace, Attribution, ImportReport, RawSample, Zone};
@@ -47,6 +51,157 @@ const HEADER_FIELDS: [&str; 16] = [
     "power.limit",
     "clocks.sm",
 ];
+
+/// `nvidia-smi --query-gpu` field names (and their documented aliases, from
+/// `nvidia-smi --help-query-gpu`) that the importer knows but does not read: a log or `--query`
+/// naming one of them imports, the column is ignored. The fields it reads are
+/// `timestamp`, `index` and [`POLICY_FIELDS`].
+pub const IGNORED_FIELDS: [&str; 98] = [
+    "driver_version",
+    "count",
+    "name",
+    "gpu_name",
+    "serial",
+    "gpu_serial",
+    "uuid",
+    "gpu_uuid",
+    "pci.bus_id",
+    "gpu_bus_id",
+    "pci.domain",
+    "pci.bus",
+    "pci.device",
+    "pci.device_id",
+    "pci.sub_device_id",
+    "pcie.link.gen.current",
+    "pcie.link.gen.gpucurrent",
+    "pcie.link.gen.max",
+    "pcie.link.gen.gpumax",
+    "pcie.link.gen.hostmax",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "display_mode",
+    "display_active",
+    "persistence_mode",
+    "addressing_mode",
+    "accounting.mode",
+    "accounting.buffer_size",
+    "driver_model.current",
+    "driver_model.pending",
+    "vbios_version",
+    "inforom.img",
+    "inforom.image",
+    "inforom.oem",
+    "inforom.ecc",
+    "inforom.pwr",
+    "gom.current",
+    "gom.pending",
+    "fan.speed",
+    "pstate",
+    "memory.reserved",
+    "memory.free",
+    "compute_mode",
+    "compute_cap",
+    "utilization.memory",
+    "utilization.encoder",
+    "utilization.decoder",
+    "utilization.jpeg",
+    "utilization.ofa",
+    "encoder.stats.sessionCount",
+    "encoder.stats.averageFps",
+    "encoder.stats.averageLatency",
+    "ecc.mode.current",
+    "ecc.mode.pending",
+    "temperature.gpu",
+    "temperature.memory",
+    "temperature.gpu.tlimit",
+    "power.management",
+    "power.draw.average",
+    "power.draw.instant",
+    "enforced.power.limit",
+    "power.default_limit",
+    "power.min_limit",
+    "power.max_limit",
+    "module.power.draw.average",
+    "module.power.draw.instant",
+    "module.power.limit",
+    "clocks.current.graphics",
+    "clocks.gr",
+    "clocks.current.sm",
+    "clocks.sm",
+    "clocks.current.memory",
+    "clocks.mem",
+    "clocks.current.video",
+    "clocks.video",
+    "clocks.applications.graphics",
+    "clocks.applications.gr",
+    "clocks.applications.memory",
+    "clocks.applications.mem",
+    "clocks.default_applications.graphics",
+    "clocks.default_applications.gr",
+    "clocks.default_applications.memory",
+    "clocks.default_applications.mem",
+    "clocks.max.graphics",
+    "clocks.max.gr",
+    "clocks.max.sm",
+    "clocks.max.memory",
+    "clocks.max.mem",
+    "mig.mode.current",
+    "mig.mode.pending",
+    "fabric.state",
+    "fabric.status",
+    "reset_status.reset_required",
+    "reset_status.drain_and_reset_recommended",
+    "protected_memory.total",
+    "protected_memory.used",
+    "protected_memory.free",
+    "gpu_recovery_action",
+];
+
+/// Families of `nvidia-smi --query-gpu` fields named by prefix (ECC counters, throttle and
+/// clock-event reasons, retired pages, remapped rows): known, not read, ignored.
+pub const IGNORED_FIELD_PREFIXES: [&str; 5] = [
+    "ecc.errors.",
+    "clocks_throttle_reasons.",
+    "clocks_event_reasons.",
+    "retired_pages.",
+    "remapped_rows.",
+];
+
+/// Whether `name` is an `nvidia-smi --query-gpu` field the importer knows (reads or ignores).
+pub fn is_known_field(name: &str) -> bool {
+    name == "timestamp"
+        || name == "index"
+        || POLICY_FIELDS.contains(&name)
+        || IGNORED_FIELDS.contains(&name)
+        || IGNORED_FIELD_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Levenshtein distance between two short ASCII-ish names, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (up + 1).min(row[j] + 1).min(diag + usize::from(ca != *cb));
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+/// Why `name` is not a known field, with the closest known name when one is within 3 edits.
+fn unknown_field(name: &str) -> String {
+    let known = ["timestamp", "index"].into_iter().chain(POLICY_FIELDS).chain(IGNORED_FIELDS);
+    let best = known.map(|k| (edit_distance(name, k), k)).min();
+    let hint = match best {
+        Some((d, k)) if d <= 3 => format!("; did you mean {k:?}?"),
+        _ => String::new(),
+    };
+    format!("{name:?} is not an nvidia-smi --query-gpu field{hint} (see `nvidia-smi --help-query-gpu`)")
+}
 
 /// The field list the command line queries, used for headerless logs.
 pub const DEFAULT_QUERY: &str = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit";
@@ -83,11 +238,19 @@ pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> R
 }
 
 /// Parses the text of a log into raw samples (pure: no I/O). `path` is used in errors only.
+/// Sample times spanning more than [`crate::format::MAX_SPAN_S`] are an error naming the row of
+/// the latest time (and where the earliest was read).
 pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportReport) -> Result<Vec<RawSample>, TraceError> {
     if opts.node.trim().is_empty() || opts.node.contains([':', ';', ',']) {
         return Err(TraceError::Option {
             option: "--node".into(),
             problem: format!("{:?} is not a usable host name", opts.node),
+        });
+    }
+    if let Some(bad) = opts.query.split(',').map(str::trim).find(|f| !is_known_field(f)) {
+        return Err(TraceError::Option {
+            option: "--query".into(),
+            problem: unknown_field(bad),
         });
     }
     let mut log = RowLog::new(opts.lenient);
@@ -100,6 +263,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
     let mut absent_noted = false;
+    let mut span = super::ImportSpan::default();
     each_record(&mut rdr, path, &mut log, |rec, line| {
         if rec.len() == 1 && rec[0].is_empty() {
             return Ok(());
@@ -114,6 +278,9 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 .into_iter()
                 .filter(|f| !named.iter().any(|n| n == f))
                 .collect();
+            if let Some(i) = named.iter().position(|n| !is_known_field(n)) {
+                return Err(problem_at(path, &named, line, i, unknown_field(&named[i])));
+            }
             fields = Some(named);
             header_line = Some(raw_fields);
             if !lacks.is_empty() {
@@ -166,6 +333,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 .zone
                 .to_epoch_s(local)
                 .ok_or_else(|| problem(ti, format!("{ts:?} does not exist in zone {} (clocks went forward)", opts.zone)))?;
+            span.see(t_s, || problem(ti, String::new()));
             if ambiguous {
                 report.bump("ambiguous_local_times");
             }
@@ -203,6 +371,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             Ok(())
         }
     })?;
+    span.check()?;
     report.skipped.extend(log.skipped);
     Ok(out)
 }
