@@ -176,26 +176,10 @@ pub fn is_known_field(name: &str) -> bool {
         || IGNORED_FIELD_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Levenshtein distance between two short ASCII-ish names, in characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let up = row[j + 1];
-            row[j + 1] = (up + 1).min(row[j] + 1).min(diag + usize::from(ca != *cb));
-            diag = up;
-        }
-    }
-    row[b.len()]
-}
-
 /// Why `name` is not a known field, with the closest known name when one is within 3 edits.
 fn unknown_field(name: &str) -> String {
     let known = ["timestamp", "index"].into_iter().chain(POLICY_FIELDS).chain(IGNORED_FIELDS);
-    let best = known.map(|k| (edit_distance(name, k), k)).min();
+    let best = known.map(|k| (strsim::levenshtein(name, k), k)).min();
     let hint = match best {
         Some((d, k)) if d <= 3 => format!("; did you mean {k:?}?"),
         _ => String::new(),
