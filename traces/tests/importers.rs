@@ -476,7 +476,7 @@ fn importers_refuse_overflowing_times_and_spans_over_366_days() {
 }
 
 #[test]
-fn nvidia_smi_unknown_field_names_are_errors_with_the_close_match() {
+fn nvidia_smi_misspelt_needed_fields_are_errors_and_other_unknown_fields_are_noted() {
     let mut rep = ImportReport::default();
     // A misspelt field in the header: an error naming line, column and the close match.
     let log = "timestamp, index, utilisation.gpu [%]\n2026/11/29 10:00:00.000, 0, 5 %\n";
@@ -487,21 +487,33 @@ fn nvidia_smi_unknown_field_names_are_errors_with_the_close_match() {
         e.contains("smi.csv: line 1, column 3") && e.contains("\"utilisation.gpu\"") && e.contains("did you mean \"utilization.gpu\""),
         "{e}"
     );
-    // In --query: an error naming the option; a name far from any field gets no suggestion.
+    // A name far from every field the importer reads (a newer driver's field, say) is
+    // ignored, with a note; only a likely misspelling of a needed field is an error.
     let mut o = smi_opts("UTC");
-    o.query = "timestamp,index,bogus.field".into();
-    let e = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1\n", Path::new("s.csv"), &o, &mut rep)
-        .unwrap_err()
-        .to_string();
+    o.query = "timestamp,index,bogus.field,utilization.gpu".into();
+    let mut rep = ImportReport::default();
+    let raw = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1, 9 %\n", Path::new("s.csv"), &o, &mut rep).unwrap();
+    assert_eq!(raw[0].sample.util_pct, Some(9.0));
     assert!(
-        e.contains("--query") && e.contains("\"bogus.field\"") && !e.contains("did you mean"),
-        "{e}"
+        rep.notes.iter().any(|n| n.contains("--query") && n.contains("bogus.field")),
+        "{:?}",
+        rep.notes
     );
+    let log = "timestamp, index, some.future.field, utilization.gpu [%]\n2026/11/29 10:00:00.000, 0, x, 5 %\n";
+    let mut rep = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut rep).unwrap();
+    assert_eq!(raw[0].sample.util_pct, Some(5.0));
+    assert!(
+        rep.notes.iter().any(|n| n.contains("header") && n.contains("some.future.field")),
+        "{:?}",
+        rep.notes
+    );
+    // In --query: a misspelt needed field is an error naming the option and the close match.
     o.query = "timestamp,index,utilisation.gpu".into();
     let e = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1\n", Path::new("s.csv"), &o, &mut rep)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("did you mean \"utilization.gpu\""), "{e}");
+    assert!(e.contains("--query") && e.contains("did you mean \"utilization.gpu\""), "{e}");
     // Known fields the importer does not read are ignored.
     o.query = "timestamp,index,fan.speed,ecc.errors.corrected.volatile.total,utilization.gpu".into();
     let raw = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 30 %, 0, 7 %\n", Path::new("s.csv"), &o, &mut rep).unwrap();

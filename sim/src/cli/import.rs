@@ -61,8 +61,9 @@ pub struct Args {
     pub tz: Option<String>,
     /// Field list of a headerless nvidia-smi log (`nvidia-smi-log`). Default:
     /// timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit.
-    /// Each name (here or in the log's header) must be an nvidia-smi --query-gpu field; fields
-    /// the importer does not read (fan.speed, clocks.sm …) are ignored.
+    /// A name (here or in the log's header) that looks like a misspelling of a field the
+    /// importer reads is an error; other fields it does not read are ignored (unknown ones
+    /// are listed in a note).
     #[arg(long)]
     pub query: Option<String>,
     /// Seconds added to relative timestamps (`alibaba-genai`; default 0).

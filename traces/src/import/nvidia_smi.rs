@@ -16,10 +16,11 @@
 //! * **GPU numbering.** `index` is NVML's index. It equals Slurm's GRES index when the node's
 //!   `gres.conf` lists GPUs in PCI bus order (the usual `AutoDetect=nvml` case); otherwise
 //!   map the indices before using `--jobs`.
-//! * **Field names.** Every field named by the header or `--query` must be an
-//!   `nvidia-smi --query-gpu` field: an unknown or misspelt name (`utilisation.gpu`) is an error
-//!   naming it and the closest known field. Known fields the importer does not read
-//!   ([`IGNORED_FIELDS`], [`IGNORED_FIELD_PREFIXES`]) are ignored.
+//! * **Field names.** A name in the header or `--query` within two edits of a field the
+//!   importer reads (`utilisation.gpu`) is an error naming it and that field: its reading would
+//!   otherwise be silently missing. Known fields the importer does not read
+//!   ([`IGNORED_FIELDS`], [`IGNORED_FIELD_PREFIXES`]) are ignored; other unknown names (a newer
+//!   driver's field) are ignored and listed in a note.
 //! * `node` names the host (`--node`); jobs come from [`super::Attribution`].
 
 use super::{build_trace, Attribution, ImportReport, RawSample, Zone};
@@ -176,15 +177,33 @@ pub fn is_known_field(name: &str) -> bool {
         || IGNORED_FIELD_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Why `name` is not a known field, with the closest known name when one is within 3 edits.
-fn unknown_field(name: &str) -> String {
-    let known = ["timestamp", "index"].into_iter().chain(POLICY_FIELDS).chain(IGNORED_FIELDS);
-    let best = known.map(|k| (strsim::levenshtein(name, k), k)).min();
-    let hint = match best {
-        Some((d, k)) if d <= 3 => format!("; did you mean {k:?}?"),
-        _ => String::new(),
-    };
-    format!("{name:?} is not an nvidia-smi --query-gpu field{hint} (see `nvidia-smi --help-query-gpu`)")
+/// The field this importer reads that `name` is probably a misspelling of: an unknown name
+/// within 2 edits of `timestamp`, `index` or one of [`POLICY_FIELDS`]. Such a name is an
+/// error (the reading it should carry would silently be missing); any other unknown name
+/// (a field of a newer driver, say) is ignored with a note.
+fn typo_of_needed_field(name: &str) -> Option<&'static str> {
+    if is_known_field(name) {
+        return None;
+    }
+    let needed = ["timestamp", "index"].into_iter().chain(POLICY_FIELDS);
+    needed
+        .map(|k| (strsim::levenshtein(name, k), k))
+        .min()
+        .and_then(|(d, k)| (d <= 2).then_some(k))
+}
+
+fn typo_problem(name: &str, meant: &str) -> String {
+    format!("{name:?} is not an nvidia-smi --query-gpu field; did you mean {meant:?}? (see `nvidia-smi --help-query-gpu`)")
+}
+
+fn note_unknown(report: &mut ImportReport, names: &[&str], source: &str) {
+    let unknown: Vec<&str> = names.iter().copied().filter(|n| !is_known_field(n)).collect();
+    if !unknown.is_empty() {
+        report.notes.push(format!(
+            "{source}: ignored field(s) this importer does not know: {}",
+            unknown.join(", ")
+        ));
+    }
 }
 
 /// The field list the command line queries, used for headerless logs.
@@ -231,10 +250,11 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             problem: format!("{:?} is not a usable host name", opts.node),
         });
     }
-    if let Some(bad) = opts.query.split(',').map(str::trim).find(|f| !is_known_field(f)) {
+    let query: Vec<&str> = opts.query.split(',').map(str::trim).collect();
+    if let Some((bad, meant)) = query.iter().find_map(|f| typo_of_needed_field(f).map(|m| (*f, m))) {
         return Err(TraceError::Option {
             option: "--query".into(),
-            problem: unknown_field(bad),
+            problem: typo_problem(bad, meant),
         });
     }
     let mut log = RowLog::new(opts.lenient);
@@ -262,8 +282,11 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 .into_iter()
                 .filter(|f| !named.iter().any(|n| n == f))
                 .collect();
-            if let Some(i) = named.iter().position(|n| !is_known_field(n)) {
-                return Err(problem_at(path, &named, line, i, unknown_field(&named[i])));
+            if let Some((i, meant)) = named.iter().enumerate().find_map(|(i, n)| typo_of_needed_field(n).map(|m| (i, m))) {
+                return Err(problem_at(path, &named, line, i, typo_problem(&named[i], meant)));
+            }
+            if header_line.is_none() {
+                note_unknown(report, &named.iter().map(String::as_str).collect::<Vec<_>>(), "header");
             }
             fields = Some(named);
             header_line = Some(raw_fields);
@@ -281,9 +304,10 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             }
             return Ok(());
         }
-        let names = fields
-            .get_or_insert_with(|| opts.query.split(',').map(|s| s.trim().to_string()).collect())
-            .clone();
+        if fields.is_none() {
+            note_unknown(report, &query, "--query");
+        }
+        let names = fields.get_or_insert_with(|| query.iter().map(|s| s.to_string()).collect()).clone();
         let col = |name: &str| names.iter().position(|n| n == name);
         if !absent_noted {
             absent_noted = true;
