@@ -279,6 +279,13 @@ impl Policy {
         pct("policy.idle_power_w", c.idle_power_w, 0.0, 2000.0)?;
         pct("policy.mem_held_mib", c.mem_held_mib, 0.0, 1_048_576.0)?;
 
+        if c.stages.is_empty() {
+            return Err(err(
+                "policy.stages",
+                "[]",
+                "needs at least one stage; with none no job is ever alerted (to only watch, keep the alert stage and run the enforcer in observe mode)",
+            ));
+        }
         let mut stages = Vec::with_capacity(c.stages.len());
         for (i, s) in c.stages.iter().enumerate() {
             let v = match Verdict::from_name(&s.verdict) {
@@ -499,6 +506,8 @@ mod tests {
         assert!(e.contains("policy.stages[1].after"), "{e}");
         let e = parse("[policy]\nwindow = \"-5m\"").unwrap_err();
         assert!(e.contains("-5m") && e.contains("negative"), "{e}");
+        let e = parse("[policy]\nstages = []").unwrap_err();
+        assert!(e.contains("policy.stages") && e.contains("at least one"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,14 @@ pub enum DurationError {
         /// The rejected text.
         text: String,
     },
+    /// A character that is neither a digit nor a unit letter: a sign, a decimal point, a space.
+    #[error("duration {text:?}: unexpected {ch:?}; write whole numbers with units, largest first, without signs, points or spaces, e.g. \"1h30m\"")]
+    UnexpectedChar {
+        /// The rejected text.
+        text: String,
+        /// The first unexpected character.
+        ch: char,
+    },
     /// A leading minus sign: durations are 0s or longer.
     #[error("duration {text:?} is negative; durations are 0s or longer")]
     Negative {
@@ -66,6 +74,12 @@ impl DurationS {
                 'm' => 60,
                 'h' => 3600,
                 'd' => 86_400,
+                c if !c.is_alphabetic() => {
+                    return Err(DurationError::UnexpectedChar {
+                        text: text.to_string(),
+                        ch: c,
+                    })
+                }
                 _ => return Err(bad()),
             };
             let n = num.take().ok_or_else(bad)?;
@@ -121,7 +135,14 @@ mod tests {
         for t in ["-5m", " -1s", "-0s"] {
             assert_eq!(DurationS::parse(t), Err(DurationError::Negative { text: t.to_string() }), "{t}");
         }
-        assert!(matches!(DurationS::parse("5-m"), Err(DurationError::BadUnit { .. })));
+        for (t, ch) in [("1h-30m", '-'), ("1.5h", '.'), ("20 m", ' '), ("+5m", '+')] {
+            assert_eq!(
+                DurationS::parse(t),
+                Err(DurationError::UnexpectedChar { text: t.to_string(), ch }),
+                "{t}"
+            );
+        }
+        assert!(matches!(DurationS::parse("20x"), Err(DurationError::BadUnit { .. })));
     }
 
     #[test]

@@ -19,6 +19,18 @@ pub const MAX_DAYS: f64 = 366.0;
 /// The memory the generated worlds of one command may take, bytes: 8 GiB.
 pub const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
 
+/// The most seeds one sweep may run (`--seeds N`, `--seed-list`): every seed is a world
+/// generated per workload and a result row per configuration.
+pub const MAX_SEEDS: u64 = 10_000;
+
+/// The most worker threads (`--threads`).
+pub const MAX_THREADS: usize = 1024;
+
+/// Bytes one run of a sweep holds until the reports are written: its [`crate::score::Row`],
+/// the heap text of its five string columns (allocator-rounded, 32 bytes each) and its work
+/// item.
+pub const RUN_BYTES: u64 = (size_of::<crate::score::Row>() + 5 * 32 + size_of::<(crate::sweep::Runner, usize)>()) as u64;
+
 /// Bytes of one GPU sample in a [`World`](crate::World) (24).
 pub const WORLD_SAMPLE_BYTES: u64 = size_of::<CompactSample>() as u64;
 
@@ -69,9 +81,28 @@ pub fn world_bytes(w: &Workload, days: f64, sample_bytes: u64) -> u64 {
 /// A message naming the command, the workloads, days and GPUs, the estimate, the budget and
 /// the most days that fit.
 pub fn check_memory(command: &str, workloads: &[&Workload], days: f64, sample_bytes: u64) -> anyhow::Result<()> {
+    check_memory_with_runs(command, workloads, days, sample_bytes, 0)
+}
+
+/// [`check_memory`] for a sweep that also holds `runs` result rows ([`RUN_BYTES`] each)
+/// besides its worlds.
+///
+/// # Errors
+/// As [`check_memory`]; when the runs alone exceed the budget, a message naming the run count
+/// (configurations × workloads × seeds) and its estimate.
+pub fn check_memory_with_runs(command: &str, workloads: &[&Workload], days: f64, sample_bytes: u64, runs: u64) -> anyhow::Result<()> {
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let runs_bytes = runs.saturating_mul(RUN_BYTES);
+    if runs_bytes > MEMORY_BUDGET_BYTES {
+        anyhow::bail!(
+            "{command}: {runs} runs (configurations and baselines × workloads × seeds) would hold {:.1} GiB of results in memory ({RUN_BYTES} bytes per run), above the budget of {:.0} GiB; use fewer configurations, workloads or seeds, or split the sweep with --shard i/N",
+            gib(runs_bytes),
+            gib(MEMORY_BUDGET_BYTES)
+        );
+    }
     let total: u64 = workloads
         .iter()
-        .fold(0u64, |acc, w| acc.saturating_add(world_bytes(w, days, sample_bytes)));
+        .fold(runs_bytes, |acc, w| acc.saturating_add(world_bytes(w, days, sample_bytes)));
     let samples_max = workloads
         .iter()
         .map(|w| u64::from(horizon_ticks(days)).saturating_mul(cluster_gpus(w)))
@@ -80,12 +111,11 @@ pub fn check_memory(command: &str, workloads: &[&Workload], days: f64, sample_by
     if total <= MEMORY_BUDGET_BYTES && samples_max < u64::from(u32::MAX) {
         return Ok(());
     }
-    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
     // Bytes per day of all the worlds together, for the most days that fit.
     let per_day: u64 = workloads.iter().fold(0u64, |acc, w| {
         acc.saturating_add((86_400 / TICK_S as u64).saturating_mul(cluster_gpus(w).saturating_mul(sample_bytes) + WORLD_TICK_BYTES))
     });
-    let fit_days = (MEMORY_BUDGET_BYTES / per_day.max(1)).min(u64::from(u32::MAX) / (86_400 / TICK_S as u64));
+    let fit_days = ((MEMORY_BUDGET_BYTES - runs_bytes) / per_day.max(1)).min(u64::from(u32::MAX) / (86_400 / TICK_S as u64));
     let fit = if fit_days == 0 {
         "not even one day fits: use fewer nodes, seeds or workloads".to_string()
     } else {
@@ -98,8 +128,13 @@ pub fn check_memory(command: &str, workloads: &[&Workload], days: f64, sample_by
             names.push(n);
         }
     }
+    let results = if runs > 0 {
+        format!(" together with the results of {runs} runs ({:.1} GiB)", gib(runs_bytes))
+    } else {
+        String::new()
+    };
     anyhow::bail!(
-        "{command}: {} world(s) of workload {} over {days} days would hold up to {:.1} GiB in memory \
+        "{command}: {} world(s) of workload {} over {days} days would hold up to {:.1} GiB in memory{results} \
          (every GPU sampled every {TICK_S} s, {sample_bytes} bytes per sample), above the budget of {:.0} GiB; {fit}",
         workloads.len(),
         names.join(", "),
@@ -120,6 +155,23 @@ mod tests {
         let w = Workload::builtin_default();
         // 512 GPUs × 1440 ticks × 24 bytes + 1440 × per-tick bytes.
         assert_eq!(world_bytes(&w, 1.0, 24), 512 * 1440 * 24 + 1440 * WORLD_TICK_BYTES);
+    }
+
+    #[test]
+    fn result_rows_count_against_the_budget() {
+        let w = Workload::builtin_default();
+        check_memory_with_runs("sim sweep", &[&w], 1.0, WORLD_SAMPLE_BYTES, 1000).unwrap();
+        // 10,000 configurations × 2 workloads × 10,000 seeds: refused on the results alone.
+        let e = check_memory_with_runs("sim sweep", &[&w], 1.0, WORLD_SAMPLE_BYTES, 200_000_000)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("200000000 runs") && e.contains("8 GiB"), "{e}");
+        // Results that fit alone but not beside the worlds: named in the message.
+        let runs = (MEMORY_BUDGET_BYTES - 1000) / RUN_BYTES;
+        let e = check_memory_with_runs("sim sweep", &[&w], 1.0, WORLD_SAMPLE_BYTES, runs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("the results of {runs} runs")), "{e}");
     }
 
     #[test]

@@ -45,6 +45,16 @@ pub enum GridError {
         /// What is wrong.
         problem: String,
     },
+    /// The grid would hold more configurations than [`MAX_CONFIGS`].
+    #[error("{file}: the grid would have {count} configurations (the product of each [[sweep]] block's list lengths, summed over the blocks), above the limit of {limit}; sweep fewer values, or split the sweep into several runs")]
+    TooLarge {
+        /// The file (or `flags`).
+        file: String,
+        /// Configurations the blocks would give (saturating at `u64::MAX`).
+        count: u64,
+        /// [`MAX_CONFIGS`].
+        limit: usize,
+    },
     /// The grid holds no configuration.
     #[error("{file}: the grid has no configurations; add a [[sweep]] block with at least one value per list")]
     Empty {
@@ -52,6 +62,11 @@ pub enum GridError {
         file: String,
     },
 }
+
+/// The most configurations a grid may have. Each is a validated policy held for the whole
+/// sweep and gives one result row per workload and seed; 10,000 configurations are already
+/// 20,000 runs per seed of the two built-in workloads.
+pub const MAX_CONFIGS: usize = 10_000;
 
 /// One `[[sweep]]` block: a list of values per parameter; an absent list keeps the base value.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -131,7 +146,9 @@ pub fn builtin_default() -> Vec<GridConfig> {
 /// Expands blocks over a base policy into validated configurations.
 ///
 /// # Errors
-/// [`GridError::Invalid`] naming `sweep[i].key` and the value; [`GridError::Empty`].
+/// [`GridError::Invalid`] naming `sweep[i].key` (and for `file` `flags` the flag) and the value,
+/// including a value given twice in one list; [`GridError::TooLarge`] before expanding a grid
+/// of more than [`MAX_CONFIGS`] configurations; [`GridError::Empty`].
 pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<Vec<GridConfig>, GridError> {
     let mut out: Vec<GridConfig> = Vec::new();
     let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
@@ -141,10 +158,15 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
         .find(|s| s.verdict == "drain")
         .map_or(DurationS(3600), |s| s.after);
     let base_cancel = base.stages.iter().find(|s| s.verdict == "cancel").map(|s| s.after);
+    let mut count: u64 = 0;
     for (bi, b) in blocks.iter().enumerate() {
         let inv = |key: &str, value: String, problem: &str| GridError::Invalid {
             file: file.to_string(),
-            key: format!("sweep[{bi}].{key}"),
+            key: if file == "flags" {
+                format!("--{} (sweep[{bi}].{key})", key.replace('_', "-"))
+            } else {
+                format!("sweep[{bi}].{key}")
+            },
             value,
             problem: problem.to_string(),
         };
@@ -178,6 +200,51 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                 return Err(inv(key, "[]".into(), "an empty list gives no configurations"));
             }
         }
+        count = [
+            utils.len(),
+            windows.len(),
+            warmups.len(),
+            gaps.len(),
+            drains.len(),
+            cancels_raw.len(),
+            notices.len(),
+            spins.len(),
+            exempts.len(),
+        ]
+        .into_iter()
+        .fold(1u64, |acc, n| acc.saturating_mul(n as u64))
+        .saturating_add(count);
+        if count > MAX_CONFIGS as u64 {
+            return Err(GridError::TooLarge {
+                file: file.to_string(),
+                count,
+                limit: MAX_CONFIGS,
+            });
+        }
+        let twice = |key: &str, value: String| inv(key, value, "given twice in one list; each value may appear once");
+        if let Some(u) = first_repeat(&utils, |a, b| a == b) {
+            return Err(twice("util_threshold_pct", u.to_string()));
+        }
+        for (key, list) in [
+            ("window", &windows),
+            ("warmup", &warmups),
+            ("max_sample_gap", &gaps),
+            ("drain_after", &drains),
+            ("notice", &notices),
+        ] {
+            if let Some(d) = first_repeat(list, |a, b| a == b) {
+                return Err(twice(key, d.to_string()));
+            }
+        }
+        if let Some(v) = first_repeat(&spins, |a, b| a == b) {
+            return Err(twice("spin_ceiling", v.clone()));
+        }
+        if let Some(v) = first_repeat(&exempts, |a, b| {
+            let set = |v: &Vec<String>| v.iter().cloned().collect::<std::collections::BTreeSet<String>>();
+            set(a) == set(b)
+        }) {
+            return Err(twice("exempt_qos", format!("{v:?}")));
+        }
         for e in &exempts {
             if let Some(bad) = e.iter().find(|q| q.trim().is_empty() || q.contains('+')) {
                 return Err(inv(
@@ -196,6 +263,9 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                     DurationS::parse(c).map_err(|e| inv("cancel_after", format!("{c:?}"), &e.to_string()))?,
                 ));
             }
+        }
+        if let Some(c) = first_repeat(&cancels, |a, b| a == b) {
+            return Err(twice("cancel_after", c.map_or_else(|| "none".to_string(), |c| c.to_string())));
         }
         for &u in &utils {
             for &w in &windows {
@@ -272,6 +342,14 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
     Ok(out)
 }
 
+/// The first value of `list` equal (by `eq`) to an earlier one.
+fn first_repeat<T>(list: &[T], eq: impl Fn(&T, &T) -> bool) -> Option<&T> {
+    list.iter()
+        .enumerate()
+        .find(|(i, v)| list[..*i].iter().any(|w| eq(w, v)))
+        .map(|(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +364,61 @@ mod tests {
         assert!(g.iter().any(|c| c.params.spin_ceiling == "alert"));
         let ids: std::collections::BTreeSet<_> = g.iter().map(|c| c.params.config_id.clone()).collect();
         assert_eq!(ids.len(), g.len());
+    }
+
+    #[test]
+    fn a_grid_above_the_limit_is_refused_before_expanding_with_its_count() {
+        // 80 × 80 × 1000 = 6.4 million configurations: refused at once, naming the count.
+        let block = SweepBlock {
+            util_threshold_pct: Some((0..80).map(f64::from).collect()),
+            window: Some((1..=80).map(|m| DurationS(m * 60)).collect()),
+            warmup: Some((1..=1000).map(|m| DurationS(m * 60)).collect()),
+            ..SweepBlock::default()
+        };
+        let e = expand(&PolicyConfig::default(), &[block], "flags").unwrap_err().to_string();
+        assert!(e.contains("6400000 configurations") && e.contains("10000"), "{e}");
+        // Two blocks of 6,000 each: 12,000 together is above the limit too.
+        let six = SweepBlock {
+            util_threshold_pct: Some((1..=60).map(f64::from).collect()),
+            warmup: Some((1..=100).map(|m| DurationS(m * 60)).collect()),
+            ..SweepBlock::default()
+        };
+        let e = expand(&PolicyConfig::default(), &[six.clone(), six], "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("12000 configurations"), "{e}");
+    }
+
+    #[test]
+    fn a_value_given_twice_in_one_list_is_an_error_naming_it() {
+        let e = from_toml("[[sweep]]\nutil_threshold_pct = [5.0, 5.0]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sweep[0].util_threshold_pct") && e.contains("= 5") && e.contains("twice"),
+            "{e}"
+        );
+        let e = from_toml("[[sweep]]\nwindow = [\"1h\", \"60m\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sweep[0].window") && e.contains("twice"), "{e}");
+        let e = from_toml("[[sweep]]\ncancel_after = [\"none\", \"2h\", \"none\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sweep[0].cancel_after") && e.contains("none") && e.contains("twice"),
+            "{e}"
+        );
+        let e = from_toml("[[sweep]]\nexempt_qos = [[\"a\", \"b\"], [\"b\", \"a\"]]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sweep[0].exempt_qos") && e.contains("twice"), "{e}");
+        let block = SweepBlock {
+            util_threshold_pct: Some(vec![5.0, 5.0]),
+            ..SweepBlock::default()
+        };
+        let e = expand(&PolicyConfig::default(), &[block], "flags").unwrap_err().to_string();
+        assert!(e.contains("--util-threshold-pct") && e.contains("twice"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct ShardManifest {
     pub baselines: bool,
     /// Rows this shard wrote to `sweep.csv`.
     pub rows: usize,
+    /// The parameter columns of every runner of the sweep (each grid configuration, then
+    /// each baseline when `baselines`), in sweep order: `sim merge` checks each row's
+    /// parameter columns against its runner's.
+    pub runners: Vec<crate::score::RowParams>,
 }
 
 /// FNV-1a 64 of `text`, as 16 hex digits. Not cryptographic: it tells apart grids and
@@ -73,6 +77,17 @@ impl ShardManifest {
             days: spec.days,
             baselines: spec.baselines,
             rows,
+            runners: spec
+                .configs
+                .iter()
+                .map(|c| c.params.clone())
+                .chain(
+                    crate::baseline::Baseline::ALL
+                        .into_iter()
+                        .filter(|_| spec.baselines)
+                        .map(|b| b.params()),
+                )
+                .collect(),
         })
     }
 
@@ -131,13 +146,19 @@ impl ShardManifest {
 
     /// Checks that every row of this shard's `sweep.csv` (in `dir`) is one the shard ran: its
     /// (policy, config id, workload, seed) among [`Self::expected_keys`] and its `days` the
-    /// manifest's, with at least one job. With the row count checked against `rows` and duplicates refused by
+    /// manifest's, with at least one job; its parameter columns those of its runner in
+    /// [`Self::runners`]; its value columns valid ([`crate::score::Row::check_values`]). With the row count checked against `rows` and duplicates refused by
     /// [`crate::sweep::merge_rows`], this makes the rows exactly the shard's.
     ///
     /// # Errors
     /// The first row that is not, naming the shard folder, the line and the row's key.
     pub fn check_rows(&self, dir: &Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
         let expected: std::collections::BTreeSet<(String, String, String, u64)> = self.expected_keys().into_iter().collect();
+        let runners: std::collections::BTreeMap<(&str, &str), &crate::score::RowParams> = self
+            .runners
+            .iter()
+            .map(|p| ((p.policy.as_str(), p.config_id.as_str()), p))
+            .collect();
         for (i, r) in rows.iter().enumerate() {
             let key = (r.policy.clone(), r.config_id.clone(), r.workload.clone(), r.seed);
             let bad = if !expected.contains(&key) {
@@ -145,6 +166,10 @@ impl ShardManifest {
                     "policy {} config {} workload {} seed {} is not a run of this shard (its {FILE_NAME}: shard {}/{}, {} configs, workloads {:?}, seeds {:?}, baselines {})",
                     r.policy, r.config_id, r.workload, r.seed, self.shard, self.shards, self.configs, self.workloads, self.seeds, self.baselines
                 ))
+            } else if let Some((column, value, why)) = runner_mismatch(&runners, r) {
+                Some(format!("column {column} is {value} but {why}"))
+            } else if let Err((column, value, why)) = r.check_values() {
+                Some(format!("column {column} is {value}: {why}"))
             } else if r.days != self.days {
                 Some(format!("days is {} but its {FILE_NAME} says {}", r.days, self.days))
             } else if r.jobs == 0 {
@@ -167,7 +192,7 @@ impl ShardManifest {
     }
 
     /// The fields that must agree across shards, as (name, value) pairs.
-    fn sweep_fields(&self) -> [(&'static str, String); 9] {
+    fn sweep_fields(&self) -> [(&'static str, String); 10] {
         [
             ("version", self.version.clone()),
             ("shards", self.shards.to_string()),
@@ -178,7 +203,24 @@ impl ShardManifest {
             ("seeds", format!("{:?}", self.seeds)),
             ("days", self.days.to_string()),
             ("baselines", self.baselines.to_string()),
+            ("runners", fnv1a_hex(&format!("{:?}", self.runners))),
         ]
+    }
+}
+
+/// The first parameter column of `row` that differs from its runner's (a runner missing from
+/// the manifest is reported as a mismatch of `config_id`).
+fn runner_mismatch(
+    runners: &std::collections::BTreeMap<(&str, &str), &crate::score::RowParams>,
+    row: &crate::score::Row,
+) -> Option<crate::score::BadColumn> {
+    match runners.get(&(row.policy.as_str(), row.config_id.as_str())) {
+        Some(p) => p.mismatch(row),
+        None => Some((
+            "config_id",
+            row.config_id.clone(),
+            format!("its {FILE_NAME} lists no runner {} {}", row.policy, row.config_id),
+        )),
     }
 }
 
@@ -251,6 +293,16 @@ mod tests {
                 days: 0.2,
                 baselines: true,
                 rows: 3,
+                runners: (0..2)
+                    .map(|c| crate::score::RowParams {
+                        policy: "gpu-reaper".into(),
+                        config_id: format!("c{c:03}"),
+                        util_threshold_pct: Some(5.0),
+                        window_s: Some(600),
+                        ..Default::default()
+                    })
+                    .chain(crate::baseline::Baseline::ALL.into_iter().map(|b| b.params()))
+                    .collect(),
             },
         )
     }
@@ -286,6 +338,8 @@ mod tests {
             seed: 1,
             days,
             jobs,
+            util_threshold_pct: Some(5.0),
+            window_s: Some(600),
             ..Default::default()
         };
         m1.check_rows(&dir, &[row("c001", "default", 0.2, 5)]).unwrap();
@@ -296,6 +350,46 @@ mod tests {
             (row("c001", "default", 0.2, 0), "0 jobs"),
         ] {
             let e = m1.check_rows(&dir, &[row("c001", "default", 0.2, 5), bad]).unwrap_err().to_string();
+            assert!(e.contains("shard sh1: sweep.csv line 3") && e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn rows_with_bad_values_or_tampered_parameters_are_refused() {
+        let (dir, m1) = m(1);
+        let good = crate::score::Row {
+            policy: "gpu-reaper".into(),
+            config_id: "c001".into(),
+            workload: "default".into(),
+            seed: 1,
+            days: 0.2,
+            jobs: 5,
+            util_threshold_pct: Some(5.0),
+            window_s: Some(600),
+            wasted_gpu_h: 2.0,
+            recovered_gpu_h: 1.0,
+            recovered_share: Some(0.5),
+            ..Default::default()
+        };
+        m1.check_rows(&dir, std::slice::from_ref(&good)).unwrap();
+        type Edit = fn(&mut crate::score::Row);
+        let cases: Vec<(Edit, &str)> = vec![
+            (|r| r.recovered_gpu_h = f64::NAN, "column recovered_gpu_h is NaN"),
+            (|r| r.recovered_gpu_h = -50.0, "column recovered_gpu_h is -50"),
+            (|r| r.drained_gpu_h = f64::INFINITY, "column drained_gpu_h is inf"),
+            (|r| r.recovered_share = Some(1.5), "column recovered_share is 1.5"),
+            (|r| r.alert_latency_p50_s = Some(-1), "column alert_latency_p50_s is -1"),
+            (
+                |r| r.util_threshold_pct = Some(6.0),
+                "column util_threshold_pct is 6 but the configuration c001 of this sweep has 5",
+            ),
+            (|r| r.window_s = None, "column window_s is (empty)"),
+            (|r| r.exempt_qos = "serving".into(), "column exempt_qos is serving"),
+        ];
+        for (edit, want) in cases {
+            let mut bad = good.clone();
+            edit(&mut bad);
+            let e = m1.check_rows(&dir, &[good.clone(), bad]).unwrap_err().to_string();
             assert!(e.contains("shard sh1: sweep.csv line 3") && e.contains(want), "{e}");
         }
     }

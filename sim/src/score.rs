@@ -166,7 +166,10 @@ pub fn round3(x: f64) -> f64 {
 }
 
 /// The parameters of the configuration a row was run with (blank for baselines that lack one).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Serialised into a shard's `shard.toml` (one `[[runners]]` table each) so that `sim merge`
+/// can check every row's parameter columns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RowParams {
     /// `gpu-reaper`, `jds`, `reaper-v0.1`, `naive-mean` or `oracle`.
     pub policy: String,
@@ -261,7 +264,130 @@ pub struct Row {
 /// The signature names of the per-signature columns, in column order.
 pub const SIG_COLUMNS: [&str; 6] = ["spin", "hung", "idle", "starved", "partial", "unknown"];
 
+/// A column of a `sweep.csv` row that is not what it must be: (column, value as read, what is
+/// wrong).
+pub type BadColumn = (&'static str, String, String);
+
+impl RowParams {
+    /// The first parameter column of `row` that differs from these parameters, with the
+    /// expected value in the message; `None` when all agree.
+    pub fn mismatch(&self, row: &Row) -> Option<BadColumn> {
+        fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+            v.map_or_else(|| "(empty)".to_string(), |v| v.to_string())
+        }
+        let columns: [(&'static str, bool, String, String); 11] = [
+            ("policy", row.policy == self.policy, row.policy.clone(), self.policy.clone()),
+            (
+                "config_id",
+                row.config_id == self.config_id,
+                row.config_id.clone(),
+                self.config_id.clone(),
+            ),
+            (
+                "util_threshold_pct",
+                row.util_threshold_pct == self.util_threshold_pct,
+                opt(row.util_threshold_pct),
+                opt(self.util_threshold_pct),
+            ),
+            ("window_s", row.window_s == self.window_s, opt(row.window_s), opt(self.window_s)),
+            ("warmup_s", row.warmup_s == self.warmup_s, opt(row.warmup_s), opt(self.warmup_s)),
+            (
+                "max_sample_gap_s",
+                row.max_sample_gap_s == self.max_sample_gap_s,
+                opt(row.max_sample_gap_s),
+                opt(self.max_sample_gap_s),
+            ),
+            (
+                "drain_after_s",
+                row.drain_after_s == self.drain_after_s,
+                opt(row.drain_after_s),
+                opt(self.drain_after_s),
+            ),
+            (
+                "cancel_after_s",
+                row.cancel_after_s == self.cancel_after_s,
+                opt(row.cancel_after_s),
+                opt(self.cancel_after_s),
+            ),
+            ("notice_s", row.notice_s == self.notice_s, opt(row.notice_s), opt(self.notice_s)),
+            (
+                "spin_ceiling",
+                row.spin_ceiling == self.spin_ceiling,
+                row.spin_ceiling.clone(),
+                self.spin_ceiling.clone(),
+            ),
+            (
+                "exempt_qos",
+                row.exempt_qos == self.exempt_qos,
+                row.exempt_qos.clone(),
+                self.exempt_qos.clone(),
+            ),
+        ];
+        columns
+            .into_iter()
+            .find(|c| !c.1)
+            .map(|(name, _, got, want)| (name, got, format!("the configuration {} of this sweep has {want}", self.config_id)))
+    }
+}
+
 impl Row {
+    /// Checks the value columns of a row read back from a `sweep.csv`: GPU-hours, days and
+    /// latencies finite and non-negative (days positive), `recovered_share` in [0, 1],
+    /// `util_threshold_pct` in [0, 100] and the durations non-negative. Counts are integral
+    /// by type (`u64`). Returns the first bad column.
+    pub fn check_values(&self) -> Result<(), BadColumn> {
+        let hours: [(&'static str, f64); 12] = [
+            ("wasted_gpu_h", self.wasted_gpu_h),
+            ("recovered_gpu_h", self.recovered_gpu_h),
+            ("oracle_recovered_gpu_h", self.oracle_recovered_gpu_h),
+            ("false_cancel_lost_gpu_h", self.false_cancel_lost_gpu_h),
+            ("drained_gpu_h", self.drained_gpu_h),
+            ("starved_gpu_h", self.starved_gpu_h),
+            ("recovered_gpu_h_spin", self.recovered_gpu_h_spin),
+            ("recovered_gpu_h_hung", self.recovered_gpu_h_hung),
+            ("recovered_gpu_h_idle", self.recovered_gpu_h_idle),
+            ("recovered_gpu_h_starved", self.recovered_gpu_h_starved),
+            ("recovered_gpu_h_partial", self.recovered_gpu_h_partial),
+            ("recovered_gpu_h_unknown", self.recovered_gpu_h_unknown),
+        ];
+        for (name, v) in hours {
+            if !v.is_finite() || v < 0.0 {
+                return Err((name, v.to_string(), "GPU-hours must be a finite number ≥ 0".into()));
+            }
+        }
+        if !self.days.is_finite() || self.days <= 0.0 {
+            return Err(("days", self.days.to_string(), "days must be a finite number > 0".into()));
+        }
+        if let Some(v) = self.recovered_share {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(("recovered_share", v.to_string(), "a share must lie in [0, 1]".into()));
+            }
+        }
+        if let Some(v) = self.util_threshold_pct {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(("util_threshold_pct", v.to_string(), "a percentage must lie in [0, 100]".into()));
+            }
+        }
+        let seconds: [(&'static str, Option<i64>); 10] = [
+            ("window_s", self.window_s),
+            ("warmup_s", self.warmup_s),
+            ("max_sample_gap_s", self.max_sample_gap_s),
+            ("drain_after_s", self.drain_after_s),
+            ("cancel_after_s", self.cancel_after_s),
+            ("notice_s", self.notice_s),
+            ("alert_latency_p50_s", self.alert_latency_p50_s),
+            ("alert_latency_p95_s", self.alert_latency_p95_s),
+            ("cancel_latency_p50_s", self.cancel_latency_p50_s),
+            ("cancel_latency_p95_s", self.cancel_latency_p95_s),
+        ];
+        for (name, v) in seconds {
+            if let Some(v) = v.filter(|v| *v < 0) {
+                return Err((name, v.to_string(), "a duration must be ≥ 0 seconds".into()));
+            }
+        }
+        Ok(())
+    }
+
     /// Builds a row from a run's tally.
     pub fn new(p: &RowParams, world: &World, days: f64, t: &Tally) -> Row {
         // Map registry order to the fixed column order (they match today; this keeps the CSV

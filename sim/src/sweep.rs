@@ -56,6 +56,9 @@ pub enum SweepError {
     /// Bad shard.
     #[error("--shard {0}/{1}: needs 0 <= i < N")]
     Shard(usize, usize),
+    /// More seeds than [`crate::budget::MAX_SEEDS`].
+    #[error("{0} seeds: a sweep may run at most {max} seeds", max = crate::budget::MAX_SEEDS)]
+    TooManySeeds(usize),
     /// A seed given twice (it would count every run on it twice).
     #[error("seed {0} is given more than once (--seed-list); each seed may appear once")]
     DuplicateSeed(u64),
@@ -98,6 +101,9 @@ impl SweepSpec {
         if self.seeds.is_empty() {
             return Err(SweepError::NoSeeds);
         }
+        if self.seeds.len() as u64 > crate::budget::MAX_SEEDS {
+            return Err(SweepError::TooManySeeds(self.seeds.len()));
+        }
         let mut seen = std::collections::BTreeSet::new();
         if let Some(&s) = self.seeds.iter().find(|&&s| !seen.insert(s)) {
             return Err(SweepError::DuplicateSeed(s));
@@ -120,11 +126,21 @@ impl SweepSpec {
                 return Err(SweepError::Shard(i, n));
             }
         }
+        // The results of every run are held until the reports are written: refuse too many
+        // before listing the work items.
+        let runners = self.configs.len() as u64 + if self.baselines { Baseline::ALL.len() as u64 } else { 0 };
+        let shards = self.shard.map_or(1, |(_, n)| n as u64);
+        let runs = runners
+            .saturating_mul(self.workloads.len() as u64)
+            .saturating_mul(self.seeds.len() as u64)
+            .div_ceil(shards);
+        crate::budget::check_memory_with_runs("sim sweep", &[], self.days, crate::budget::WORLD_SAMPLE_BYTES, runs)
+            .map_err(|e| SweepError::Memory(e.to_string()))?;
         // Every world the items need is generated up front and held for the whole run.
         let needed: std::collections::BTreeSet<usize> = self.items().iter().map(|x| x.1).collect();
         let worlds = self.worlds();
         let held: Vec<&Workload> = needed.iter().map(|&i| &self.workloads[worlds[i].0]).collect();
-        crate::budget::check_memory("sim sweep", &held, self.days, crate::budget::WORLD_SAMPLE_BYTES)
+        crate::budget::check_memory_with_runs("sim sweep", &held, self.days, crate::budget::WORLD_SAMPLE_BYTES, runs)
             .map_err(|e| SweepError::Memory(e.to_string()))?;
         Ok(())
     }

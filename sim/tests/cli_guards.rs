@@ -468,3 +468,67 @@ fn generate_of_a_span_with_no_job_is_an_error() {
     );
     assert!(e.contains("--nodes 0: `cluster.nodes` = 0"), "{e}");
 }
+
+#[test]
+fn sweep_sizes_are_capped_before_allocating() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    // Seeds: refused before the list is built (it was an 800 GB allocation abort).
+    let e = fails(d, &["sweep", "--quiet", "--days", "1", "--seeds", "99999999999"]);
+    assert!(e.contains("--seeds 99999999999") && e.contains("10000"), "{e}");
+    let list: Vec<String> = (1..=10_001).map(|s| s.to_string()).collect();
+    let list = list.join(",");
+    let e = fails(d, &["sweep", "--quiet", "--days", "1", "--seed-list", &list]);
+    assert!(e.contains("--seed-list") && e.contains("10001 seeds"), "{e}");
+    // Threads.
+    let e = fails(d, &small_sweep(&["--threads", "100000"]));
+    assert!(e.contains("--threads 100000") && e.contains("1024"), "{e}");
+    // A flag grid of 6.4 million configurations: refused up front with the count.
+    let pcts: Vec<String> = (1..=80).map(|p| p.to_string()).collect();
+    let windows: Vec<String> = (1..=80).map(|m| format!("{m}m")).collect();
+    let warmups: Vec<String> = (1..=1000).map(|m| format!("{m}m")).collect();
+    let e = fails(
+        d,
+        &small_sweep(&[
+            "--util-threshold-pct",
+            &pcts.join(","),
+            "--window",
+            &windows.join(","),
+            "--warmup",
+            &warmups.join(","),
+        ]),
+    );
+    assert!(e.contains("6400000 configurations") && e.contains("10000"), "{e}");
+    // Results beyond the memory budget: (9,000 configurations + 4 baselines) × 2 workloads × 10,000 seeds.
+    let pcts: Vec<String> = (1..=90).map(|p| p.to_string()).collect();
+    let warmups: Vec<String> = (1..=100).map(|m| format!("{m}m")).collect();
+    let e = fails(
+        d,
+        &[
+            "sweep",
+            "--quiet",
+            "--days",
+            "0.05",
+            "--seeds",
+            "10000",
+            "--util-threshold-pct",
+            &pcts.join(","),
+            "--warmup",
+            &warmups.join(","),
+        ],
+    );
+    assert!(e.contains("180080000 runs") && e.contains("GiB"), "{e}");
+}
+
+#[test]
+fn grid_flags_refuse_repeated_values_and_none_joined_with_names() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    let e = fails(d, &small_sweep(&["--util-threshold-pct", "5,5"]));
+    assert!(
+        e.contains("--util-threshold-pct") && e.contains("= 5") && e.contains("twice"),
+        "{e}"
+    );
+    let e = fails(d, &small_sweep(&["--exempt-qos", "none+serving"]));
+    assert!(e.contains("--exempt-qos \"none+serving\"") && e.contains("`none`"), "{e}");
+}

@@ -407,3 +407,15 @@ fn a_cancelled_job_leaves_and_its_samples_stop() {
     // 3 jobs × 2 GPUs for ticks 0..=40, then 2 jobs × 2 GPUs for 41..100.
     assert_eq!(t.job_gpu_ticks, 6 * 41 + 4 * 59);
 }
+
+#[test]
+fn every_row_of_the_committed_sweep_csv_passes_the_merge_value_checks() {
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../reports/sweep.csv"));
+    let rows = sim::sweep::read_csv(path).unwrap();
+    assert!(!rows.is_empty());
+    for (i, r) in rows.iter().enumerate() {
+        if let Err(bad) = r.check_values() {
+            panic!("reports/sweep.csv line {}: {bad:?}", i + 2);
+        }
+    }
+}

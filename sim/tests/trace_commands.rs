@@ -261,3 +261,27 @@ fn calibrate_names_the_line_of_a_bad_cdf_row_in_a_crlf_file() {
     let e = calibrate::measure(&w, 1, 0.05, d.path()).unwrap_err().to_string();
     assert!(e.contains("line 3, column 1 (value)") && e.contains("\"abc\""), "{e}");
 }
+
+#[test]
+fn an_enforcer_config_with_only_an_enforcer_table_replays_the_default_policy_and_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("enforcer.toml");
+    std::fs::write(&p, "[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    let (cfg, notes) = replay::read_policy_file(&p).unwrap();
+    assert_eq!(cfg, policy::PolicyConfig::default());
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("enforcer.toml") && notes[0].contains("default policy"),
+        "{notes:?}"
+    );
+    // [enforcer] next to top-level policy keys: the keys are read, no note.
+    std::fs::write(&p, "window = \"40m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    let (cfg, notes) = replay::read_policy_file(&p).unwrap();
+    assert_eq!((cfg.window.secs(), notes.len()), (2400, 0));
+}
+
+#[test]
+fn an_interval_refused_by_the_policy_names_the_flag_not_the_policy() {
+    let e = format!("{:#}", replay::policy_from_args(None, Some("1h")).unwrap_err());
+    assert!(e.starts_with("--interval 1h: ") && !e.contains("default policy"), "{e}");
+}

@@ -421,3 +421,101 @@ fn dcgm_samples_are_attributed_to_jobs_from_a_jobs_csv() {
     // GPU 1 at three times, and GPU 0 after the job ended.
     assert_eq!(r.count("unattributed_samples"), 4);
 }
+
+#[test]
+fn importers_refuse_overflowing_times_and_spans_over_366_days() {
+    let d = tempfile::tempdir().unwrap();
+    // Alibaba: --epoch-s plus t_rel_s past i64::MAX is an error naming the flag, value and row.
+    let p = d.path().join("a.csv");
+    std::fs::write(&p, "t_rel_s,pod,gpu_duty_cycle_pct,gpu_mem_used_bytes\n0,p1,1,1\n57,p1,1,1\n").unwrap();
+    let e = import::alibaba::import(&p, i64::MAX - 8, false).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("--epoch-s 9223372036854775799"), "{e}");
+    // Within i64 but too close to its end for the job's end: refused, naming the row.
+    let e = import::alibaba::import(&p, i64::MAX - 100, false).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("too late"), "{e}");
+    // Alibaba rows 400 days apart.
+    std::fs::write(&p, "t_rel_s,pod,gpu_duty_cycle_pct,gpu_mem_used_bytes\n0,p1,1,1\n34560000,p1,1,1\n").unwrap();
+    let e = import::alibaba::import(&p, 0, false).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("400 days") && e.contains("366"), "{e}");
+
+    // dcgm: a page named i64::MAX is refused, naming the page.
+    let dd = tempfile::tempdir().unwrap();
+    let page = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n1\"} 50\n";
+    std::fs::write(dd.path().join("9223372036854775807.prom"), page).unwrap();
+    let e = import::dcgm::import(dd.path(), None, false, Attribution::PseudoJobPerGpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("9223372036854775807.prom") && e.contains("too late"), "{e}");
+    // dcgm pages 400 days apart.
+    let mut rep = ImportReport::default();
+    let e = import::dcgm::parse_pages(&[(0, "0.prom", page), (34_560_000, "34560000.prom", page)], None, false, &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("34560000.prom") && e.contains("400 days"), "{e}");
+
+    // nvidia-smi: one row dated 1970 among 2026 rows: the error names its line.
+    let log = "timestamp, index, utilization.gpu [%]\n2026/11/29 10:00:00.000, 0, 5 %\n1970/01/01 00:00:00.000, 0, 5 %\n";
+    let mut rep = ImportReport::default();
+    let e = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("smi.csv: line 2") && e.contains("line 3") && e.contains("366"), "{e}");
+
+    // Philly: a minute so large that start + minute * 60 overflows names the row.
+    let Some(sh) = shared() else { return };
+    let util = d.path().join("philly.csv");
+    let jobs = sh.join("traces/philly_dre_jobs_excerpt.json");
+    let src = std::fs::read_to_string(sh.join("traces/philly_dre_gpu_util_excerpt.csv")).unwrap();
+    let mut lines = src.lines();
+    let header = lines.next().unwrap();
+    let first: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row = format!("{},{},{},{},5\n", first[0], first[1], first[2], i64::MAX / 30);
+    std::fs::write(&util, format!("{header}\n{row}")).unwrap();
+    let e = import::philly::import(&util, &jobs, false).unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("does not fit"), "{e}");
+}
+
+#[test]
+fn nvidia_smi_misspelt_needed_fields_are_errors_and_other_unknown_fields_are_noted() {
+    let mut rep = ImportReport::default();
+    // A misspelt field in the header: an error naming line, column and the close match.
+    let log = "timestamp, index, utilisation.gpu [%]\n2026/11/29 10:00:00.000, 0, 5 %\n";
+    let e = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("smi.csv: line 1, column 3") && e.contains("\"utilisation.gpu\"") && e.contains("did you mean \"utilization.gpu\""),
+        "{e}"
+    );
+    // A name far from every field the importer reads (a newer driver's field, say) is
+    // ignored, with a note; only a likely misspelling of a needed field is an error.
+    let mut o = smi_opts("UTC");
+    o.query = "timestamp,index,bogus.field,utilization.gpu".into();
+    let mut rep = ImportReport::default();
+    let raw = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1, 9 %\n", Path::new("s.csv"), &o, &mut rep).unwrap();
+    assert_eq!(raw[0].sample.util_pct, Some(9.0));
+    assert!(
+        rep.notes.iter().any(|n| n.contains("--query") && n.contains("bogus.field")),
+        "{:?}",
+        rep.notes
+    );
+    let log = "timestamp, index, some.future.field, utilization.gpu [%]\n2026/11/29 10:00:00.000, 0, x, 5 %\n";
+    let mut rep = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut rep).unwrap();
+    assert_eq!(raw[0].sample.util_pct, Some(5.0));
+    assert!(
+        rep.notes.iter().any(|n| n.contains("header") && n.contains("some.future.field")),
+        "{:?}",
+        rep.notes
+    );
+    // In --query: a misspelt needed field is an error naming the option and the close match.
+    o.query = "timestamp,index,utilisation.gpu".into();
+    let e = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 1\n", Path::new("s.csv"), &o, &mut rep)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--query") && e.contains("did you mean \"utilization.gpu\""), "{e}");
+    // Known fields the importer does not read are ignored.
+    o.query = "timestamp,index,fan.speed,ecc.errors.corrected.volatile.total,utilization.gpu".into();
+    let raw = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 30 %, 0, 7 %\n", Path::new("s.csv"), &o, &mut rep).unwrap();
+    assert_eq!(raw[0].sample.util_pct, Some(7.0));
+}

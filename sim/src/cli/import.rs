@@ -60,7 +60,10 @@ pub struct Args {
     #[arg(long)]
     pub tz: Option<String>,
     /// Field list of a headerless nvidia-smi log (`nvidia-smi-log`). Default:
-    /// timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit
+    /// timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit.
+    /// A name (here or in the log's header) that looks like a misspelling of a field the
+    /// importer reads is an error; other fields it does not read are ignored (unknown ones
+    /// are listed in a note).
     #[arg(long)]
     pub query: Option<String>,
     /// Seconds added to relative timestamps (`alibaba-genai`; default 0).

@@ -26,16 +26,32 @@ pub struct Args {
     pub lenient: bool,
 }
 
-/// Reads a policy file: a `[policy]` table, or the policy keys at the top level. A file with a
-/// `[policy]` table may hold other tables of the enforcer's config (`[enforcer]`), which are
-/// not read here, but no other top-level key: a policy key there would be silently ignored.
+/// Reads a policy file: a `[policy]` table, or the policy keys at the top level. The
+/// enforcer's config file is accepted: its `[enforcer]` table is not read here, next to a
+/// `[policy]` table or to top-level policy keys; a file holding only `[enforcer]` gives the
+/// default policy. A file with a `[policy]` table may hold no other top-level key: a policy key
+/// there would be silently ignored. Notes for stderr (e.g. "no [policy] section: the default
+/// policy") are printed by [`load_policy_config`] and returned by [`read_policy_file`].
 ///
 /// # Errors
 /// Unreadable or invalid TOML, top-level keys next to a `[policy]` table (naming them), an
 /// invalid policy section; each naming the file.
 pub fn load_policy_config(path: &Path) -> Result<policy::PolicyConfig> {
+    let (cfg, notes) = read_policy_file(path)?;
+    for n in notes {
+        eprintln!("sim: note: {n}");
+    }
+    Ok(cfg)
+}
+
+/// [`load_policy_config`] without printing: the configuration and the notes for stderr.
+///
+/// # Errors
+/// As [`load_policy_config`].
+pub fn read_policy_file(path: &Path) -> Result<(policy::PolicyConfig, Vec<String>)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading policy file {}", path.display()))?;
-    let value: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {} as TOML", path.display()))?;
+    let mut value: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {} as TOML", path.display()))?;
+    let mut notes = Vec::new();
     let table = match value.get("policy") {
         Some(toml::Value::Table(t)) => {
             let stray: Vec<&str> = value
@@ -53,11 +69,23 @@ pub fn load_policy_config(path: &Path) -> Result<policy::PolicyConfig> {
             t.clone()
         }
         Some(_) => bail!("{}: key `policy` is not a table", path.display()),
-        None => value,
+        None => {
+            if matches!(value.get("enforcer"), Some(toml::Value::Table(_))) {
+                value.remove("enforcer");
+                if value.is_empty() {
+                    notes.push(format!(
+                        "{}: no [policy] section (only [enforcer], which replay does not read): replaying the default policy",
+                        path.display()
+                    ));
+                }
+            }
+            value
+        }
     };
-    toml::Value::Table(table)
+    let cfg = toml::Value::Table(table)
         .try_into::<policy::PolicyConfig>()
-        .with_context(|| format!("{}: invalid [policy] section", path.display()))
+        .with_context(|| format!("{}: invalid [policy] section", path.display()))?;
+    Ok((cfg, notes))
 }
 
 /// The policy config from `--policy` (or the default) with `--interval` applied.
@@ -74,7 +102,11 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
         bail!("--interval must be positive, got {interval_s} s");
     }
     let source = policy.map_or_else(|| "the default policy".to_string(), |p| p.display().to_string());
-    let p = policy::Policy::new(&cfg).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+    let p = policy::Policy::new(&cfg).map_err(|e| match interval {
+        // The interval came from the flag, not from the policy: name the flag.
+        Some(i) if e.key == "policy.interval" => anyhow::anyhow!("--interval {i}: {}", e.problem),
+        _ => anyhow::anyhow!("{source}: {e}"),
+    })?;
     Ok((p, interval_s))
 }
 

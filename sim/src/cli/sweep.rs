@@ -18,16 +18,16 @@ pub struct Args {
     /// given.
     #[arg(long, value_name = "FILE")]
     pub grid: Option<PathBuf>,
-    /// Number of seeds (1..=N).
+    /// Number of seeds (1..=N; at most 10,000).
     #[arg(long, allow_negative_numbers = true, value_name = "N", conflicts_with = "seed_list")]
     pub seeds: Option<u64>,
-    /// Explicit seeds, comma-separated.
+    /// Explicit seeds, comma-separated (at most 10,000).
     #[arg(long, allow_negative_numbers = true, value_name = "A,B,C", value_delimiter = ',')]
     pub seed_list: Option<Vec<u64>>,
     /// Simulated span per seed, days.
     #[arg(long, allow_negative_numbers = true, default_value_t = 7.0)]
     pub days: f64,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default: all cores; at most 1024).
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Output folder.
@@ -100,17 +100,23 @@ impl Args {
             cancel_after: self.cancel_after.clone(),
             notice: None,
             spin_ceiling: self.spin_ceiling.clone(),
-            exempt_qos: self.exempt_qos.as_ref().map(|v| {
+            exempt_qos: self
+                .exempt_qos
+                .as_ref()
+                .map(|v| {
                 v.iter()
                     .map(|e| {
                         if e == "none" {
-                            Vec::new()
+                            Ok(Vec::new())
+                        } else if e.split('+').any(|q| q.trim() == "none") {
+                            bail!("--exempt-qos {e:?}: `none` means no exempt QOS and cannot be joined with QOS names; give `none` alone or names joined with +")
                         } else {
-                            e.split('+').map(str::to_string).collect()
+                            Ok(e.split('+').map(str::to_string).collect())
                         }
                     })
-                    .collect()
-            }),
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })
+            .transpose()?,
         }))
     }
 
@@ -128,8 +134,13 @@ impl Args {
             .iter()
             .map(|n| crate::load_workload(n).with_context(|| format!("loading workload {n:?}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let max = crate::budget::MAX_SEEDS;
         let seeds: Vec<u64> = match (&self.seed_list, self.seeds) {
+            (Some(list), _) if list.len() as u64 > max => {
+                bail!("--seed-list: {} seeds given; a sweep may run at most {max} seeds", list.len())
+            }
             (Some(list), _) => list.clone(),
+            (None, Some(n)) if n > max => bail!("--seeds {n}: a sweep may run at most {max} seeds"),
             (None, Some(n)) => (1..=n).collect(),
             (None, None) => vec![1, 2],
         };
@@ -186,6 +197,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if threads == 0 {
         bail!("--threads 0: need at least one thread");
+    }
+    if threads > crate::budget::MAX_THREADS {
+        bail!("--threads {threads}: at most {} worker threads", crate::budget::MAX_THREADS);
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)

@@ -20,13 +20,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Imports the Alibaba GenAI pod excerpt. `epoch_s` is added to `t_rel_s`. Errors name file,
-/// line and column; `lenient` skips bad rows. Counters: `missing_util`, `missing_mem`.
+/// line and column; `lenient` skips bad rows. A time that overflows (`--epoch-s` plus
+/// `t_rel_s`) or times spanning more than [`crate::format::MAX_SPAN_S`] are errors naming the
+/// row. Counters: `missing_util`, `missing_mem`.
 pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, ImportReport), TraceError> {
     let mut report = ImportReport::default();
     let mut log = RowLog::new(lenient);
     let want = ["t_rel_s", "pod", "gpu_duty_cycle_pct", "gpu_mem_used_bytes"];
     let names: Vec<String> = want.iter().map(|s| s.to_string()).collect();
     let mut rows = Vec::new();
+    let mut span = super::ImportSpan::default();
     fixed_csv(csv_path, &want, &mut log, |rec, line| {
         let problem = |col: usize, what: String| problem_at(csv_path, &names, line, col, what);
         let num = |col: usize| -> Result<Option<f64>, RowProblem> {
@@ -47,9 +50,14 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
         if pod.is_empty() || pod.contains([':', ';', ',']) {
             return Err(problem(1, format!("bad pod name {pod:?}")));
         }
-        rows.push((t, pod.to_string(), num(2)?, num(3)?));
+        let t_s = epoch_s
+            .checked_add(t)
+            .ok_or_else(|| problem(0, format!("--epoch-s {epoch_s} plus t_rel_s {t} does not fit in i64 seconds")))?;
+        span.see(t_s, || problem(0, String::new()));
+        rows.push((t_s, pod.to_string(), num(2)?, num(3)?));
         Ok(())
     })?;
+    span.check()?;
     let mut pods: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
     for (t, pod, util, mem_bytes) in rows {
         if util.is_none() {
@@ -59,7 +67,7 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
             report.bump("missing_mem");
         }
         pods.entry(pod).or_default().push(Sample {
-            t_s: epoch_s + t,
+            t_s: t,
             util_pct: util,
             mem_used_mib: mem_bytes.map(|b| b / 1_048_576.0),
             ..Sample::default()

@@ -184,7 +184,7 @@ fn parse_page(
     node: Option<&str>,
     log: &mut RowLog,
     report: &mut ImportReport,
-    readings: &mut Readings,
+    (readings, span): (&mut Readings, &mut super::ImportSpan),
 ) -> Result<(), TraceError> {
     for (n, line) in text.lines().enumerate() {
         let bad = |col: usize, what: String| RowProblem {
@@ -228,6 +228,16 @@ fn parse_page(
             }
         };
         let t_s = p.t_ms.map_or(file_t_s, |ms| ms.div_euclid(1000));
+        span.see(t_s, || match p.t_ms {
+            Some(_) => bad(0, String::new()),
+            None => RowProblem {
+                file: path.into(),
+                line: 0,
+                column: "file name".into(),
+                column_number: 0,
+                problem: String::new(),
+            },
+        });
         let entry = readings.entry((t_s, host, gpu)).or_default();
         let field = field_of(&p.name);
         if field == Field::Other {
@@ -283,7 +293,9 @@ pub fn list_pages(dir: &Path, log: &mut RowLog) -> Result<Vec<(i64, PathBuf)>, T
 }
 
 /// Imports a folder of dcgm-exporter pages. `node` is the host for series without a host
-/// label (`--node`). See the module docs.
+/// label (`--node`). See the module docs. Sample times (a line's timestamp, else the page's
+/// name) spanning more than [`crate::format::MAX_SPAN_S`], or too near the end of `i64` for a
+/// job's end to be computed, are an error naming the line or page.
 pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attribution) -> Result<(Trace, ImportReport), TraceError> {
     let mut report = ImportReport::default();
     let mut log = RowLog::new(lenient);
@@ -292,11 +304,13 @@ pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attrib
         return Err(TraceError::file(dir, "no <unix_seconds>.prom pages in this folder"));
     }
     let mut readings = Readings::new();
+    let mut span = super::ImportSpan::default();
     for (t, path) in &pages {
         let text = std::fs::read_to_string(path).map_err(|e| TraceError::io(path, e))?;
-        parse_page(&text, *t, path, node, &mut log, &mut report, &mut readings)?;
+        parse_page(&text, *t, path, node, &mut log, &mut report, (&mut readings, &mut span))?;
         report.bump("pages");
     }
+    span.check()?;
     let raw = to_raw(readings);
     report.skipped.extend(log.skipped);
     let trace = build_trace(raw, attribution, &mut report);
@@ -313,9 +327,11 @@ pub fn parse_pages(
 ) -> Result<Vec<RawSample>, TraceError> {
     let mut log = RowLog::new(lenient);
     let mut readings = Readings::new();
+    let mut span = super::ImportSpan::default();
     for (t, label, text) in pages {
-        parse_page(text, *t, Path::new(label), node, &mut log, report, &mut readings)?;
+        parse_page(text, *t, Path::new(label), node, &mut log, report, (&mut readings, &mut span))?;
     }
+    span.check()?;
     report.skipped.extend(log.skipped);
     Ok(to_raw(readings))
 }

@@ -29,6 +29,69 @@ impl ImportReport {
     }
 }
 
+/// The earliest and latest sample times an importer read, each with the input row it came
+/// from, to refuse at import time what `sim replay` would refuse later: times further apart
+/// than [`crate::format::MAX_SPAN_S`] (366 days), and times so near either end of `i64` that
+/// a job's end (last sample plus one step, at most that span) could not be computed.
+#[derive(Default)]
+pub(crate) struct ImportSpan {
+    earliest: Option<(i64, crate::RowProblem)>,
+    latest: Option<(i64, crate::RowProblem)>,
+}
+
+impl ImportSpan {
+    /// Records a sample time read at `at` (a [`crate::RowProblem`] whose `problem` is filled in
+    /// when the time is refused).
+    pub(crate) fn see(&mut self, t_s: i64, at: impl Fn() -> crate::RowProblem) {
+        if self.earliest.as_ref().is_none_or(|e| t_s < e.0) {
+            self.earliest = Some((t_s, at()));
+        }
+        if self.latest.as_ref().is_none_or(|l| t_s > l.0) {
+            self.latest = Some((t_s, at()));
+        }
+    }
+
+    /// Refuses a span above [`crate::format::MAX_SPAN_S`] (naming the row of the latest time
+    /// and where the earliest was read) and a time within that span of `i64::MIN`/`i64::MAX`.
+    pub(crate) fn check(self) -> Result<(), crate::TraceError> {
+        use crate::format::MAX_SPAN_S;
+        let (Some((lo, mut lo_at)), Some((hi, mut hi_at))) = (self.earliest, self.latest) else {
+            return Ok(());
+        };
+        if hi.checked_add(MAX_SPAN_S).is_none() {
+            hi_at.problem = format!("time {hi} s is too late: it is within {} days of the largest time this tool can hold (i64 seconds), so the job's end cannot be computed", MAX_SPAN_S / 86_400);
+            return Err(crate::TraceError::Row(hi_at));
+        }
+        if lo.checked_sub(MAX_SPAN_S).is_none() {
+            lo_at.problem = format!(
+                "time {lo} s is too early: it is within {} days of the smallest time this tool can hold (i64 seconds)",
+                MAX_SPAN_S / 86_400
+            );
+            return Err(crate::TraceError::Row(lo_at));
+        }
+        let span_s = i128::from(hi) - i128::from(lo);
+        if span_s <= i128::from(MAX_SPAN_S) {
+            return Ok(());
+        }
+        hi_at.problem = format!(
+            "time {hi} s is {} days after the earliest time of the import ({lo} s, read at {}); a trace may span at most {} days",
+            span_s / 86_400,
+            where_read(&lo_at),
+            MAX_SPAN_S / 86_400
+        );
+        Err(crate::TraceError::Row(hi_at))
+    }
+}
+
+/// `file line L` (or just `file` for line 0), for naming a second row inside an error.
+fn where_read(at: &crate::RowProblem) -> String {
+    if at.line == 0 {
+        at.file.display().to_string()
+    } else {
+        format!("{} line {}", at.file.display(), at.line)
+    }
+}
+
 pub mod alibaba;
 pub mod dcgm;
 pub mod nvidia_smi;
@@ -90,7 +153,7 @@ fn pseudo_jobs(raw: Vec<RawSample>) -> Trace {
                 alloc: vec![GpuRef { node: id, gpu }],
                 ..JobFacts::default()
             },
-            end_s: last + step,
+            end_s: last.saturating_add(step),
             time_limit_s: None,
         });
         for mut s in samples {

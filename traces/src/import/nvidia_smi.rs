@@ -16,6 +16,11 @@
 //! * **GPU numbering.** `index` is NVML's index. It equals Slurm's GRES index when the node's
 //!   `gres.conf` lists GPUs in PCI bus order (the usual `AutoDetect=nvml` case); otherwise
 //!   map the indices before using `--jobs`.
+//! * **Field names.** A name in the header or `--query` within two edits of a field the
+//!   importer reads (`utilisation.gpu`) is an error naming it and that field: its reading would
+//!   otherwise be silently missing. Known fields the importer does not read
+//!   ([`IGNORED_FIELDS`], [`IGNORED_FIELD_PREFIXES`]) are ignored; other unknown names (a newer
+//!   driver's field) are ignored and listed in a note.
 //! * `node` names the host (`--node`); jobs come from [`super::Attribution`].
 
 use super::{build_trace, Attribution, ImportReport, RawSample, Zone};
@@ -47,6 +52,159 @@ const HEADER_FIELDS: [&str; 16] = [
     "power.limit",
     "clocks.sm",
 ];
+
+/// `nvidia-smi --query-gpu` field names (and their documented aliases, from
+/// `nvidia-smi --help-query-gpu`) that the importer knows but does not read: a log or `--query`
+/// naming one of them imports, the column is ignored. The fields it reads are
+/// `timestamp`, `index` and [`POLICY_FIELDS`].
+pub const IGNORED_FIELDS: [&str; 98] = [
+    "driver_version",
+    "count",
+    "name",
+    "gpu_name",
+    "serial",
+    "gpu_serial",
+    "uuid",
+    "gpu_uuid",
+    "pci.bus_id",
+    "gpu_bus_id",
+    "pci.domain",
+    "pci.bus",
+    "pci.device",
+    "pci.device_id",
+    "pci.sub_device_id",
+    "pcie.link.gen.current",
+    "pcie.link.gen.gpucurrent",
+    "pcie.link.gen.max",
+    "pcie.link.gen.gpumax",
+    "pcie.link.gen.hostmax",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "display_mode",
+    "display_active",
+    "persistence_mode",
+    "addressing_mode",
+    "accounting.mode",
+    "accounting.buffer_size",
+    "driver_model.current",
+    "driver_model.pending",
+    "vbios_version",
+    "inforom.img",
+    "inforom.image",
+    "inforom.oem",
+    "inforom.ecc",
+    "inforom.pwr",
+    "gom.current",
+    "gom.pending",
+    "fan.speed",
+    "pstate",
+    "memory.reserved",
+    "memory.free",
+    "compute_mode",
+    "compute_cap",
+    "utilization.memory",
+    "utilization.encoder",
+    "utilization.decoder",
+    "utilization.jpeg",
+    "utilization.ofa",
+    "encoder.stats.sessionCount",
+    "encoder.stats.averageFps",
+    "encoder.stats.averageLatency",
+    "ecc.mode.current",
+    "ecc.mode.pending",
+    "temperature.gpu",
+    "temperature.memory",
+    "temperature.gpu.tlimit",
+    "power.management",
+    "power.draw.average",
+    "power.draw.instant",
+    "enforced.power.limit",
+    "power.default_limit",
+    "power.min_limit",
+    "power.max_limit",
+    "module.power.draw.average",
+    "module.power.draw.instant",
+    "module.power.limit",
+    "clocks.current.graphics",
+    "clocks.gr",
+    "clocks.current.sm",
+    "clocks.sm",
+    "clocks.current.memory",
+    "clocks.mem",
+    "clocks.current.video",
+    "clocks.video",
+    "clocks.applications.graphics",
+    "clocks.applications.gr",
+    "clocks.applications.memory",
+    "clocks.applications.mem",
+    "clocks.default_applications.graphics",
+    "clocks.default_applications.gr",
+    "clocks.default_applications.memory",
+    "clocks.default_applications.mem",
+    "clocks.max.graphics",
+    "clocks.max.gr",
+    "clocks.max.sm",
+    "clocks.max.memory",
+    "clocks.max.mem",
+    "mig.mode.current",
+    "mig.mode.pending",
+    "fabric.state",
+    "fabric.status",
+    "reset_status.reset_required",
+    "reset_status.drain_and_reset_recommended",
+    "protected_memory.total",
+    "protected_memory.used",
+    "protected_memory.free",
+    "gpu_recovery_action",
+];
+
+/// Families of `nvidia-smi --query-gpu` fields named by prefix (ECC counters, throttle and
+/// clock-event reasons, retired pages, remapped rows): known, not read, ignored.
+pub const IGNORED_FIELD_PREFIXES: [&str; 5] = [
+    "ecc.errors.",
+    "clocks_throttle_reasons.",
+    "clocks_event_reasons.",
+    "retired_pages.",
+    "remapped_rows.",
+];
+
+/// Whether `name` is an `nvidia-smi --query-gpu` field the importer knows (reads or ignores).
+pub fn is_known_field(name: &str) -> bool {
+    name == "timestamp"
+        || name == "index"
+        || POLICY_FIELDS.contains(&name)
+        || IGNORED_FIELDS.contains(&name)
+        || IGNORED_FIELD_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The field this importer reads that `name` is probably a misspelling of: an unknown name
+/// within 2 edits of `timestamp`, `index` or one of [`POLICY_FIELDS`]. Such a name is an
+/// error (the reading it should carry would silently be missing); any other unknown name
+/// (a field of a newer driver, say) is ignored with a note.
+fn typo_of_needed_field(name: &str) -> Option<&'static str> {
+    if is_known_field(name) {
+        return None;
+    }
+    let needed = ["timestamp", "index"].into_iter().chain(POLICY_FIELDS);
+    needed
+        .map(|k| (strsim::levenshtein(name, k), k))
+        .min()
+        .and_then(|(d, k)| (d <= 2).then_some(k))
+}
+
+fn typo_problem(name: &str, meant: &str) -> String {
+    format!("{name:?} is not an nvidia-smi --query-gpu field; did you mean {meant:?}? (see `nvidia-smi --help-query-gpu`)")
+}
+
+fn note_unknown(report: &mut ImportReport, names: &[&str], source: &str) {
+    let unknown: Vec<&str> = names.iter().copied().filter(|n| !is_known_field(n)).collect();
+    if !unknown.is_empty() {
+        report.notes.push(format!(
+            "{source}: ignored field(s) this importer does not know: {}",
+            unknown.join(", ")
+        ));
+    }
+}
 
 /// The field list the command line queries, used for headerless logs.
 pub const DEFAULT_QUERY: &str = "timestamp,index,uuid,utilization.gpu,memory.used,memory.total,power.draw,power.limit";
@@ -83,11 +241,20 @@ pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> R
 }
 
 /// Parses the text of a log into raw samples (pure: no I/O). `path` is used in errors only.
+/// Sample times spanning more than [`crate::format::MAX_SPAN_S`] are an error naming the row of
+/// the latest time (and where the earliest was read).
 pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportReport) -> Result<Vec<RawSample>, TraceError> {
     if opts.node.trim().is_empty() || opts.node.contains([':', ';', ',']) {
         return Err(TraceError::Option {
             option: "--node".into(),
             problem: format!("{:?} is not a usable host name", opts.node),
+        });
+    }
+    let query: Vec<&str> = opts.query.split(',').map(str::trim).collect();
+    if let Some((bad, meant)) = query.iter().find_map(|f| typo_of_needed_field(f).map(|m| (*f, m))) {
+        return Err(TraceError::Option {
+            option: "--query".into(),
+            problem: typo_problem(bad, meant),
         });
     }
     let mut log = RowLog::new(opts.lenient);
@@ -100,6 +267,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
     let mut absent_noted = false;
+    let mut span = super::ImportSpan::default();
     each_record(&mut rdr, path, &mut log, |rec, line| {
         if rec.len() == 1 && rec[0].is_empty() {
             return Ok(());
@@ -114,6 +282,12 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 .into_iter()
                 .filter(|f| !named.iter().any(|n| n == f))
                 .collect();
+            if let Some((i, meant)) = named.iter().enumerate().find_map(|(i, n)| typo_of_needed_field(n).map(|m| (i, m))) {
+                return Err(problem_at(path, &named, line, i, typo_problem(&named[i], meant)));
+            }
+            if header_line.is_none() {
+                note_unknown(report, &named.iter().map(String::as_str).collect::<Vec<_>>(), "header");
+            }
             fields = Some(named);
             header_line = Some(raw_fields);
             if !lacks.is_empty() {
@@ -130,9 +304,10 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             }
             return Ok(());
         }
-        let names = fields
-            .get_or_insert_with(|| opts.query.split(',').map(|s| s.trim().to_string()).collect())
-            .clone();
+        if fields.is_none() {
+            note_unknown(report, &query, "--query");
+        }
+        let names = fields.get_or_insert_with(|| query.iter().map(|s| s.to_string()).collect()).clone();
         let col = |name: &str| names.iter().position(|n| n == name);
         if !absent_noted {
             absent_noted = true;
@@ -166,6 +341,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 .zone
                 .to_epoch_s(local)
                 .ok_or_else(|| problem(ti, format!("{ts:?} does not exist in zone {} (clocks went forward)", opts.zone)))?;
+            span.see(t_s, || problem(ti, String::new()));
             if ambiguous {
                 report.bump("ambiguous_local_times");
             }
@@ -203,6 +379,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             Ok(())
         }
     })?;
+    span.check()?;
     report.skipped.extend(log.skipped);
     Ok(out)
 }

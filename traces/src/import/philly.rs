@@ -105,7 +105,7 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
                 start_s,
                 alloc,
             },
-            end_s: real_end_s.min(start_s + CLIP_AFTER_START_S),
+            end_s: real_end_s.min(start_s.saturating_add(CLIP_AFTER_START_S)),
             time_limit_s: None,
         });
     }
@@ -114,6 +114,7 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
     let want = ["jobid", "status", "gpu", "minute_rel_to_job_start", "gpu_util_pct"];
     let names: Vec<String> = want.iter().map(|s| s.to_string()).collect();
     let mut rows = Vec::new();
+    let mut span = super::ImportSpan::default();
     fixed_csv(util_csv, &want, &mut log, |rec, line| {
         let problem = |col: usize, what: String| problem_at(util_csv, &names, line, col, what);
         let jobid = rec[0].trim();
@@ -142,10 +143,21 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
                 _ => return Err(problem(4, format!("{u:?} is not a number, empty or -1"))),
             }
         };
-        rows.push((ji, node, gpu, minute, util));
+        let start_s = trace.jobs[ji as usize].facts.start_s;
+        let t_s = minute.checked_mul(60).and_then(|d| start_s.checked_add(d)).ok_or_else(|| {
+            problem(
+                3,
+                format!("minute {minute} after the job's start ({start_s} s) does not fit in i64 seconds"),
+            )
+        })?;
+        if minute >= 0 {
+            span.see(t_s, || problem(3, String::new()));
+        }
+        rows.push((ji, node, gpu, t_s, minute, util));
         Ok(())
     })?;
-    for (ji, node, gpu, minute, util) in rows {
+    span.check()?;
+    for (ji, node, gpu, t_s, minute, util) in rows {
         if minute < 0 {
             report.bump("rows_before_start");
             continue;
@@ -154,7 +166,7 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
             report.bump("missing_util");
         }
         let sample = Sample {
-            t_s: trace.jobs[ji as usize].facts.start_s + minute * 60,
+            t_s,
             node,
             gpu,
             util_pct: util,
