@@ -234,11 +234,11 @@ impl Executor for RecordingExecutor {
 mod tests {
     use super::*;
 
-    #[test]
-    fn webhook_url_never_reaches_argv_or_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let curl = dir.path().join("curl");
-        let log = dir.path().join("log");
+    /// A fake curl in `dir` that writes its argv to `log.argv` and its stdin to `log.stdin`,
+    /// and exits 22 while `log.fail` exists. Returns (curl, log).
+    fn fake_curl(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+        let curl = dir.join("curl");
+        let log = dir.join("log");
         std::fs::write(
             &curl,
             format!(
@@ -248,6 +248,55 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        (curl, log)
+    }
+
+    #[test]
+    fn a_notice_goes_by_the_webhook_without_a_notify_command_and_fails_with_no_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let (curl, log) = fake_curl(dir.path());
+        std::env::set_var("GPU_REAPER_TEST_NOTICE_URL", "https://hooks.example.invalid/x");
+        let slurm = crate::slurm::SlurmCli {
+            squeue: "false".into(),
+            scontrol: "false".into(),
+            scancel: "false".into(),
+            source: crate::slurm::JobSource::Json,
+            timeout: Duration::from_secs(5),
+        };
+        let webhook = Webhook {
+            curl: curl.display().to_string(),
+            url_env: "GPU_REAPER_TEST_NOTICE_URL".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let mut e = RealExecutor {
+            slurm,
+            notify_command: vec![],
+            webhook: Some(webhook),
+            timeout: Duration::from_secs(5),
+        };
+        let notice = Action::Notice {
+            job_id: "42".into(),
+            user: "alice".into(),
+            reason: "job 42: alert idle".into(),
+        };
+        assert_eq!(e.execute(&notice), Outcome::Done);
+        let stdin = std::fs::read_to_string(format!("{}.stdin", log.display())).unwrap();
+        assert!(stdin.contains("notice to user alice: job 42: alert idle"), "{stdin}");
+        // The webhook failing is a failed notice (the notice clock does not start).
+        std::fs::write(format!("{}.fail", log.display()), "").unwrap();
+        assert!(matches!(e.execute(&notice), Outcome::Failed(_)));
+        // No channel at all: failed, never a silent done.
+        e.webhook = None;
+        match e.execute(&notice) {
+            Outcome::Failed(why) => assert!(why.contains("notify_command") && why.contains("webhook_url_env"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn webhook_url_never_reaches_argv_or_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (curl, log) = fake_curl(dir.path());
         let secret = "https://hooks.example.invalid/services/T0/B0/secret-token";
         std::env::set_var("GPU_REAPER_TEST_WEBHOOK_URL", secret);
         let w = Webhook {
