@@ -347,6 +347,11 @@ mod tests {
                 prop_assert!(given > 0 && given < u128::from(u32::MAX - 1));
                 prop_assert_eq!(&j.job_id, &given.to_string());
                 prop_assert_eq!(j.raw_id.map(u128::from), Some(given));
+            } else if r.jobs.is_empty() {
+                // The id read as 3, the first entry's id, with other fields: both entries
+                // are rejected, neither picked.
+                prop_assert_eq!(r.row_errors.len(), 2);
+                prop_assert!(r.row_errors.iter().all(|e| e.job_id.as_deref() == Some("3")));
             } else {
                 prop_assert_eq!(r.row_errors.len(), 1);
             }
