@@ -371,14 +371,12 @@ impl Engine {
             let idx = match found {
                 Some(i) if self.jobs[i as usize].seen != cycle => {
                     let st = &mut self.jobs[i as usize];
-                    // A running job's GPUs do not move; a requeued job gets a new start time.
-                    // The allocation itself is compared only when either changes.
-                    if st.start_s != job.start_s || st.alloc.len() != job.alloc.len() {
-                        if st.alloc != job.alloc || st.start_s != job.start_s {
-                            *st = JobState::new(job);
-                            changed = true;
-                        }
-                        st.start_s = job.start_s;
+                    // A requeued job gets a new start time, and a driver's view of a job's
+                    // GPUs can change (the enforcer re-attributes them): either way the old
+                    // windows say nothing about the new allocation, so the job starts afresh.
+                    if st.start_s != job.start_s || st.alloc != job.alloc {
+                        *st = JobState::new(job);
+                        changed = true;
                     }
                     i
                 }

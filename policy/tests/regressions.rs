@@ -184,3 +184,23 @@ fn partial_job_that_stalls_for_a_checkpoint_is_not_escalated_on_its_partial_dwel
     assert_eq!(r.max_verdict(0), Verdict::Alert);
     assert_eq!(r.out[0].signature_name(), "partial");
 }
+
+#[test]
+fn a_job_whose_gpus_change_starts_afresh() {
+    // Found by a review of the enforcer: a driver's view of a running job's GPUs can change
+    // without its start time or GPU count changing (the enforcer re-attributes a requeued job
+    // it never saw pending). The old GPUs' windows must not judge the new ones.
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(2 * 3600, |_, _, _| Gpu::Idle);
+    assert!(r.verdict(0) >= Verdict::Alert, "an idle job alerts: {}", r.verdict(0));
+    // Same id, start and count; now GPU 1 of node 0 instead of GPU 0.
+    r.jobs[0].alloc = vec![GpuRef { node: NodeId(0), gpu: 1 }];
+    r.tick(|_, _, _| Gpu::Idle);
+    assert!(
+        r.verdict(0) < Verdict::Alert,
+        "the new GPU has one sample; verdict {} cause {:?}",
+        r.verdict(0),
+        r.out[0].cause
+    );
+    assert_eq!(r.out[0].evidence.samples_max_per_gpu, 1);
+}
