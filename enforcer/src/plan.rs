@@ -1,7 +1,8 @@
 //! The pure half of a cycle: findings and remembered actions in, [`Action`]s and [`Skip`]s
 //! out. No I/O, no clock. The damage limits live here: per-hour drain and cancel budgets,
-//! the suspect-collector rule, the pause file, special node states, and the rule that a
-//! multi-node job is never drained or cancelled on one node's evidence.
+//! the suspect-collector rule, the pause file, special node states, and the rules that a
+//! multi-node job is never drained or cancelled on one node's evidence and that no component
+//! of a heterogeneous job is ever drained or cancelled.
 
 use crate::config::RunMode;
 use crate::parse::scontrol_node::{self, NodeState};
@@ -125,6 +126,10 @@ pub enum SkipKind {
     NodeStateUnknown,
     /// A job on several nodes: per-node mode stops at alert.
     MultiNode,
+    /// A component of a heterogeneous job (`N+K`): its other components run elsewhere or on
+    /// other GPUs and are judged apart, and cancelling component 0 cancels the whole het job
+    /// (scancel(1)), so no component is ever drained or cancelled; it stops at alert.
+    HetJob,
     /// No confirmed drain of ours for the job: no cancel.
     DrainUnconfirmed,
     /// A cancel was already sent and the job has not left yet.
@@ -143,6 +148,7 @@ impl SkipKind {
             SkipKind::NodeSpecial => "node_special_state",
             SkipKind::NodeStateUnknown => "node_state_unknown",
             SkipKind::MultiNode => "multi_node",
+            SkipKind::HetJob => "het_job",
             SkipKind::DrainUnconfirmed => "drain_unconfirmed",
             SkipKind::CancelPending => "cancel_pending",
             SkipKind::NoticePending => "notice_pending",
@@ -389,6 +395,12 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             });
         }
         if v < Verdict::Drain {
+            continue;
+        }
+        // One component's evidence says nothing about the others, and scancel of component 0
+        // ends them all: a het job stops at alert, like a multi-node job.
+        if crate::parse::is_het_component(id) {
+            skip(&mut p, SkipKind::HetJob, "drain", id);
             continue;
         }
         if jv.nodes.len() != 1 || jv.nodes[0] != inp.node {

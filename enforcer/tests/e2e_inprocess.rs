@@ -754,3 +754,35 @@ fn a_notice_nobody_received_never_lets_a_cancel_follow() {
         assert!(audit.lines().any(|l| l.contains("\"skip\":\"notice_pending\"")), "{notify:?}");
     }
 }
+
+/// Het job 1229: component 0 on this node with an idle GPU, component 1 busy on gpu002 (not
+/// seen here). scancel of `1229+0` would end the whole het job (scancel(1)), so no component is
+/// ever drained or cancelled: it stops at alert with a `het_job` skip.
+#[test]
+fn het_component_zero_is_never_drained_or_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let c0 = job("1229+0", 1229, 1, &[NODE]);
+    let c1 = job("1229+1", 1230, 4, &["gpu002"]);
+    let w = world(vec![c0, c1], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 100);
+    assert!(
+        seen.iter().any(|(_, j, v)| j == "1229+0" && *v >= Verdict::Drain),
+        "the engine wants a drain: {seen:?}"
+    );
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(
+        calls
+            .iter()
+            .all(|c| !c.starts_with("scancel") && !c.starts_with("drain") && !c.starts_with("admincomment")),
+        "{calls:?}"
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit
+        .lines()
+        .any(|l| l.contains("\"skip\":\"het_job\"") && l.contains("\"job_id\":\"1229+0\"")));
+    assert!(
+        audit.lines().any(|l| l.contains("\"action\":\"alert\"") && l.contains("1229+0")),
+        "still alerted"
+    );
+}

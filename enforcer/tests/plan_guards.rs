@@ -261,6 +261,30 @@ fn multi_node_jobs_stop_at_alert() {
 }
 
 #[test]
+fn het_components_stop_at_alert_whatever_the_node_and_records_say() {
+    // Each component judged alone has a one-node list on this node; our drain for it already
+    // stands, its notice went out long ago, budgets are free: still no drain, no cancel.
+    for id in ["1229+0", "1229+1", "7+12", "1229+"] {
+        let mut c = Case::new(&[Verdict::Cancel]);
+        c.jobs[0].job_id = id.into();
+        let mut st = ActionState::default();
+        st.noticed.insert(id.into(), 0);
+        for ns in [
+            node("MIXED", None),
+            node("MIXED+DRAIN", Some(&format!("gpu-reaper: idle job {id}"))),
+        ] {
+            for mode in [RunMode::Enforce, RunMode::Observe] {
+                let p = c.plan(mode, Some(&ns), &st, false, limits(), None);
+                assert_eq!(kinds(&p), vec!["alert"], "{id} {ns:?} {mode:?}");
+                assert_eq!(p.skips.len(), 1, "{id}");
+                assert_eq!((p.skips[0].kind, p.skips[0].action), (SkipKind::HetJob, "drain"), "{id}");
+                assert_eq!(SkipKind::HetJob.as_str(), "het_job");
+            }
+        }
+    }
+}
+
+#[test]
 fn rate_limits_suspect_collector_and_pause() {
     // Three single-node jobs want drains on three... one node: one drain per node per cycle.
     let c = Case::new(&[Verdict::Drain, Verdict::Drain]);
@@ -418,6 +442,8 @@ fn node_state() -> impl Strategy<Value = Option<NodeState>> {
         "gpu-reaper: idle job 100",
         "gpu-reaper: idle job 101",
         "gpu-reaper: idle job 42",
+        "gpu-reaper: idle job 100+0",
+        "gpu-reaper: idle job 101+1",
         "admin: bad fan",
     ]));
     prop::option::of((states, reasons).prop_map(|(s, r)| node(s, r)))
@@ -429,11 +455,16 @@ proptest! {
     /// The guards hold for any mix of verdicts, node states, budgets and modes.
     #[test]
     fn guards_hold(vs in prop::collection::vec(verdict(), 0..14), multi in prop::collection::vec(any::<bool>(), 14),
+                   het in prop::collection::vec(prop::option::of(0u32..3), 14),
                    ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>(),
                    notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000)) {
         let mut c = Case::new(&vs);
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
+        }
+        // Some jobs are het components `N+K`, N one of 100, 101 or the job's own number.
+        for (i, h) in het.iter().enumerate().take(vs.len()) {
+            if let Some(k) = h { c.jobs[i].job_id = format!("{}+{k}", 100 + i); }
         }
         let st = ActionState {
             drain_times_s: vec![9_999; drains_used as usize],
@@ -460,6 +491,7 @@ proptest! {
                 Action::Drain { .. } | Action::Cancel { .. } => {
                     let i = i.unwrap();
                     prop_assert_eq!(c.nodes[i].len(), 1, "never on one node's evidence for a multi-node job");
+                    prop_assert!(!id.contains('+'), "never a drain or cancel for a het component: {:?}", a);
                     prop_assert!(vs[i] >= Verdict::Drain);
                     if let Action::Cancel { .. } = a {
                         prop_assert_eq!(vs[i], Verdict::Cancel);
