@@ -446,6 +446,17 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             skip(&mut p, SkipKind::DrainUnconfirmed, "cancel", id);
         } else if st.cancels.contains_key(id) {
             skip(&mut p, SkipKind::CancelPending, "cancel", id);
+        } else if inp.node_state.is_none() {
+            skip(&mut p, SkipKind::NodeStateUnknown, "cancel", id);
+        } else if inp.node_state.is_some_and(|n| match inp.mode {
+            // Our drain stands; anything else (down, not responding, failed, maintenance,
+            // reserved, a reboot) means the node is not in the state the cancel was planned
+            // for: an admin decides, as for the resume.
+            RunMode::Enforce => n.is_special_besides_drain(),
+            // Observe mode never really drained, so any special state counts.
+            RunMode::Observe => n.is_special(),
+        }) {
+            skip(&mut p, SkipKind::NodeSpecial, "cancel", id);
         } else if (inp.limits.notify || inp.mode == RunMode::Enforce)
             && st
                 .noticed

@@ -786,3 +786,31 @@ fn het_component_zero_is_never_drained_or_cancelled() {
         "still alerted"
     );
 }
+
+/// After our drain for job 55 the node also went into maintenance and a reservation: the
+/// cancel is held (skip node_special_state), as the resume would be.
+#[test]
+fn no_cancel_on_a_node_special_besides_our_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("55", 55, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 40);
+    assert_eq!(seen.last().unwrap().2, Verdict::Drain);
+    assert!(w.cluster.borrow().calls.iter().any(|c| c.starts_with("drain")));
+    w.cluster.borrow_mut().node_state = "MIXED+DRAIN+MAINT+RESERVED".into();
+    let seen = run_cycles(&mut d, T0 + 40 * 60, 80);
+    assert!(seen.iter().any(|(_, _, v)| *v == Verdict::Cancel), "the engine wants a cancel");
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(
+        calls.iter().all(|c| !c.starts_with("scancel") && !c.starts_with("admincomment")),
+        "{calls:?}"
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit
+        .lines()
+        .any(|l| l.contains("\"skip\":\"node_special_state\"") && l.contains("\"action\":\"cancel\"")));
+    // The maintenance ends, our drain still stands: the cancel goes ahead.
+    w.cluster.borrow_mut().node_state = "MIXED+DRAIN".into();
+    run_cycles(&mut d, T0 + 120 * 60, 3);
+    assert!(w.cluster.borrow().calls.iter().any(|c| c == "scancel 55"));
+}

@@ -245,6 +245,46 @@ fn cancel_needs_our_confirmed_drain() {
 }
 
 #[test]
+fn no_cancel_on_a_node_that_is_special_besides_our_drain() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let mut told = ActionState::default();
+    told.noticed.insert("100".into(), 10_000 - 3600);
+    let ours = Some("gpu-reaper: idle job 100");
+    assert_eq!(
+        kinds(&c.plan(RunMode::Enforce, Some(&node("MIXED+DRAIN", ours)), &told, false, limits(), None)),
+        vec!["alert", "cancel"],
+        "the control: only our drain, the cancel goes ahead"
+    );
+    for state in [
+        "MIXED+DRAIN+MAINT+RESERVED",
+        "DOWN+DRAIN",
+        "MIXED*+DRAIN",
+        "FAIL+DRAIN",
+        "MIXED+DRAIN+REBOOT_REQUESTED",
+        "MIXED+DRAIN+POWERING_DOWN",
+    ] {
+        let p = c.plan(RunMode::Enforce, Some(&node(state, ours)), &told, false, limits(), None);
+        assert_eq!(kinds(&p), vec!["alert"], "{state}");
+        assert_eq!(p.skips.len(), 1, "{state}");
+        assert_eq!((p.skips[0].kind, p.skips[0].action), (SkipKind::NodeSpecial, "cancel"), "{state}");
+    }
+    // Observe mode never really drained: any special state, a drain included, holds it.
+    let mut hyp = would_drained("100");
+    hyp.noticed.insert("100".into(), 10_000 - 3600);
+    for state in ["MIXED+DRAIN", "MIXED+MAINT", "DOWN*"] {
+        let p = c.plan(RunMode::Observe, Some(&node(state, None)), &hyp, false, limits(), None);
+        assert!(!kinds(&p).contains(&"cancel"), "{state}");
+        assert!(
+            p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NodeSpecial, "cancel")),
+            "{state}"
+        );
+    }
+    // Node state unknown (scontrol failed): no cancel either.
+    let p = c.plan(RunMode::Observe, None, &hyp, false, limits(), None);
+    assert!(p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NodeStateUnknown, "cancel")));
+}
+
+#[test]
 fn multi_node_jobs_stop_at_alert() {
     let mut c = Case::new(&[Verdict::Cancel]);
     c.nodes[0] = vec![NODE.into(), "gpu002".into()];
@@ -501,6 +541,9 @@ proptest! {
                         if enforce {
                             let n = ns.as_ref().unwrap();
                             prop_assert!(n.has_drain() && n.our_reason_job().as_deref() == Some(id), "cancel only after our confirmed drain");
+                            prop_assert!(!n.is_special_besides_drain(), "never cancel on a node special besides our drain");
+                        } else {
+                            prop_assert!(!ns.as_ref().unwrap().is_special(), "observe: never cancel on a special node");
                         }
                     }
                     if let Action::Drain { .. } = a {
