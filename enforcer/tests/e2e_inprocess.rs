@@ -814,3 +814,47 @@ fn no_cancel_on_a_node_special_besides_our_drain() {
     run_cycles(&mut d, T0 + 120 * 60, 3);
     assert!(w.cluster.borrow().calls.iter().any(|c| c == "scancel 55"));
 }
+
+fn delivered_notices(dir: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"action\":\"notice\"") && l.contains("\"record\":\"action\""))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["t_s"].as_i64().unwrap())
+        .collect()
+}
+
+/// Job 42 alerts and its notice is delivered; the breach ends (ten hours of nvidia-smi
+/// outage); then it idles again. The second breach gets its own notice, and no scancel comes
+/// sooner than `notice` (30 min) after it: the first breach's notice counts for nothing.
+#[test]
+fn each_breach_needs_its_own_notice_before_a_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("42", 42, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    run_cycles(&mut d, T0, 25);
+    assert_eq!(delivered_notices(dir.path()).len(), 1);
+    *w.gpus.no_data.borrow_mut() = Some("exit_15".into());
+    let seen = run_cycles(&mut d, T0 + 25 * 60, 600);
+    assert!(seen.iter().rev().take(5).all(|(_, _, v)| *v < Verdict::Watching));
+    *w.gpus.no_data.borrow_mut() = None;
+    let t = T0 + 625 * 60;
+    let mut cancel_s = None;
+    for i in 0..150 {
+        let now = t + i * 60;
+        let rep = d.cycle(now);
+        if cancel_s.is_none() && rep.actions.iter().any(|(a, _)| a.kind() == "cancel") {
+            cancel_s = Some(now);
+        }
+    }
+    let notices = delivered_notices(dir.path());
+    assert_eq!(notices.len(), 2, "the second breach is noticed: {notices:?}");
+    assert!(notices[1] >= t, "{notices:?}");
+    let cancel_s = cancel_s.expect("the second breach still ends in a cancel");
+    assert!(
+        cancel_s - notices[1] >= 30 * 60,
+        "cancel {cancel_s} too soon after notice {}",
+        notices[1]
+    );
+    assert!(w.cluster.borrow().calls.iter().any(|c| c == "scancel 42"));
+}

@@ -239,7 +239,7 @@ fn cancel_needs_our_confirmed_drain() {
     let mut hyp = would_drained("100");
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(!kinds(&p).contains(&"cancel"));
-    hyp.noticed.insert("100".into(), 0);
+    hyp.noticed.insert("100".into(), 10_000 - 3600);
     let p = c.plan(RunMode::Observe, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(kinds(&p).contains(&"cancel"), "observe mode shows what enforcement would do");
 }
@@ -285,6 +285,64 @@ fn no_cancel_on_a_node_that_is_special_besides_our_drain() {
 }
 
 #[test]
+fn records_from_an_earlier_breach_count_for_nothing() {
+    // The finding's breach began at 10 000 - 3 600 = 6 400 s.
+    let c = Case::new(&[Verdict::Cancel]);
+    let drained = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
+    let earlier = |t: i64| {
+        let mut st = ActionState::default();
+        st.record(
+            &Action::Alert {
+                job_id: "100".into(),
+                user: "alice".into(),
+                partition: "gpu".into(),
+                verdict: Verdict::Cancel,
+                signature: "idle".into(),
+                reason: "x".into(),
+            },
+            t,
+            false,
+        );
+        st.record(
+            &Action::Notice {
+                job_id: "100".into(),
+                user: "alice".into(),
+                reason: "x".into(),
+            },
+            t,
+            false,
+        );
+        st
+    };
+    // Alerted and noticed hours ago, in a breach that has since ended: alert and notice again,
+    // and the cancel waits for the new notice.
+    let st = earlier(1_000);
+    let p = c.plan(RunMode::Enforce, Some(&drained), &st, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    assert!(p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NoticePending, "cancel")));
+    // One second before the breach began: still an earlier breach.
+    let p = c.plan(RunMode::Enforce, Some(&drained), &earlier(6_399), false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    // Made at the breach's start: this breach's records, and an hour old: the cancel goes.
+    let p = c.plan(RunMode::Enforce, Some(&drained), &earlier(6_400), false, limits(), None);
+    assert_eq!(kinds(&p), vec!["cancel"]);
+    // The new alert replaces the earlier breach's rung rather than keeping the higher one.
+    let mut st = earlier(1_000);
+    let c1 = Case::new(&[Verdict::Alert]);
+    let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    for a in &p.actions {
+        st.record(a, 10_000, false);
+    }
+    assert_eq!(st.alerted.get("100"), Some(&Verdict::Alert));
+    assert_eq!(st.noticed.get("100"), Some(&10_000));
+    let c2 = Case::new(&[Verdict::Drain]);
+    assert_eq!(
+        kinds(&c2.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None)),
+        vec!["alert", "drain"]
+    );
+}
+
+#[test]
 fn multi_node_jobs_stop_at_alert() {
     let mut c = Case::new(&[Verdict::Cancel]);
     c.nodes[0] = vec![NODE.into(), "gpu002".into()];
@@ -308,7 +366,7 @@ fn het_components_stop_at_alert_whatever_the_node_and_records_say() {
         let mut c = Case::new(&[Verdict::Cancel]);
         c.jobs[0].job_id = id.into();
         let mut st = ActionState::default();
-        st.noticed.insert(id.into(), 0);
+        st.noticed.insert(id.into(), 10_000 - 3600);
         for ns in [
             node("MIXED", None),
             node("MIXED+DRAIN", Some(&format!("gpu-reaper: idle job {id}"))),
@@ -495,13 +553,14 @@ proptest! {
     /// The guards hold for any mix of verdicts, node states, budgets and modes.
     #[test]
     fn guards_hold(vs in prop::collection::vec(verdict(), 0..14), multi in prop::collection::vec(any::<bool>(), 14),
-                   het in prop::collection::vec(prop::option::of(0u32..3), 14),
+                   het in prop::collection::vec(prop::option::of(0u32..3), 14), dwell_s in 0i64..5000,
                    ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>(),
                    notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000)) {
         let mut c = Case::new(&vs);
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
         }
+        for f in &mut c.findings { f.dwell_s = dwell_s; }
         // Some jobs are het components `N+K`, N one of 100, 101 or the job's own number.
         for (i, h) in het.iter().enumerate().take(vs.len()) {
             if let Some(k) = h { c.jobs[i].job_id = format!("{}+{k}", 100 + i); }
@@ -537,6 +596,7 @@ proptest! {
                         prop_assert_eq!(vs[i], Verdict::Cancel);
                         if notify || enforce {
                             prop_assert!(noticed_ago_s.is_some_and(|a| a >= lim.notice_s), "cancel only after the notice went out");
+                            prop_assert!(noticed_ago_s.is_some_and(|a| a <= c.findings[i].dwell_s), "and went out in this breach");
                         }
                         if enforce {
                             let n = ns.as_ref().unwrap();
