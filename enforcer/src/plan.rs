@@ -1,7 +1,8 @@
 //! The pure half of a cycle: findings and remembered actions in, [`Action`]s and [`Skip`]s
 //! out. No I/O, no clock. The damage limits live here: per-hour drain and cancel budgets,
-//! the suspect-collector rule, the pause file, special node states, and the rule that a
-//! multi-node job is never drained or cancelled on one node's evidence.
+//! the suspect-collector rule, the pause file, special node states, and the rules that a
+//! multi-node job is never drained or cancelled on one node's evidence and that no component
+//! of a heterogeneous job is ever drained or cancelled.
 
 use crate::config::RunMode;
 use crate::parse::scontrol_node::{self, NodeState};
@@ -13,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
-    /// Tell the admins (log line, webhook) that a job reached a rung. Once per job per rung.
+    /// Tell the admins (log line, webhook) that a job reached a rung. Once per rung per breach.
     Alert {
         /// Exact job id.
         job_id: String,
@@ -28,7 +29,7 @@ pub enum Action {
         /// One-line reason from the finding.
         reason: String,
     },
-    /// Run the notify command for the job's user, at the job's first alert.
+    /// Run the notify command for the job's user, at the first alert of each breach.
     Notice {
         /// Exact job id.
         job_id: String,
@@ -125,6 +126,10 @@ pub enum SkipKind {
     NodeStateUnknown,
     /// A job on several nodes: per-node mode stops at alert.
     MultiNode,
+    /// A component of a heterogeneous job (`N+K`): its other components run elsewhere or on
+    /// other GPUs and are judged apart, and cancelling component 0 cancels the whole het job
+    /// (scancel(1)), so no component is ever drained or cancelled; it stops at alert.
+    HetJob,
     /// No confirmed drain of ours for the job: no cancel.
     DrainUnconfirmed,
     /// A cancel was already sent and the job has not left yet.
@@ -143,6 +148,7 @@ impl SkipKind {
             SkipKind::NodeSpecial => "node_special_state",
             SkipKind::NodeStateUnknown => "node_state_unknown",
             SkipKind::MultiNode => "multi_node",
+            SkipKind::HetJob => "het_job",
             SkipKind::DrainUnconfirmed => "drain_unconfirmed",
             SkipKind::CancelPending => "cancel_pending",
             SkipKind::NoticePending => "notice_pending",
@@ -178,9 +184,18 @@ pub struct DrainRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct ActionState {
-    /// Highest rung alerted per job.
+    /// Highest rung alerted per job, in the breach of its `alerted_s`.
     pub alerted: BTreeMap<String, Verdict>,
-    /// When each job's user was given notice (or would have been), epoch seconds.
+    /// When each job's `alerted` rung was recorded, epoch seconds. An alert counts only for
+    /// the breach it was made in (recorded at or after that breach's start, `now − dwell_s`
+    /// of the finding): a later breach of the same job alerts again from its first rung. A
+    /// rung without a time here (a state file from before this field) counts for no breach.
+    pub alerted_s: BTreeMap<String, i64>,
+    /// When each job's user was given notice (or would have been), epoch seconds. A notice
+    /// counts only for the breach it was delivered in (at or after that breach's start,
+    /// `now − dwell_s` of the finding): a breach that ended (recovery, an evidence outage, a
+    /// restart of the engine's escalation) needs a new notice, and its cancel waits `notice`
+    /// from that one.
     pub noticed: BTreeMap<String, i64>,
     /// Drains made, per job.
     pub drains: BTreeMap<String, DrainRecord>,
@@ -202,6 +217,7 @@ impl ActionState {
         self.cancel_times_s.retain(|t| *t > now_s - 3600);
         if let Some(r) = running {
             self.alerted.retain(|j, _| r.contains(j));
+            self.alerted_s.retain(|j, _| r.contains(j));
             self.noticed.retain(|j, _| r.contains(j));
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
@@ -221,9 +237,11 @@ impl ActionState {
     /// Records an action that was carried out (or logged as would-do in observe mode).
     pub fn record(&mut self, a: &Action, now_s: i64, hypothetical: bool) {
         match a {
+            // The planner alerts only above the rung already alerted in this breach, so the
+            // new rung replaces the old one: a rung from an earlier breach is not kept.
             Action::Alert { job_id, verdict, .. } => {
-                let e = self.alerted.entry(job_id.clone()).or_insert(*verdict);
-                *e = (*e).max(*verdict);
+                self.alerted.insert(job_id.clone(), *verdict);
+                self.alerted_s.insert(job_id.clone(), now_s);
             }
             Action::Notice { job_id, .. } => {
                 self.noticed.insert(job_id.clone(), now_s);
@@ -262,12 +280,12 @@ pub struct Limits {
     /// Suspect-collector rule: fraction at alert or above that trips it (strictly more).
     pub suspect_frac: f64,
     /// A channel that tells the job's user is configured (`notify_command` or the webhook):
-    /// a notice action is planned at each job's first alert.
+    /// a notice action is planned at the first alert of each breach of a job.
     pub notify: bool,
     /// `policy.notice`, seconds: with a channel, and always in enforce mode, a cancel also
-    /// needs the notice to have been delivered at least this long ago (the engine counts
-    /// from the first alert; this counts from the notice that really went out, so a failed
-    /// notice holds the cancel).
+    /// needs a notice delivered in the current breach at least this long ago (the engine
+    /// counts from the first alert; this counts from the notice that really went out, so a
+    /// failed notice holds the cancel, and a notice from an earlier breach counts for nothing).
     pub notice_s: i64,
 }
 
@@ -371,7 +389,14 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         let id = job.job_id.as_str();
         let reason = f.reason(job);
         let sig = f.signature_name().to_string();
-        if st.alerted.get(id).is_none_or(|r| *r < v) {
+        // Records made before this breach began belong to an earlier breach that ended (the
+        // engine ends a breach on recovery, broken evidence or a restart): they count for
+        // nothing here, so each breach is alerted and noticed on its own.
+        let breach_start_s = inp.now_s.saturating_sub(f.dwell_s.max(0));
+        let in_breach = |t: Option<&i64>| t.copied().filter(|t| *t >= breach_start_s);
+        let alerted = st.alerted.get(id).filter(|_| in_breach(st.alerted_s.get(id)).is_some());
+        let noticed_s = in_breach(st.noticed.get(id));
+        if alerted.is_none_or(|r| *r < v) {
             p.actions.push(Action::Alert {
                 job_id: id.into(),
                 user: job.user.clone(),
@@ -381,7 +406,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 reason: reason.clone(),
             });
         }
-        if inp.limits.notify && !st.noticed.contains_key(id) {
+        if inp.limits.notify && noticed_s.is_none() {
             p.actions.push(Action::Notice {
                 job_id: id.into(),
                 user: job.user.clone(),
@@ -389,6 +414,12 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             });
         }
         if v < Verdict::Drain {
+            continue;
+        }
+        // One component's evidence says nothing about the others, and scancel of component 0
+        // ends them all: a het job stops at alert, like a multi-node job.
+        if crate::parse::is_het_component(id) {
+            skip(&mut p, SkipKind::HetJob, "drain", id);
             continue;
         }
         if jv.nodes.len() != 1 || jv.nodes[0] != inp.node {
@@ -434,11 +465,19 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             skip(&mut p, SkipKind::DrainUnconfirmed, "cancel", id);
         } else if st.cancels.contains_key(id) {
             skip(&mut p, SkipKind::CancelPending, "cancel", id);
+        } else if inp.node_state.is_none() {
+            skip(&mut p, SkipKind::NodeStateUnknown, "cancel", id);
+        } else if inp.node_state.is_some_and(|n| match inp.mode {
+            // Our drain stands; anything else (down, not responding, failed, maintenance,
+            // reserved, a reboot) means the node is not in the state the cancel was planned
+            // for: an admin decides, as for the resume.
+            RunMode::Enforce => n.is_special_besides_drain(),
+            // Observe mode never really drained, so any special state counts.
+            RunMode::Observe => n.is_special(),
+        }) {
+            skip(&mut p, SkipKind::NodeSpecial, "cancel", id);
         } else if (inp.limits.notify || inp.mode == RunMode::Enforce)
-            && st
-                .noticed
-                .get(id)
-                .is_none_or(|t| inp.now_s.saturating_sub(*t) < inp.limits.notice_s)
+            && noticed_s.is_none_or(|t| inp.now_s.saturating_sub(t) < inp.limits.notice_s)
         {
             // Guard 6 counts `notice` from the first alert because that is when the user is
             // told; here it counts from the notice that was really delivered. Enforce mode

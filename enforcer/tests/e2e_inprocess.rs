@@ -754,3 +754,107 @@ fn a_notice_nobody_received_never_lets_a_cancel_follow() {
         assert!(audit.lines().any(|l| l.contains("\"skip\":\"notice_pending\"")), "{notify:?}");
     }
 }
+
+/// Het job 1229: component 0 on this node with an idle GPU, component 1 busy on gpu002 (not
+/// seen here). scancel of `1229+0` would end the whole het job (scancel(1)), so no component is
+/// ever drained or cancelled: it stops at alert with a `het_job` skip.
+#[test]
+fn het_component_zero_is_never_drained_or_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let c0 = job("1229+0", 1229, 1, &[NODE]);
+    let c1 = job("1229+1", 1230, 4, &["gpu002"]);
+    let w = world(vec![c0, c1], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 100);
+    assert!(
+        seen.iter().any(|(_, j, v)| j == "1229+0" && *v >= Verdict::Drain),
+        "the engine wants a drain: {seen:?}"
+    );
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(
+        calls
+            .iter()
+            .all(|c| !c.starts_with("scancel") && !c.starts_with("drain") && !c.starts_with("admincomment")),
+        "{calls:?}"
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit
+        .lines()
+        .any(|l| l.contains("\"skip\":\"het_job\"") && l.contains("\"job_id\":\"1229+0\"")));
+    assert!(
+        audit.lines().any(|l| l.contains("\"action\":\"alert\"") && l.contains("1229+0")),
+        "still alerted"
+    );
+}
+
+/// After our drain for job 55 the node also went into maintenance and a reservation: the
+/// cancel is held (skip node_special_state), as the resume would be.
+#[test]
+fn no_cancel_on_a_node_special_besides_our_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("55", 55, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 40);
+    assert_eq!(seen.last().unwrap().2, Verdict::Drain);
+    assert!(w.cluster.borrow().calls.iter().any(|c| c.starts_with("drain")));
+    w.cluster.borrow_mut().node_state = "MIXED+DRAIN+MAINT+RESERVED".into();
+    let seen = run_cycles(&mut d, T0 + 40 * 60, 80);
+    assert!(seen.iter().any(|(_, _, v)| *v == Verdict::Cancel), "the engine wants a cancel");
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(
+        calls.iter().all(|c| !c.starts_with("scancel") && !c.starts_with("admincomment")),
+        "{calls:?}"
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit
+        .lines()
+        .any(|l| l.contains("\"skip\":\"node_special_state\"") && l.contains("\"action\":\"cancel\"")));
+    // The maintenance ends, our drain still stands: the cancel goes ahead.
+    w.cluster.borrow_mut().node_state = "MIXED+DRAIN".into();
+    run_cycles(&mut d, T0 + 120 * 60, 3);
+    assert!(w.cluster.borrow().calls.iter().any(|c| c == "scancel 55"));
+}
+
+fn delivered_notices(dir: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"action\":\"notice\"") && l.contains("\"record\":\"action\""))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["t_s"].as_i64().unwrap())
+        .collect()
+}
+
+/// Job 42 alerts and its notice is delivered; the breach ends (ten hours of nvidia-smi
+/// outage); then it idles again. The second breach gets its own notice, and no scancel comes
+/// sooner than `notice` (30 min) after it: the first breach's notice counts for nothing.
+#[test]
+fn each_breach_needs_its_own_notice_before_a_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("42", 42, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    run_cycles(&mut d, T0, 25);
+    assert_eq!(delivered_notices(dir.path()).len(), 1);
+    *w.gpus.no_data.borrow_mut() = Some("exit_15".into());
+    let seen = run_cycles(&mut d, T0 + 25 * 60, 600);
+    assert!(seen.iter().rev().take(5).all(|(_, _, v)| *v < Verdict::Watching));
+    *w.gpus.no_data.borrow_mut() = None;
+    let t = T0 + 625 * 60;
+    let mut cancel_s = None;
+    for i in 0..150 {
+        let now = t + i * 60;
+        let rep = d.cycle(now);
+        if cancel_s.is_none() && rep.actions.iter().any(|(a, _)| a.kind() == "cancel") {
+            cancel_s = Some(now);
+        }
+    }
+    let notices = delivered_notices(dir.path());
+    assert_eq!(notices.len(), 2, "the second breach is noticed: {notices:?}");
+    assert!(notices[1] >= t, "{notices:?}");
+    let cancel_s = cancel_s.expect("the second breach still ends in a cancel");
+    assert!(
+        cancel_s - notices[1] >= 30 * 60,
+        "cancel {cancel_s} too soon after notice {}",
+        notices[1]
+    );
+    assert!(w.cluster.borrow().calls.iter().any(|c| c == "scancel 42"));
+}

@@ -617,6 +617,16 @@ fn squeue_hetjob_components_are_distinct_jobs() {
         vec![("93+0", Some(93)), ("93+1", Some(94))],
         "the leader is 93+0, never bare 93"
     );
+    assert!(
+        r.jobs.iter().all(|j| enforcer::parse::is_het_component(&j.job_id)),
+        "every component is known as one, so the planner never drains or cancels it"
+    );
+    // The --Format fallback: JobArrayID is squeue's %i, which prints the component as 93+1.
+    let tz = chrono::FixedOffset::east_opt(0).unwrap();
+    let line = "94|93+1|93|1|RUNNING|user1|a|debug|normal|N/A|nid00011|gres/gpu=1|bash";
+    let f = squeue_format::parse(line, &squeue_format::own_columns(), &tz);
+    assert!(f.row_errors.is_empty(), "{f:?}");
+    assert_eq!((f.jobs[0].job_id.as_str(), f.jobs[0].raw_id), ("93+1", Some(94)));
 }
 
 #[test]

@@ -239,9 +239,107 @@ fn cancel_needs_our_confirmed_drain() {
     let mut hyp = would_drained("100");
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(!kinds(&p).contains(&"cancel"));
-    hyp.noticed.insert("100".into(), 0);
+    hyp.noticed.insert("100".into(), 10_000 - 3600);
     let p = c.plan(RunMode::Observe, Some(&node("MIXED", None)), &hyp, false, limits(), None);
     assert!(kinds(&p).contains(&"cancel"), "observe mode shows what enforcement would do");
+}
+
+#[test]
+fn no_cancel_on_a_node_that_is_special_besides_our_drain() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let mut told = ActionState::default();
+    told.noticed.insert("100".into(), 10_000 - 3600);
+    let ours = Some("gpu-reaper: idle job 100");
+    assert_eq!(
+        kinds(&c.plan(RunMode::Enforce, Some(&node("MIXED+DRAIN", ours)), &told, false, limits(), None)),
+        vec!["alert", "cancel"],
+        "the control: only our drain, the cancel goes ahead"
+    );
+    for state in [
+        "MIXED+DRAIN+MAINT+RESERVED",
+        "DOWN+DRAIN",
+        "MIXED*+DRAIN",
+        "FAIL+DRAIN",
+        "MIXED+DRAIN+REBOOT_REQUESTED",
+        "MIXED+DRAIN+POWERING_DOWN",
+    ] {
+        let p = c.plan(RunMode::Enforce, Some(&node(state, ours)), &told, false, limits(), None);
+        assert_eq!(kinds(&p), vec!["alert"], "{state}");
+        assert_eq!(p.skips.len(), 1, "{state}");
+        assert_eq!((p.skips[0].kind, p.skips[0].action), (SkipKind::NodeSpecial, "cancel"), "{state}");
+    }
+    // Observe mode never really drained: any special state, a drain included, holds it.
+    let mut hyp = would_drained("100");
+    hyp.noticed.insert("100".into(), 10_000 - 3600);
+    for state in ["MIXED+DRAIN", "MIXED+MAINT", "DOWN*"] {
+        let p = c.plan(RunMode::Observe, Some(&node(state, None)), &hyp, false, limits(), None);
+        assert!(!kinds(&p).contains(&"cancel"), "{state}");
+        assert!(
+            p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NodeSpecial, "cancel")),
+            "{state}"
+        );
+    }
+    // Node state unknown (scontrol failed): no cancel either.
+    let p = c.plan(RunMode::Observe, None, &hyp, false, limits(), None);
+    assert!(p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NodeStateUnknown, "cancel")));
+}
+
+#[test]
+fn records_from_an_earlier_breach_count_for_nothing() {
+    // The finding's breach began at 10 000 - 3 600 = 6 400 s.
+    let c = Case::new(&[Verdict::Cancel]);
+    let drained = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
+    let earlier = |t: i64| {
+        let mut st = ActionState::default();
+        st.record(
+            &Action::Alert {
+                job_id: "100".into(),
+                user: "alice".into(),
+                partition: "gpu".into(),
+                verdict: Verdict::Cancel,
+                signature: "idle".into(),
+                reason: "x".into(),
+            },
+            t,
+            false,
+        );
+        st.record(
+            &Action::Notice {
+                job_id: "100".into(),
+                user: "alice".into(),
+                reason: "x".into(),
+            },
+            t,
+            false,
+        );
+        st
+    };
+    // Alerted and noticed hours ago, in a breach that has since ended: alert and notice again,
+    // and the cancel waits for the new notice.
+    let st = earlier(1_000);
+    let p = c.plan(RunMode::Enforce, Some(&drained), &st, false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    assert!(p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NoticePending, "cancel")));
+    // One second before the breach began: still an earlier breach.
+    let p = c.plan(RunMode::Enforce, Some(&drained), &earlier(6_399), false, limits(), None);
+    assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    // Made at the breach's start: this breach's records, and an hour old: the cancel goes.
+    let p = c.plan(RunMode::Enforce, Some(&drained), &earlier(6_400), false, limits(), None);
+    assert_eq!(kinds(&p), vec!["cancel"]);
+    // The new alert replaces the earlier breach's rung rather than keeping the higher one.
+    let mut st = earlier(1_000);
+    let c1 = Case::new(&[Verdict::Alert]);
+    let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    for a in &p.actions {
+        st.record(a, 10_000, false);
+    }
+    assert_eq!(st.alerted.get("100"), Some(&Verdict::Alert));
+    assert_eq!(st.noticed.get("100"), Some(&10_000));
+    let c2 = Case::new(&[Verdict::Drain]);
+    assert_eq!(
+        kinds(&c2.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None)),
+        vec!["alert", "drain"]
+    );
 }
 
 #[test]
@@ -258,6 +356,30 @@ fn multi_node_jobs_stop_at_alert() {
     );
     assert_eq!(kinds(&p), vec!["alert", "notice"]);
     assert!(p.skips.iter().any(|s| s.kind == SkipKind::MultiNode));
+}
+
+#[test]
+fn het_components_stop_at_alert_whatever_the_node_and_records_say() {
+    // Each component judged alone has a one-node list on this node; our drain for it already
+    // stands, its notice went out long ago, budgets are free: still no drain, no cancel.
+    for id in ["1229+0", "1229+1", "7+12", "1229+"] {
+        let mut c = Case::new(&[Verdict::Cancel]);
+        c.jobs[0].job_id = id.into();
+        let mut st = ActionState::default();
+        st.noticed.insert(id.into(), 10_000 - 3600);
+        for ns in [
+            node("MIXED", None),
+            node("MIXED+DRAIN", Some(&format!("gpu-reaper: idle job {id}"))),
+        ] {
+            for mode in [RunMode::Enforce, RunMode::Observe] {
+                let p = c.plan(mode, Some(&ns), &st, false, limits(), None);
+                assert_eq!(kinds(&p), vec!["alert"], "{id} {ns:?} {mode:?}");
+                assert_eq!(p.skips.len(), 1, "{id}");
+                assert_eq!((p.skips[0].kind, p.skips[0].action), (SkipKind::HetJob, "drain"), "{id}");
+                assert_eq!(SkipKind::HetJob.as_str(), "het_job");
+            }
+        }
+    }
 }
 
 #[test]
@@ -418,6 +540,8 @@ fn node_state() -> impl Strategy<Value = Option<NodeState>> {
         "gpu-reaper: idle job 100",
         "gpu-reaper: idle job 101",
         "gpu-reaper: idle job 42",
+        "gpu-reaper: idle job 100+0",
+        "gpu-reaper: idle job 101+1",
         "admin: bad fan",
     ]));
     prop::option::of((states, reasons).prop_map(|(s, r)| node(s, r)))
@@ -429,11 +553,17 @@ proptest! {
     /// The guards hold for any mix of verdicts, node states, budgets and modes.
     #[test]
     fn guards_hold(vs in prop::collection::vec(verdict(), 0..14), multi in prop::collection::vec(any::<bool>(), 14),
+                   het in prop::collection::vec(prop::option::of(0u32..3), 14), dwell_s in 0i64..5000,
                    ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>(),
                    notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000)) {
         let mut c = Case::new(&vs);
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
+        }
+        for f in &mut c.findings { f.dwell_s = dwell_s; }
+        // Some jobs are het components `N+K`, N one of 100, 101 or the job's own number.
+        for (i, h) in het.iter().enumerate().take(vs.len()) {
+            if let Some(k) = h { c.jobs[i].job_id = format!("{}+{k}", 100 + i); }
         }
         let st = ActionState {
             drain_times_s: vec![9_999; drains_used as usize],
@@ -460,15 +590,20 @@ proptest! {
                 Action::Drain { .. } | Action::Cancel { .. } => {
                     let i = i.unwrap();
                     prop_assert_eq!(c.nodes[i].len(), 1, "never on one node's evidence for a multi-node job");
+                    prop_assert!(!id.contains('+'), "never a drain or cancel for a het component: {:?}", a);
                     prop_assert!(vs[i] >= Verdict::Drain);
                     if let Action::Cancel { .. } = a {
                         prop_assert_eq!(vs[i], Verdict::Cancel);
                         if notify || enforce {
                             prop_assert!(noticed_ago_s.is_some_and(|a| a >= lim.notice_s), "cancel only after the notice went out");
+                            prop_assert!(noticed_ago_s.is_some_and(|a| a <= c.findings[i].dwell_s), "and went out in this breach");
                         }
                         if enforce {
                             let n = ns.as_ref().unwrap();
                             prop_assert!(n.has_drain() && n.our_reason_job().as_deref() == Some(id), "cancel only after our confirmed drain");
+                            prop_assert!(!n.is_special_besides_drain(), "never cancel on a node special besides our drain");
+                        } else {
+                            prop_assert!(!ns.as_ref().unwrap().is_special(), "observe: never cancel on a special node");
                         }
                     }
                     if let Action::Drain { .. } = a {

@@ -73,6 +73,16 @@ impl SlurmJob {
     }
 }
 
+/// True when `job_id` names a component of a heterogeneous job: the `N+K` form (het job `N`,
+/// offset `K`) that [`squeue_json`] and [`squeue_format`] give every component (from
+/// `het_job_id`/`het_job_offset`, `HetJobID`/`HetJobOffset`; a component without its offset
+/// is a row error, never a plain id). No other Slurm job id contains `+`, so any id with one
+/// counts, even one that is not a well-formed `N+K`: the planner never drains or cancels a het
+/// component (scancel(1): cancelling component 0 cancels the whole het job).
+pub fn is_het_component(job_id: &str) -> bool {
+    job_id.contains('+')
+}
+
 /// Base job states (slurm.h `job_states`); anything else in a state list is a flag.
 pub const BASE_JOB_STATES: [&str; 12] = [
     "PENDING",

@@ -165,16 +165,28 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
     let het_off = text_id(get("hetjoboffset"), "HetJobOffset").map_err(|e| (shown(), e))?;
     let arr = field("jobarrayid");
     let arr = if arr == "N/A" { String::new() } else { arr };
-    if !arr.is_empty() && !is_array_id(&arr) {
-        return Err((shown(), format!("JobArrayID {arr:?} is not N, N_M or N_[ranges]")));
+    let het = match (het_id, het_off) {
+        (Some(h), Some(o)) => Some(format!("{h}+{o}")),
+        (Some(h), None) => return Err((shown(), format!("HetJobID {h} without HetJobOffset"))),
+        _ => None,
+    };
+    // JobArrayID is squeue's `%i` (print.c `_print_job_job_id`), which gives a het component
+    // as `N+K`: that form is read only when it is the component HetJobID and HetJobOffset name.
+    if !arr.is_empty() && !is_array_id(&arr) && het.as_deref() != Some(arr.as_str()) {
+        return Err((
+            shown(),
+            match &het {
+                Some(h) => format!("JobArrayID {arr:?} is not N, N_M, N_[ranges] or the het component {h}"),
+                None => format!("JobArrayID {arr:?} is not N, N_M or N_[ranges]"),
+            },
+        ));
     }
-    let job_id = match (het_id, het_off, raw) {
-        (Some(h), Some(o), _) => format!("{h}+{o}"),
-        (Some(h), None, _) => return Err((shown(), format!("HetJobID {h} without HetJobOffset"))),
+    let job_id = match (het, raw) {
+        (Some(h), _) => h,
         _ if !arr.is_empty() => arr,
-        (_, _, Some(0)) => return Err((None, "JobID 0 is not a job id".into())),
-        (_, _, Some(r)) => r.to_string(),
-        (_, _, None) => return Err((None, "no job id".into())),
+        (_, Some(0)) => return Err((None, "JobID 0 is not a job id".into())),
+        (_, Some(r)) => r.to_string(),
+        (_, None) => return Err((None, "no job id".into())),
     };
     let fail = |p: String| (Some(job_id.clone()), p);
     let state_text = field("state");
@@ -243,6 +255,9 @@ mod tests {
             ("7", "7_x; rm", "N/A", "N/A", "JobArrayID"),
             ("7", "N/A", "6", "-1", r#"HetJobOffset "-1""#),
             ("7", "N/A", "6", "N/A", "HetJobID 6 without HetJobOffset"),
+            ("1230", "1229+1", "N/A", "N/A", r#"JobArrayID "1229+1" is not N"#),
+            ("1230", "1229+2", "1229", "1", "or the het component 1229+1"),
+            ("1230", "1229+1", "1228", "1", "or the het component 1228+1"),
         ] {
             let r = one(raw, arr, het, off);
             assert!(r.jobs.is_empty(), "{raw} {arr} {het} {off}: {r:?}");
@@ -253,6 +268,10 @@ mod tests {
         assert_eq!(ok("8", "7_1", "N/A", "N/A"), "7_1");
         assert_eq!(ok("7", "7_[1-3,5%2]", "N/A", "N/A"), "7_[1-3,5%2]");
         assert_eq!(ok("7", "N/A", "6", "1"), "6+1");
+        // What squeue prints for a het component: JobArrayID is `%i`, the `N+K` form.
+        assert_eq!(ok("1229", "1229+0", "1229", "0"), "1229+0");
+        assert_eq!(ok("1230", "1229+1", "1229", "1"), "1229+1");
+        assert!(crate::parse::is_het_component(&ok("1230", "1229+1", "1229", "1")));
     }
 
     proptest! {
