@@ -195,6 +195,15 @@ impl SlurmClient for SlurmCli {
     }
 
     fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError> {
+        // A second safeguard behind the planner: `scancel N+0` cancels every component of a
+        // het job (scancel(1)), so no het component is ever handed to scancel.
+        if crate::parse::is_het_component(job_id) {
+            return Err(CommandError {
+                command: "scancel".into(),
+                kind: "refused_het_job".into(),
+                problem: format!("{job_id} is a het-job component; scancel would cancel the whole het job"),
+            });
+        }
         let mut o = RunOptions::new(self.timeout);
         o.env_remove = vec!["SCANCEL_*".into()];
         let gone = |s: &str| s.contains("already completing or completed") || s.contains("Invalid job id");
@@ -238,5 +247,23 @@ mod tests {
             "{}",
             e.problem
         );
+    }
+
+    #[test]
+    fn a_het_component_never_reaches_scancel() {
+        // `true` would report success: the refusal must come before any program runs.
+        let mut s = SlurmCli {
+            squeue: "true".into(),
+            scontrol: "true".into(),
+            scancel: "true".into(),
+            source: JobSource::Json,
+            timeout: Duration::from_secs(2),
+        };
+        for id in ["1229+0", "1229+1"] {
+            let e = s.cancel(id).expect_err("a het component is refused");
+            assert_eq!(e.kind, "refused_het_job");
+            assert!(e.problem.contains(id), "{}", e.problem);
+        }
+        assert!(matches!(s.cancel("1230"), Ok(CancelOutcome::Cancelled)));
     }
 }
