@@ -438,7 +438,7 @@ fn multi_node_job_stops_at_alert_in_per_node_mode() {
 }
 
 #[test]
-fn suspect_collector_blocks_drains_and_tells_admins() {
+fn suspect_collector_with_defaults_trips_on_an_8_gpu_node() {
     let dir = tempfile::tempdir().unwrap();
     struct ByPid;
     impl ProcReader for ByPid {
@@ -446,10 +446,12 @@ fn suspect_collector_blocks_drains_and_tells_admins() {
             Some(format!("0::/system.slice/slurmstepd.scope/job_{}/step_0\n", 1900 + pid))
         }
     }
-    let jobs: Vec<SlurmJob> = (0..10).map(|i| job(&format!("{}", 2000 + i), 2000 + i, 1, &[NODE])).collect();
-    let mut w = world(jobs, 10);
+    // One 8-GPU node, one job per GPU, all idle at once; the config leaves suspect_min_jobs
+    // and suspect_frac at their defaults, which must be able to trip on such a node.
+    let jobs: Vec<SlurmJob> = (0..8).map(|i| job(&format!("{}", 2000 + i), 2000 + i, 1, &[NODE])).collect();
+    let mut w = world(jobs, 8);
     w.gpus.with_procs = true;
-    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0)); 10];
+    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0)); 8];
     let exec = RealExecutor {
         slurm: FakeSlurm(w.cluster.clone()),
         notify_command: vec!["true".into()],
@@ -469,7 +471,7 @@ fn suspect_collector_blocks_drains_and_tells_admins() {
         let rep = d.cycle(T0 + i * 60);
         admin += rep.actions.iter().filter(|(a, _)| a.kind() == "admin_alert").count();
     }
-    assert!(w.cluster.borrow().calls.is_empty(), "10 of 10 jobs alerting: suspect the collector");
+    assert!(w.cluster.borrow().calls.is_empty(), "8 of 8 jobs alerting: suspect the collector");
     assert_eq!(admin, 1, "admins told once per hour");
     assert!(d.metrics.skipped.get("suspect_collector").copied().unwrap_or(0) > 0);
 }
