@@ -237,6 +237,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .collect();
         let running_known = complete.then_some(&running);
         let node = self.cfg.node.clone();
+        // RUNNING jobs on this node, whatever their GPU count: our drain stays while the job it
+        // names runs here, and is resumed once it does not (ended, or requeued elsewhere).
+        let running_here: BTreeSet<String> = read
+            .jobs
+            .iter()
+            .filter(|j| j.state == "RUNNING" && j.nodes.contains(&node))
+            .map(|j| j.job_id.clone())
+            .collect();
         let on_node: Vec<&SlurmJob> = read
             .jobs
             .iter()
@@ -465,7 +473,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             node: &node,
             node_state: node_state.as_ref(),
             jobs: &views,
-            running: running_known,
+            // The plan's resume check: is the job our drain names still running on this node?
+            running: complete.then_some(&running_here),
             paused,
             limits: Limits {
                 max_drains_per_hour: e.max_drains_per_hour,

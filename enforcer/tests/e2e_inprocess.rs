@@ -938,3 +938,26 @@ fn own_process_on_another_gpu_replaces_kept_attribution() {
     assert_eq!(kept_gpus(&d), Some(&[1u16][..]));
     assert!(cluster.borrow().calls.is_empty(), "{:?}", cluster.borrow().calls);
 }
+
+/// Job 66 is drained here, then requeued and restarted on gpu002. Our drain named it and it no
+/// longer runs on this node, so the drain is resumed; the job (running elsewhere, out of this
+/// daemon's sight) is never cancelled.
+#[test]
+fn requeued_job_elsewhere_gets_our_node_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("66", 66, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 40);
+    assert_eq!(seen.last().unwrap().2, Verdict::Drain);
+    assert_eq!(w.cluster.borrow().node_state, "MIXED+DRAIN");
+    {
+        let mut c = w.cluster.borrow_mut();
+        c.jobs[0].nodes = vec!["gpu002".into()];
+        c.jobs[0].start_s = Some(T0 + 40 * 60);
+    }
+    run_cycles(&mut d, T0 + 41 * 60, 60);
+    let c = w.cluster.borrow();
+    assert_eq!(c.calls.iter().filter(|c| *c == "resume gpu001").count(), 1, "{:?}", c.calls);
+    assert!(!c.calls.iter().any(|c| c.starts_with("scancel")), "{:?}", c.calls);
+    assert_eq!(c.node_state, "MIXED");
+}
