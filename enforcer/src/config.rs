@@ -81,7 +81,8 @@ pub struct EnforcerConfig {
     pub suspect_frac: f64,
     /// Argv of the notify command run at a job's first alert; the job's user, id and the
     /// reason are appended as three more arguments. Empty: notices go by the webhook, if set;
-    /// enforce mode with a reachable drain or cancel needs one of the two.
+    /// enforce mode with a reachable drain or cancel needs one of the two. A job whose squeue
+    /// user is empty gets no notice: it counts as failed (logged), so no cancel follows.
     pub notify_command: Vec<String>,
     /// Name of the environment variable holding the Slack-compatible webhook URL
     /// (`^[A-Za-z_][A-Za-z0-9_]*$`); empty disables the webhook. The URL itself is never

@@ -488,7 +488,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         });
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         for a in &p.actions {
-            let out = self.executor.execute(a);
+            let out = match a {
+                // A notice to nobody is not delivered, whatever the notify command or webhook
+                // would answer: it fails, so no notice clock starts and no cancel follows.
+                Action::Notice { user, .. } if user.trim().is_empty() => {
+                    Outcome::Failed("the job has no user in squeue; nobody to notify".into())
+                }
+                _ => self.executor.execute(a),
+            };
             let hypothetical = out == Outcome::Would;
             let kind = a.kind();
             Metrics::inc(&mut self.metrics.actions, (kind.to_string(), out.as_str().to_string()));

@@ -711,11 +711,19 @@ fn a_cut_nvidia_smi_row_counts_as_bad_row_never_a_line_number_label() {
 
 #[test]
 fn a_notice_nobody_received_never_lets_a_cancel_follow() {
-    // The notify command fails every time, and then there is no channel at all: the job is
-    // drained (guard 6 needs no notice for a drain) but never cancelled, however long it idles.
-    for notify in [vec!["false".to_string()], vec![]] {
+    // The notify command fails every time; then there is no channel at all; then the notify
+    // command succeeds but the job has no user (squeue gave an empty one): the job is drained
+    // (guard 6 needs no notice for a drain) but never cancelled, however long it idles.
+    for (notify, user) in [
+        (vec!["false".to_string()], "alice"),
+        (vec![], "alice"),
+        (vec!["true".to_string()], ""),
+        (vec!["true".to_string()], " "),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let w = world(vec![job("88", 88, 2, &[NODE])], 2);
+        let mut j = job("88", 88, 2, &[NODE]);
+        j.user = user.into();
+        let w = world(vec![j], 2);
         let exec = RealExecutor {
             slurm: FakeSlurm(w.cluster.clone()),
             notify_command: notify.clone(),
@@ -734,6 +742,7 @@ fn a_notice_nobody_received_never_lets_a_cancel_follow() {
                 .count();
         }
         let calls = w.cluster.borrow().calls.clone();
+        let notify = (notify, user);
         assert!(calls.iter().any(|c| c.starts_with("drain")), "{notify:?}: {calls:?}");
         assert!(
             calls.iter().all(|c| !c.starts_with("scancel") && !c.starts_with("admincomment")),
