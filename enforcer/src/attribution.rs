@@ -1,9 +1,12 @@
 //! Which of this node's GPUs belong to which job.
 //!
 //! Three rules, in order; none of them guesses:
-//! 1. **Kept.** An attribution made earlier for a job is kept while the job runs, unless a
-//!    process of another job now shows on one of its GPUs (then the job is ambiguous). This
-//!    keeps the engine's allocation stable while an idle job's processes come and go.
+//! 1. **Kept.** An attribution made earlier for a job is kept while the same run of the job
+//!    goes on: it is keyed by job id *and* start time, so a requeued job (same id, new start
+//!    time) starts afresh. It is dropped and the job re-derived by the other rules when one of
+//!    the job's own processes shows on a GPU outside it (the job moved or grew), and the job is
+//!    ambiguous when a process of another job shows on one of its GPUs. This keeps the
+//!    engine's allocation stable while an idle job's processes come and go.
 //! 2. **By process.** nvidia-smi compute-app PIDs → `/proc/PID/cgroup` → job (`job_<id>` or
 //!    a Slurm 26.05 SLUID). A job whose processes sit on exactly as many GPUs as it holds on
 //!    this node, and on no GPU shared with another job, gets those GPUs.
@@ -17,6 +20,7 @@
 use crate::parse::cgroup::{self, CgroupJob};
 use crate::parse::smi::{AppsTable, GpuReading};
 use crate::parse::SlurmJob;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -59,6 +63,27 @@ pub struct Attribution {
     pub unresolved_processes: u32,
 }
 
+/// An attribution kept from an earlier cycle for one run of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kept {
+    /// The job's start time when the attribution was made, epoch seconds (squeue `StartTime`);
+    /// a requeued job keeps its id but gets a new start time, and the attribution is dropped.
+    pub start_s: i64,
+    /// The job's GPUs on this node (nvidia-smi indices, sorted).
+    pub gpus: Vec<u16>,
+}
+
+/// Kept attributions per exact job id.
+pub type KeptMap = BTreeMap<String, Kept>;
+
+/// The kept GPUs for `job` when they belong to the same run of it (same start time); `None`
+/// when nothing is kept, the job has no start time, or it was requeued since.
+pub fn kept_for<'a>(kept: &'a KeptMap, job: &SlurmJob) -> Option<&'a [u16]> {
+    let k = kept.get(&job.job_id)?;
+    (job.start_s == Some(k.start_s)).then_some(k.gpus.as_slice())
+}
+
 /// GPUs the job holds on each of its nodes: the TRES count divided evenly over its nodes;
 /// `None` when it does not divide.
 pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
@@ -68,14 +93,15 @@ pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
 
 /// Attributes this node's GPUs. `jobs` are the GPU jobs running on this node (CONFIGURING
 /// ones included, since they hold GPUs too); `complete` says the job list is known to be
-/// whole (no squeue row errors); `kept` is the previous cycle's result.
+/// whole (no squeue row errors); `kept` is the previous cycle's result (used only for the same
+/// run of a job, see [`kept_for`]).
 pub fn attribute(
     jobs: &[&SlurmJob],
     gpus: &[GpuReading],
     apps: Option<&AppsTable>,
     proc: &dyn ProcReader,
     complete: bool,
-    kept: &BTreeMap<String, Vec<u16>>,
+    kept: &KeptMap,
 ) -> Attribution {
     let mut out = Attribution::default();
     let visible: BTreeSet<u16> = gpus.iter().filter_map(|g| g.index).collect();
@@ -112,7 +138,10 @@ pub fn attribute(
     let mut short: Vec<usize> = Vec::new();
     for (pos, job) in jobs.iter().enumerate() {
         let foreign = |g: &u16| claims.get(g).is_some_and(|c| c.iter().any(|p| *p != pos));
-        if let Some(k) = kept.get(&job.job_id) {
+        // The job's own processes on a GPU outside the kept list: the kept list is out of date
+        // (the job moved or was restarted), so it is not used and the job is derived afresh.
+        let strays = |k: &[u16]| claims.iter().any(|(g, c)| c.contains(&pos) && !k.contains(g));
+        if let Some(k) = kept_for(kept, job).filter(|k| !strays(k)) {
             if k.iter().all(|g| visible.contains(g)) && Some(k.len() as u32) == per_node_gpus(job) {
                 if k.iter().any(foreign) {
                     out.jobs.insert(
@@ -120,7 +149,7 @@ pub fn attribute(
                         Attributed::Ambiguous("another job's process on a kept GPU".into()),
                     );
                 } else {
-                    assigned.insert(pos, k.clone());
+                    assigned.insert(pos, k.to_vec());
                 }
                 continue;
             }
@@ -217,8 +246,23 @@ mod tests {
             gpus,
             nodes: nodes.iter().map(|s| s.to_string()).collect(),
             state: "RUNNING".into(),
+            start_s: Some(1000),
             ..Default::default()
         }
+    }
+
+    fn kept(rows: &[(&str, i64, &[u16])]) -> KeptMap {
+        rows.iter()
+            .map(|(id, start_s, g)| {
+                (
+                    id.to_string(),
+                    Kept {
+                        start_s: *start_s,
+                        gpus: g.to_vec(),
+                    },
+                )
+            })
+            .collect()
     }
 
     fn gpus(n: u16) -> Vec<GpuReading> {
@@ -325,10 +369,45 @@ mod tests {
         );
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
         assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
-        let kept: BTreeMap<String, Vec<u16>> = [("10".to_string(), vec![1u16])].into_iter().collect();
+        let kept = kept(&[("10", 1000, &[1])]);
         let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), false, &kept);
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1]));
         let r = attribute(&[&a, &b], &gpus(2), Some(&apps(&[(1, 200)])), &procs(), false, &kept);
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
+    }
+
+    #[test]
+    fn kept_attribution_is_for_one_run_of_the_job() {
+        // Job 10 (1 GPU) was on GPU 0; it is requeued (new start time) and now idle with no
+        // process: the old GPU is not reused, and with 2 GPUs visible it cannot be placed.
+        let mut a = job("10", 11, 1, &["n1"]);
+        let k = kept(&[("10", 1000, &[0])]);
+        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), true, &k);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0]), "same run: kept");
+        a.start_s = Some(2000);
+        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), true, &k);
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
+        // No start time at all: nothing kept applies either.
+        a.start_s = None;
+        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), true, &k);
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
+    }
+
+    #[test]
+    fn own_process_outside_kept_gpus_rederives() {
+        // Same run, kept on GPU 0, but its process now runs on GPU 1: it is placed on GPU 1.
+        let a = job("10", 11, 1, &["n1"]);
+        let k = kept(&[("10", 1000, &[0])]);
+        let r = attribute(&[&a], &gpus(2), Some(&apps(&[(1, 100)])), &procs(), true, &k);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1]));
+        // A 2-GPU job kept on 0,1 with a process now on GPU 2 only: 1 of 2 GPUs placed by
+        // process, and the rest cannot be derived (4 GPUs, 1 job): ambiguous, never guessed.
+        let b = job("10", 11, 2, &["n1"]);
+        let k = kept(&[("10", 1000, &[0, 1])]);
+        let r = attribute(&[&b], &gpus(4), Some(&apps(&[(2, 100)])), &procs(), true, &k);
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
+        // Its process on a kept GPU only: the kept list stands.
+        let r = attribute(&[&b], &gpus(4), Some(&apps(&[(1, 100)])), &procs(), true, &k);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]));
     }
 }

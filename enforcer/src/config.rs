@@ -69,13 +69,20 @@ pub struct EnforcerConfig {
     pub max_drains_per_hour: u32,
     /// Most cancels (or would-cancels) per rolling hour. Default 1.
     pub max_cancels_per_hour: u32,
-    /// The suspect-collector rule applies from this many evaluated GPU jobs. Default 10.
+    /// The suspect-collector rule applies from this many evaluated GPU jobs. Default 3: the
+    /// daemon judges only the jobs on its own node, at most one per GPU (8 on an 8-GPU node),
+    /// so the default must be reachable there; from 3 jobs up, several jobs turning idle at
+    /// once on one node (a broken nvidia-smi, driver or cgroup read) is more likely a collector
+    /// fault than coincidence. With the default `suspect_frac` (0.2) it trips when 1 of 3–4 or
+    /// 2 of 5–8 jobs alert at once; a node with one or two GPU jobs (whole-node jobs) never
+    /// trips.
     pub suspect_min_jobs: u32,
     /// ... when more than this fraction of them reach alert or above. Default 0.2.
     pub suspect_frac: f64,
     /// Argv of the notify command run at a job's first alert; the job's user, id and the
     /// reason are appended as three more arguments. Empty: notices go by the webhook, if set;
-    /// enforce mode with a reachable drain or cancel needs one of the two.
+    /// enforce mode with a reachable drain or cancel needs one of the two. A job whose squeue
+    /// user is empty gets no notice: it counts as failed (logged), so no cancel follows.
     pub notify_command: Vec<String>,
     /// Name of the environment variable holding the Slack-compatible webhook URL
     /// (`^[A-Za-z_][A-Za-z0-9_]*$`); empty disables the webhook. The URL itself is never
@@ -103,7 +110,7 @@ impl Default for EnforcerConfig {
             proc_root: PathBuf::from("/proc"),
             max_drains_per_hour: 2,
             max_cancels_per_hour: 1,
-            suspect_min_jobs: 10,
+            suspect_min_jobs: 3,
             suspect_frac: 0.2,
             notify_command: Vec::new(),
             webhook_url_env: String::new(),

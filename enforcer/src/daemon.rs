@@ -3,7 +3,7 @@
 //! tests drive it in-process with fakes and a recording executor, and the binary drives it
 //! with the command-line implementations.
 
-use crate::attribution::{self, Attributed, ProcReader};
+use crate::attribution::{self, Attributed, Kept, KeptMap, ProcReader};
 use crate::config::{Config, RunMode};
 use crate::executor::{Executor, Outcome};
 use crate::metrics::Metrics;
@@ -71,8 +71,8 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     pub proc: Box<dyn ProcReader>,
     /// Remembered actions.
     pub actions: ActionState,
-    /// Kept attributions.
-    pub kept: BTreeMap<String, Vec<u16>>,
+    /// Kept attributions, per job id, each for one run of the job (its start time).
+    pub kept: KeptMap,
     /// Metrics.
     pub metrics: Metrics,
     /// When this process first saw each standing drain of ours (by job). Not persisted: after
@@ -135,7 +135,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Engine::new(cfg.policy.clone(), engine_mode(mode)),
                 NodeTable::new(),
                 ActionState::default(),
-                BTreeMap::new(),
+                KeptMap::new(),
             ),
             Loaded::Corrupt(why) => {
                 tracing::error!(problem = %why, "state file unreadable; starting from scratch (safe: no escalation carried over)");
@@ -143,7 +143,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     Engine::new(cfg.policy.clone(), engine_mode(mode)),
                     NodeTable::new(),
                     ActionState::default(),
-                    BTreeMap::new(),
+                    KeptMap::new(),
                 )
             }
         };
@@ -237,6 +237,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .collect();
         let running_known = complete.then_some(&running);
         let node = self.cfg.node.clone();
+        // RUNNING jobs on this node, whatever their GPU count: our drain stays while the job it
+        // names runs here, and is resumed once it does not (ended, or requeued elsewhere).
+        let running_here: BTreeSet<String> = read
+            .jobs
+            .iter()
+            .filter(|j| j.state == "RUNNING" && j.nodes.contains(&node))
+            .map(|j| j.job_id.clone())
+            .collect();
         let on_node: Vec<&SlurmJob> = read
             .jobs
             .iter()
@@ -267,19 +275,39 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         self.metrics.abandoned_children = crate::run::abandoned_total();
 
         // 3. Attribution.
+        // Without telemetry only what is kept for the same run of a job carries over (a
+        // requeued job has a new start time and is not placed on its old GPUs).
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
-                .filter_map(|j| self.kept.get(&j.job_id).map(|g| (j.job_id.clone(), Attributed::Gpus(g.clone()))))
+                .filter_map(|j| attribution::kept_for(&self.kept, j).map(|g| (j.job_id.clone(), Attributed::Gpus(g.to_vec()))))
                 .collect()
         } else {
             let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), complete, &self.kept);
             a.jobs
         };
+        // A job placed on other GPUs than were kept for the same run (its own processes showed
+        // up outside the kept ones) sits out this cycle: the engine treats a running job's GPUs
+        // as fixed within a run, and a job left out of a step is forgotten, so it is judged
+        // afresh on its new GPUs from the next cycle on, never on windows of the old ones.
+        let moved: BTreeSet<&str> = on_node
+            .iter()
+            .filter(|j| match (attribution::kept_for(&self.kept, j), attributed.get(&j.job_id)) {
+                (Some(k), Some(Attributed::Gpus(g))) => k != g.as_slice(),
+                _ => false,
+            })
+            .map(|j| j.job_id.as_str())
+            .collect();
         let mut facts: Vec<JobFacts> = Vec::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
         for j in on_node.iter().filter(|j| j.is_judgeable()) {
             let gpus = match attributed.get(&j.job_id) {
+                Some(Attributed::Gpus(_)) if moved.contains(j.job_id.as_str()) => {
+                    tracing::info!(job_id = %j.job_id, "attribution changed within the job's run; job skipped this cycle and judged afresh");
+                    Metrics::inc(&mut self.metrics.skipped, "ambiguous_attribution".to_string());
+                    rep.ambiguous.push(j.job_id.clone());
+                    continue;
+                }
                 Some(Attributed::Gpus(g)) => g,
                 Some(Attributed::Ambiguous(why)) => {
                     tracing::info!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped");
@@ -312,10 +340,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             });
             views_nodes.push(j.nodes.clone());
         }
+        let start_of: BTreeMap<&str, i64> = on_node.iter().filter_map(|j| Some((j.job_id.as_str(), j.start_s?))).collect();
         self.kept = attributed
             .into_iter()
             .filter_map(|(k, v)| match v {
-                Attributed::Gpus(g) => Some((k, g)),
+                Attributed::Gpus(gpus) => {
+                    let start_s = *start_of.get(k.as_str())?;
+                    Some((k, Kept { start_s, gpus }))
+                }
                 Attributed::Ambiguous(_) => None,
             })
             .collect();
@@ -441,7 +473,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             node: &node,
             node_state: node_state.as_ref(),
             jobs: &views,
-            running: running_known,
+            // The plan's resume check: is the job our drain names still running on this node?
+            running: complete.then_some(&running_here),
             paused,
             limits: Limits {
                 max_drains_per_hour: e.max_drains_per_hour,
@@ -455,7 +488,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         });
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         for a in &p.actions {
-            let out = self.executor.execute(a);
+            let out = match a {
+                // A notice to nobody is not delivered, whatever the notify command or webhook
+                // would answer: it fails, so no notice clock starts and no cancel follows.
+                Action::Notice { user, .. } if user.trim().is_empty() => {
+                    Outcome::Failed("the job has no user in squeue; nobody to notify".into())
+                }
+                _ => self.executor.execute(a),
+            };
             let hypothetical = out == Outcome::Would;
             let kind = a.kind();
             Metrics::inc(&mut self.metrics.actions, (kind.to_string(), out.as_str().to_string()));

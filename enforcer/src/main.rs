@@ -58,7 +58,9 @@ enum Cmd {
         #[arg(long)]
         once: bool,
         /// Tests and demos only: use a simulated clock starting at START_S (epoch seconds)
-        /// and advancing STEP_S per cycle, without sleeping.
+        /// and advancing STEP_S per cycle, without sleeping. Refused with mode = "enforce"
+        /// (unless the test-only GPU_REAPER_ALLOW_SIMULATED_ENFORCE=1 is set) and with a
+        /// state_dir holding a real-clock run's state.json.
         #[arg(long, value_name = "START_S:STEP_S")]
         simulated_clock: Option<String>,
         /// Stop after this many cycles.
@@ -186,7 +188,15 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     if let (Some((start, step)), Some(n)) = (sim, if once { Some(1) } else { cycles }) {
         simulated_time(start, step, n - 1)?;
     }
+    if sim.is_some() {
+        check_simulated_clock_allowed(e.mode, &e.state_dir, std::env::var_os(ALLOW_SIMULATED_ENFORCE_ENV).as_deref())?;
+    }
     std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
+    if sim.is_some() {
+        let marker = e.state_dir.join(SIMULATED_MARKER);
+        std::fs::write(&marker, "this state_dir holds state written by enforcer run --simulated-clock\n")
+            .with_context(|| format!("writing {}", marker.display()))?;
+    }
     let timeout = Duration::from_secs(e.command_timeout.secs() as u64);
     let slurm = SlurmCli {
         squeue: e.squeue.clone(),
@@ -248,6 +258,37 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
             std::thread::sleep(Duration::from_secs(interval as u64).saturating_sub(started.elapsed()));
         }
     }
+}
+
+/// Test-only environment variable: set to `1` to allow `--simulated-clock` with `mode =
+/// "enforce"`. Only the repository's end-to-end tests set it, and only with the fake Slurm
+/// and nvidia-smi executables; with real commands a simulated clock would escalate an idle job
+/// to a real drain and cancel within seconds.
+const ALLOW_SIMULATED_ENFORCE_ENV: &str = "GPU_REAPER_ALLOW_SIMULATED_ENFORCE";
+
+/// File in `state_dir` marking state written under `--simulated-clock`.
+const SIMULATED_MARKER: &str = "simulated-clock";
+
+/// Refuses `--simulated-clock` (a) in enforce mode unless `allow` (the value of
+/// [`ALLOW_SIMULATED_ENFORCE_ENV`]) is `1`, and (b) when `state_dir` holds a `state.json` not
+/// written under a simulated clock (no [`SIMULATED_MARKER`] beside it), so simulated
+/// timestamps never mix with a real daemon's state.
+fn check_simulated_clock_allowed(mode: RunMode, state_dir: &std::path::Path, allow: Option<&std::ffi::OsStr>) -> anyhow::Result<()> {
+    let allowed = allow.is_some_and(|v| v == "1");
+    if mode == RunMode::Enforce && !allowed {
+        anyhow::bail!(
+            "--simulated-clock with mode = \"enforce\": refused (a simulated clock runs cycles back to back, so an idle job would be really drained and cancelled within seconds); use mode = \"observe\", or the `enforcer demo` (only the repository's tests, with fake executables, set {ALLOW_SIMULATED_ENFORCE_ENV}=1)"
+        );
+    }
+    let state = state_dir.join("state.json");
+    if state.exists() && !state_dir.join(SIMULATED_MARKER).exists() {
+        anyhow::bail!(
+            "--simulated-clock: state_dir {} already holds {} written by a real-clock run; refused so simulated timestamps never reach a real daemon's state (use an empty state_dir)",
+            state_dir.display(),
+            state.display()
+        );
+    }
+    Ok(())
 }
 
 /// Parses `--simulated-clock START_S:STEP_S`: START_S any epoch second, STEP_S at least 1.

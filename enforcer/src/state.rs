@@ -3,16 +3,17 @@
 //! file is a fresh start; a corrupt or unreadable one is logged by the caller and also means
 //! a fresh start, which is safe: escalation begins again from the first alert.
 
+use crate::attribution::KeptMap;
 use crate::config::RunMode;
 use crate::plan::ActionState;
 use policy::{EngineSnapshot, NodeTable};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-/// The current state-file format.
-pub const STATE_VERSION: u32 = 1;
+/// The current state-file format. Version 2 keys kept attributions by job id and start time
+/// (version 1 had job id only); a version-1 file is not read, which is a fresh start.
+pub const STATE_VERSION: u32 = 2;
 
 /// Everything persisted between cycles and across restarts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,8 +31,8 @@ pub struct StateFile {
     pub engine: EngineSnapshot,
     /// Alerts, notices, drains and cancels made.
     pub actions: ActionState,
-    /// Kept GPU attributions per job id.
-    pub attribution: BTreeMap<String, Vec<u16>>,
+    /// Kept GPU attributions per job id, each with the start time of the run it belongs to.
+    pub attribution: KeptMap,
 }
 
 /// What loading found.

@@ -76,6 +76,9 @@ notify_command = ["notify", "--site-mail"]
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
             .args(["--simulated-clock", &format!("{start}:60"), "--cycles", &cycles.to_string()])
+            // Test-only: the fakes stand in for Slurm and nvidia-smi, so enforce mode with a
+            // simulated clock harms nothing.
+            .env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1")
             .env("PATH", path)
             .env("FAKE_DIR", self.fake_dir())
             .current_dir(self.dir.path())
@@ -363,6 +366,8 @@ fn corrupt_state_never_crashes() {
     let e = plain();
     std::fs::create_dir_all(e.state_dir()).unwrap();
     std::fs::write(e.state_dir().join("state.json"), b"\x00\xffnot json").unwrap();
+    // Marked as a simulated-clock state_dir, so the simulated run below may use it.
+    std::fs::write(e.state_dir().join("simulated-clock"), b"").unwrap();
     let (ok, log) = e.run(&e.config("enforce", ""), T0, 2);
     assert!(ok, "{log}");
     assert!(log.contains("state file unreadable; starting from scratch"));
@@ -641,6 +646,52 @@ fn simulated_clock_and_cycles_are_checked_not_overflowed() {
     }
     let (code, err) = run(&["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"]);
     assert_eq!(code, Some(0), "one cycle at a time that fits: {err}");
+}
+
+/// `--simulated-clock` never reaches a real cluster by mistake: refused in enforce mode without
+/// the test-only variable (before any Slurm command runs), and refused on a state_dir that
+/// holds a real-clock run's state; allowed again on its own simulated state.
+#[test]
+fn simulated_clock_is_refused_in_enforce_mode_and_on_real_state() {
+    let e = plain();
+    let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+    let run = |mode: &str, simulated: bool, allow: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));
+        c.args(["run", "--once", "--config"])
+            .arg(e.config(mode, ""))
+            .env("PATH", &path)
+            .env("FAKE_DIR", e.fake_dir())
+            .env_remove("GPU_REAPER_ALLOW_SIMULATED_ENFORCE");
+        if simulated {
+            c.args(["--simulated-clock", &format!("{T0}:60")]);
+        }
+        if allow {
+            c.env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1");
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = run("enforce", true, false);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("mode = \"enforce\": refused"), "{err}");
+    assert!(e.argv("squeue").is_empty() && e.argv("scancel").is_empty(), "nothing ran");
+    assert!(!e.state_dir().join("state.json").exists());
+    // A real-clock observe run writes state; a simulated run on it is refused, even when
+    // the test-only variable allows enforce mode.
+    let (code, err) = run("observe", false, false);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(e.state_dir().join("state.json").exists());
+    for (mode, allow) in [("observe", false), ("enforce", true)] {
+        let (code, err) = run(mode, true, allow);
+        assert_eq!(code, Some(1), "{mode}: {err}");
+        assert!(err.contains("written by a real-clock run"), "{mode}: {err}");
+    }
+    // A fresh state_dir: a simulated run is allowed, and again on its own state.
+    std::fs::remove_dir_all(e.state_dir()).unwrap();
+    for _ in 0..2 {
+        let (code, err) = run("observe", true, false);
+        assert_eq!(code, Some(0), "{err}");
+    }
 }
 
 #[test]

@@ -369,7 +369,10 @@ fn corrupt_state_file_starts_from_scratch() {
         "fresh start: no escalation carried over"
     );
     let saved = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
-    assert!(saved.contains("\"version\":1"), "rewritten whole");
+    assert!(
+        saved.contains(&format!("\"version\":{}", enforcer::state::STATE_VERSION)),
+        "rewritten whole"
+    );
 }
 
 #[test]
@@ -435,7 +438,7 @@ fn multi_node_job_stops_at_alert_in_per_node_mode() {
 }
 
 #[test]
-fn suspect_collector_blocks_drains_and_tells_admins() {
+fn suspect_collector_with_defaults_trips_on_an_8_gpu_node() {
     let dir = tempfile::tempdir().unwrap();
     struct ByPid;
     impl ProcReader for ByPid {
@@ -443,10 +446,12 @@ fn suspect_collector_blocks_drains_and_tells_admins() {
             Some(format!("0::/system.slice/slurmstepd.scope/job_{}/step_0\n", 1900 + pid))
         }
     }
-    let jobs: Vec<SlurmJob> = (0..10).map(|i| job(&format!("{}", 2000 + i), 2000 + i, 1, &[NODE])).collect();
-    let mut w = world(jobs, 10);
+    // One 8-GPU node, one job per GPU, all idle at once; the config leaves suspect_min_jobs
+    // and suspect_frac at their defaults, which must be able to trip on such a node.
+    let jobs: Vec<SlurmJob> = (0..8).map(|i| job(&format!("{}", 2000 + i), 2000 + i, 1, &[NODE])).collect();
+    let mut w = world(jobs, 8);
     w.gpus.with_procs = true;
-    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0)); 10];
+    *w.gpus.gpus.borrow_mut() = vec![(Some(0.0), Some(40000.0)); 8];
     let exec = RealExecutor {
         slurm: FakeSlurm(w.cluster.clone()),
         notify_command: vec!["true".into()],
@@ -466,7 +471,7 @@ fn suspect_collector_blocks_drains_and_tells_admins() {
         let rep = d.cycle(T0 + i * 60);
         admin += rep.actions.iter().filter(|(a, _)| a.kind() == "admin_alert").count();
     }
-    assert!(w.cluster.borrow().calls.is_empty(), "10 of 10 jobs alerting: suspect the collector");
+    assert!(w.cluster.borrow().calls.is_empty(), "8 of 8 jobs alerting: suspect the collector");
     assert_eq!(admin, 1, "admins told once per hour");
     assert!(d.metrics.skipped.get("suspect_collector").copied().unwrap_or(0) > 0);
 }
@@ -547,22 +552,8 @@ fn attribution_by_process_through_proc_cgroup() {
     struct Two;
     impl Telemetry for Two {
         fn read(&mut self, now_s: i64) -> TelemetryRead {
-            let g = |i: u16, u: f64| GpuReading {
-                index: Some(i),
-                uuid: Some(format!("GPU-{i}")),
-                util_pct: Some(u),
-                mem_used_mib: Some(500.0),
-                mem_total_mib: Some(81920.0),
-                power_w: Some(if u > 50.0 { 300.0 } else { 60.0 } + (now_s % 7) as f64),
-                power_limit_w: Some(400.0),
-                ..Default::default()
-            };
-            let app = |i: u16, pid: u32| ComputeApp {
-                gpu_uuid: Some(format!("GPU-{i}")),
-                pid: Some(pid),
-                used_memory_mib: Some(500.0),
-                process_name: None,
-            };
+            let g = |i: u16, u: f64| reading(i, u, 500.0, now_s);
+            let app = |i: u16, pid: u32| compute_app(i, pid, 500.0);
             TelemetryRead {
                 gpus: vec![g(0, 95.0), g(1, 0.0)],
                 apps: Some(AppsTable {
@@ -608,7 +599,7 @@ fn attribution_by_process_through_proc_cgroup() {
         "job_3002 (array task 3001_1) owns the idle GPU 1: {:?}",
         v["3001_1"]
     );
-    assert_eq!(d.kept.get("3001_1"), Some(&vec![1u16]));
+    assert_eq!(d.kept.get("3001_1").map(|k| k.gpus.as_slice()), Some(&[1u16][..]));
 }
 
 /// smi-util-without-processes (samples/README.md A9): "GPU is busy although no process is
@@ -720,11 +711,19 @@ fn a_cut_nvidia_smi_row_counts_as_bad_row_never_a_line_number_label() {
 
 #[test]
 fn a_notice_nobody_received_never_lets_a_cancel_follow() {
-    // The notify command fails every time, and then there is no channel at all: the job is
-    // drained (guard 6 needs no notice for a drain) but never cancelled, however long it idles.
-    for notify in [vec!["false".to_string()], vec![]] {
+    // The notify command fails every time; then there is no channel at all; then the notify
+    // command succeeds but the job has no user (squeue gave an empty one): the job is drained
+    // (guard 6 needs no notice for a drain) but never cancelled, however long it idles.
+    for (notify, user) in [
+        (vec!["false".to_string()], "alice"),
+        (vec![], "alice"),
+        (vec!["true".to_string()], ""),
+        (vec!["true".to_string()], " "),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let w = world(vec![job("88", 88, 2, &[NODE])], 2);
+        let mut j = job("88", 88, 2, &[NODE]);
+        j.user = user.into();
+        let w = world(vec![j], 2);
         let exec = RealExecutor {
             slurm: FakeSlurm(w.cluster.clone()),
             notify_command: notify.clone(),
@@ -743,6 +742,7 @@ fn a_notice_nobody_received_never_lets_a_cancel_follow() {
                 .count();
         }
         let calls = w.cluster.borrow().calls.clone();
+        let notify = (notify, user);
         assert!(calls.iter().any(|c| c.starts_with("drain")), "{notify:?}: {calls:?}");
         assert!(
             calls.iter().all(|c| !c.starts_with("scancel") && !c.starts_with("admincomment")),
@@ -857,4 +857,220 @@ fn each_breach_needs_its_own_notice_before_a_cancel() {
         notices[1]
     );
     assert!(w.cluster.borrow().calls.iter().any(|c| c == "scancel 42"));
+}
+
+/// GPU `i` of 80 GiB at `util_pct`, `mem_used_mib` used; 300 W when busy (> 50 %), else
+/// 60 W, jittered by the clock so no window looks frozen.
+fn reading(i: u16, util_pct: f64, mem_used_mib: f64, now_s: i64) -> GpuReading {
+    GpuReading {
+        index: Some(i),
+        uuid: Some(format!("GPU-{i}")),
+        util_pct: Some(util_pct),
+        mem_used_mib: Some(mem_used_mib),
+        mem_total_mib: Some(81920.0),
+        power_w: Some(if util_pct > 50.0 { 300.0 } else { 60.0 } + (now_s % 7) as f64),
+        power_limit_w: Some(400.0),
+        ..Default::default()
+    }
+}
+
+/// A compute process `pid` on GPU `i` using `mib`.
+fn compute_app(i: u16, pid: u32, mib: f64) -> ComputeApp {
+    ComputeApp {
+        gpu_uuid: Some(format!("GPU-{i}")),
+        pid: Some(pid),
+        used_memory_mib: Some(mib),
+        process_name: None,
+    }
+}
+
+/// PID → cgroup text, for the requeue tests.
+struct Procs(BTreeMap<u32, String>);
+impl ProcReader for Procs {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        self.0.get(&pid).cloned()
+    }
+}
+
+/// Two GPUs. Phase 0: GPU 0 busy with PID 10, GPU 1 idle. Phase 1 (after a requeue): GPU 0
+/// idle, GPU 1 busy with PID 11. Both PIDs are job 42's.
+#[derive(Clone)]
+struct Phased(Rc<RefCell<u8>>);
+impl Telemetry for Phased {
+    fn read(&mut self, now_s: i64) -> TelemetryRead {
+        let g = |i: u16, u: f64| reading(i, u, if u > 50.0 { 30000.0 } else { 3.0 }, now_s);
+        let app = |i: u16, pid: u32| compute_app(i, pid, 30000.0);
+        let (gpus, apps) = if *self.0.borrow() == 0 {
+            (vec![g(0, 95.0), g(1, 0.0)], vec![app(0, 10)])
+        } else {
+            (vec![g(0, 0.0), g(1, 95.0)], vec![app(1, 11)])
+        };
+        TelemetryRead {
+            gpus,
+            apps: Some(AppsTable {
+                apps,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+fn job42_procs() -> Box<Procs> {
+    Box::new(Procs(
+        [
+            (10, "0::/system.slice/slurmstepd.scope/job_42/step_0\n".to_string()),
+            (11, "0::/system.slice/slurmstepd.scope/job_42/step_0\n".to_string()),
+        ]
+        .into(),
+    ))
+}
+
+fn requeue_cluster() -> Rc<RefCell<Cluster>> {
+    Rc::new(RefCell::new(Cluster {
+        jobs: vec![job("42", 42, 1, &[NODE])],
+        node_state: "MIXED".into(),
+        honour_drain: true,
+        ..Default::default()
+    }))
+}
+
+fn requeue_daemon(
+    dir: &std::path::Path,
+    cluster: &Rc<RefCell<Cluster>>,
+    phase: &Rc<RefCell<u8>>,
+    now: i64,
+) -> Daemon<FakeSlurm, Phased, RealExecutor<FakeSlurm>> {
+    let exec = RealExecutor {
+        slurm: FakeSlurm(cluster.clone()),
+        notify_command: vec!["true".into()],
+        webhook: None,
+        timeout: std::time::Duration::from_secs(1),
+    };
+    Daemon::new(
+        config(dir, "enforce", ""),
+        FakeSlurm(cluster.clone()),
+        Phased(phase.clone()),
+        exec,
+        job42_procs(),
+        now,
+    )
+}
+
+/// Cycles `from..to` (minutes after `t0`): job 42 is never above healthy / insufficient
+/// evidence, is judged every cycle, and no action is taken.
+fn assert_quiet<E: Executor>(d: &mut Daemon<FakeSlurm, Phased, E>, t0: i64, from: i64, to: i64) {
+    for i in from..to {
+        let r = d.cycle(t0 + i * 60);
+        for f in &r.findings {
+            assert!(f.verdict < Verdict::Watching, "cycle {i}: {f:?}");
+        }
+        assert!(r.actions.is_empty(), "cycle {i}: {:?}", r.actions);
+        assert_eq!(r.findings.len(), 1, "cycle {i}: job 42 judged");
+    }
+}
+
+/// Ten cycles with job 42 on GPU 0 (phase 0), from T0.
+fn settle_on_gpu0<E: Executor>(d: &mut Daemon<FakeSlurm, Phased, E>) {
+    for i in 0..10 {
+        d.cycle(T0 + i * 60);
+    }
+    assert_eq!(d.kept.get("42").map(|k| k.gpus.as_slice()), Some(&[0u16][..]));
+}
+
+type Requeue = (
+    tempfile::TempDir,
+    Rc<RefCell<Cluster>>,
+    Rc<RefCell<u8>>,
+    Daemon<FakeSlurm, Phased, RealExecutor<FakeSlurm>>,
+);
+
+/// A state dir, the cluster with job 42, phase 0 and an enforcing daemon after
+/// [`settle_on_gpu0`].
+fn requeue_setup() -> Requeue {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = requeue_cluster();
+    let phase = Rc::new(RefCell::new(0u8));
+    let mut d = requeue_daemon(dir.path(), &cluster, &phase, T0);
+    settle_on_gpu0(&mut d);
+    (dir, cluster, phase, d)
+}
+
+fn kept_gpus<E: Executor>(d: &Daemon<FakeSlurm, Phased, E>) -> Option<&[u16]> {
+    d.kept.get("42").map(|k| k.gpus.as_slice())
+}
+
+/// Job 42, placed on GPU 0 by its process, is requeued while the daemon is down and restarts
+/// here on GPU 1, busy. After the restart from the state file the kept attribution (same id,
+/// old start time) is not reused: 42 is judged on GPU 1, never on its old idle GPU, and no
+/// action is taken against it.
+#[test]
+fn requeued_job_judged_on_its_new_gpu_not_its_kept_one() {
+    let (dir, cluster, phase, d) = requeue_setup();
+    drop(d);
+    // Daemon down 10 minutes; meanwhile job 42 is requeued and restarts here on GPU 1, busy.
+    let t1 = T0 + 20 * 60;
+    cluster.borrow_mut().jobs[0].start_s = Some(t1 - 60);
+    *phase.borrow_mut() = 1;
+    let mut d = requeue_daemon(dir.path(), &cluster, &phase, t1);
+    assert_quiet(&mut d, t1, 0, 200);
+    assert_eq!(kept_gpus(&d), Some(&[1u16][..]));
+    assert_eq!(d.kept["42"].start_s, t1 - 60);
+    let calls = cluster.borrow().calls.clone();
+    assert!(calls.is_empty(), "nothing done to a busy job: {calls:?}");
+}
+
+/// Same, without any downtime: a squeue outage spans the requeue, so the daemon never sees 42
+/// PENDING. The kept attribution is not reused for the new run.
+#[test]
+fn requeue_during_squeue_outage_drops_stale_kept() {
+    let (_dir, cluster, phase, mut d) = requeue_setup();
+    cluster.borrow_mut().squeue_fails = true;
+    for i in 10..15 {
+        d.cycle(T0 + i * 60);
+    }
+    cluster.borrow_mut().jobs[0].start_s = Some(T0 + 12 * 60);
+    *phase.borrow_mut() = 1;
+    cluster.borrow_mut().squeue_fails = false;
+    assert_quiet(&mut d, T0, 15, 200);
+    assert_eq!(kept_gpus(&d), Some(&[1u16][..]));
+    let calls = cluster.borrow().calls.clone();
+    assert!(calls.is_empty(), "nothing done to a busy job: {calls:?}");
+}
+
+/// The kept start time alone guards a requeue; this is the other guard: same run (start time
+/// unchanged), but its process shows up on a GPU outside the kept list. The job is placed
+/// afresh by its process, never judged on the old GPU.
+#[test]
+fn own_process_on_another_gpu_replaces_kept_attribution() {
+    let (_dir, cluster, phase, mut d) = requeue_setup();
+    *phase.borrow_mut() = 1;
+    let r = d.cycle(T0 + 10 * 60);
+    assert_eq!(r.ambiguous, vec!["42".to_string()], "sits out the cycle its GPUs changed");
+    assert_quiet(&mut d, T0, 11, 200);
+    assert_eq!(kept_gpus(&d), Some(&[1u16][..]));
+    assert!(cluster.borrow().calls.is_empty(), "{:?}", cluster.borrow().calls);
+}
+
+/// Job 66 is drained here, then requeued and restarted on gpu002. Our drain named it and it no
+/// longer runs on this node, so the drain is resumed; the job (running elsewhere, out of this
+/// daemon's sight) is never cancelled.
+#[test]
+fn requeued_job_elsewhere_gets_our_node_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("66", 66, 1, &[NODE])], 1);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 40);
+    assert_eq!(seen.last().unwrap().2, Verdict::Drain);
+    assert_eq!(w.cluster.borrow().node_state, "MIXED+DRAIN");
+    {
+        let mut c = w.cluster.borrow_mut();
+        c.jobs[0].nodes = vec!["gpu002".into()];
+        c.jobs[0].start_s = Some(T0 + 40 * 60);
+    }
+    run_cycles(&mut d, T0 + 41 * 60, 60);
+    let c = w.cluster.borrow();
+    assert_eq!(c.calls.iter().filter(|c| *c == "resume gpu001").count(), 1, "{:?}", c.calls);
+    assert!(!c.calls.iter().any(|c| c.starts_with("scancel")), "{:?}", c.calls);
+    assert_eq!(c.node_state, "MIXED");
 }
