@@ -73,11 +73,13 @@ pub struct EnforcerConfig {
     /// daemon judges only the jobs on its own node, at most one per GPU (8 on an 8-GPU node),
     /// so the default must be reachable there; from 3 jobs up, several jobs turning idle at
     /// once on one node (a broken nvidia-smi, driver or cgroup read) is more likely a collector
-    /// fault than coincidence. With the default `suspect_frac` (0.2) it trips when 1 of 3–4 or
-    /// 2 of 5–8 jobs alert at once; a node with one or two GPU jobs (whole-node jobs) never
-    /// trips.
+    /// fault than coincidence. With the default `suspect_frac` (0.5) it trips when more than
+    /// half of them alert at once (2 of 3, 3 of 4–5, 5 of 8); one wasteful job among several
+    /// busy ones stays actionable, and a node with one or two GPU jobs never trips.
     pub suspect_min_jobs: u32,
-    /// ... when more than this fraction of them reach alert or above. Default 0.2.
+    /// ... when more than this fraction of them reach alert or above. Default 0.5: a broken
+    /// collector makes most of a node's jobs look idle at once, while ordinary waste is one
+    /// job at a time.
     pub suspect_frac: f64,
     /// Argv of the notify command run at a job's first alert; the job's user, id and the
     /// reason are appended as three more arguments. Empty: notices go by the webhook, if set;
@@ -111,7 +113,7 @@ impl Default for EnforcerConfig {
             max_drains_per_hour: 2,
             max_cancels_per_hour: 1,
             suspect_min_jobs: 3,
-            suspect_frac: 0.2,
+            suspect_frac: 0.5,
             notify_command: Vec::new(),
             webhook_url_env: String::new(),
             log_findings_from: "alert".into(),
