@@ -637,3 +637,36 @@ fn while_paused_a_skipped_drain_is_reported_as_paused() {
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &spent, true, limits(), None);
     assert!(p.skips.iter().all(|s| s.kind == SkipKind::Paused), "{:?}", p.skips);
 }
+
+#[test]
+fn default_suspect_rule_trips_on_most_of_a_node_but_not_on_one_wasteful_job() {
+    // The shipped defaults, not the table's own limits.
+    let d = enforcer::config::EnforcerConfig::default();
+    let lim = Limits {
+        suspect_min_jobs: d.suspect_min_jobs,
+        suspect_frac: d.suspect_frac,
+        ..limits()
+    };
+    let suspect = |v: &[Verdict]| {
+        Case::new(v)
+            .plan(
+                RunMode::Enforce,
+                Some(&node("MIXED", None)),
+                &ActionState::default(),
+                false,
+                lim,
+                None,
+            )
+            .suspect
+    };
+    use Verdict::{Alert, Drain, Healthy};
+    // One wasteful job among busy ones stays actionable, on a node of 3, 4 or 8 jobs.
+    assert!(!suspect(&[Drain, Healthy, Healthy]));
+    assert!(!suspect(&[Drain, Healthy, Healthy, Healthy]));
+    assert!(!suspect(&[Drain, Alert, Alert, Healthy, Healthy, Healthy, Healthy, Healthy]));
+    // Most of the node's jobs at alert at once: a collector fault is likelier.
+    assert!(suspect(&[Drain, Alert, Healthy]));
+    assert!(suspect(&[Drain, Alert, Alert, Alert, Alert, Healthy, Healthy, Healthy]));
+    // One or two jobs never trip it.
+    assert!(!suspect(&[Drain, Alert]));
+}
