@@ -42,34 +42,138 @@ pub struct JobFacts {
     pub alloc: Vec<GpuRef>,
 }
 
-/// One reading of one GPU at one time. Every field but `t_s`, `node` and `gpu` is optional:
-/// missing stays missing and is never read as zero.
+/// One optional reading of a [`Sample`]: a value, or missing. Eight bytes, where
+/// `Option<f64>` takes sixteen; a sample is read once per GPU per cycle, so its size is the
+/// engine's memory traffic.
 ///
-/// Values are checked by the engine (see `sample_check`): out-of-bounds values and vendor
-/// sentinels make a field invalid, not zero.
+/// Missing is a NaN with a payload of its own. A present NaN (which guard 3 rejects as
+/// invalid) is stored as the ordinary quiet NaN, so it can never be read back as missing:
+/// missing stays missing, and a bad value stays a bad value. Serialised as an `Option<f64>`.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(from = "Option<f64>", into = "Option<f64>")]
+pub struct Reading(f64);
+
+/// The bit pattern of [`Reading::MISSING`]: a quiet NaN whose payload no arithmetic produces.
+const MISSING_BITS: u64 = 0x7ff8_6d69_7373_696e;
+
+impl Reading {
+    /// No value (an absent field, or `[N/A]`).
+    pub const MISSING: Reading = Reading(f64::from_bits(MISSING_BITS));
+
+    /// A present value. A NaN is kept as present (and rejected by guard 3), never as missing.
+    #[inline]
+    pub fn value(v: f64) -> Reading {
+        if v.to_bits() == MISSING_BITS {
+            Reading(f64::NAN)
+        } else {
+            Reading(v)
+        }
+    }
+
+    /// The value, or `None` when missing.
+    #[inline]
+    pub fn get(self) -> Option<f64> {
+        (!self.is_missing()).then_some(self.0)
+    }
+
+    /// True when there is no value.
+    #[inline]
+    pub fn is_missing(self) -> bool {
+        self.0.to_bits() == MISSING_BITS
+    }
+
+    /// The raw bits: [`Reading::MISSING`]'s own pattern when missing. Two readings with equal
+    /// bits are the same reading; the engine's frozen-collector check compares these.
+    #[inline]
+    pub fn to_bits(self) -> u64 {
+        self.0.to_bits()
+    }
+
+    /// The value as stored: NaN (with the missing payload) when missing. Every bounds
+    /// comparison on it is false when missing, so `lo <= x && x <= hi` means "present and
+    /// in bounds".
+    #[inline]
+    pub(crate) fn raw(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for Reading {
+    /// Missing.
+    fn default() -> Reading {
+        Reading::MISSING
+    }
+}
+
+impl From<Option<f64>> for Reading {
+    fn from(v: Option<f64>) -> Reading {
+        v.map_or(Reading::MISSING, Reading::value)
+    }
+}
+
+impl From<f64> for Reading {
+    fn from(v: f64) -> Reading {
+        Reading::value(v)
+    }
+}
+
+impl From<Reading> for Option<f64> {
+    fn from(r: Reading) -> Option<f64> {
+        r.get()
+    }
+}
+
+impl PartialEq for Reading {
+    /// Bitwise: a reading equals itself even when it is a NaN.
+    fn eq(&self, other: &Reading) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.get() {
+            Some(v) => write!(f, "{v:?}"),
+            None => f.write_str("missing"),
+        }
+    }
+}
+
+impl PartialEq<Option<f64>> for Reading {
+    fn eq(&self, other: &Option<f64>) -> bool {
+        *self == Reading::from(*other)
+    }
+}
+
+/// One reading of one GPU at one time. Every field but `t_s`, `node` and `gpu` is optional
+/// ([`Reading::MISSING`], or `None` for `procs`): missing stays missing and is never read as
+/// zero. 72 bytes.
+///
+/// Values are checked by the engine (guard 3, see `sample_check`): out-of-bounds values and
+/// vendor sentinels make a field invalid, not zero.
 #[derive(Clone, Copy, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Sample {
     /// When the reading was taken, epoch seconds.
     pub t_s: i64,
+    /// `utilization.gpu` (nvidia-smi) or `DCGM_FI_DEV_GPU_UTIL`, percent 0–100.
+    pub util_pct: Reading,
+    /// `memory.used`, MiB.
+    pub mem_used_mib: Reading,
+    /// `memory.total`, MiB.
+    pub mem_total_mib: Reading,
+    /// `power.draw`, watts.
+    pub power_w: Reading,
+    /// `power.limit`, watts.
+    pub power_limit_w: Reading,
+    /// `DCGM_FI_PROF_SM_ACTIVE`, a fraction 0–1. Used as the compute reading only when
+    /// `util_pct` is missing.
+    pub sm_active: Reading,
+    /// Count of compute processes (`--query-compute-apps` rows for this GPU).
+    pub procs: Option<u32>,
     /// Node the GPU is on.
     pub node: NodeId,
     /// GPU index on the node, as in [`GpuRef::gpu`].
     pub gpu: u16,
-    /// `utilization.gpu` (nvidia-smi) or `DCGM_FI_DEV_GPU_UTIL`, percent 0–100.
-    pub util_pct: Option<f64>,
-    /// `memory.used`, MiB.
-    pub mem_used_mib: Option<f64>,
-    /// `memory.total`, MiB.
-    pub mem_total_mib: Option<f64>,
-    /// `power.draw`, watts.
-    pub power_w: Option<f64>,
-    /// `power.limit`, watts.
-    pub power_limit_w: Option<f64>,
-    /// Count of compute processes (`--query-compute-apps` rows for this GPU).
-    pub procs: Option<u32>,
-    /// `DCGM_FI_PROF_SM_ACTIVE`, a fraction 0–1. Used as the compute reading only when
-    /// `util_pct` is missing.
-    pub sm_active: Option<f64>,
 }
 
 /// Which part of each allocation the caller observes.
@@ -176,6 +280,27 @@ impl NodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_is_72_bytes() {
+        assert_eq!(std::mem::size_of::<Sample>(), 72);
+    }
+
+    #[test]
+    fn readings_keep_missing_apart_from_nan() {
+        assert_eq!(Reading::from(None).get(), None);
+        assert_eq!(Reading::from(Some(3.5)).get(), Some(3.5));
+        // A NaN value, even one carrying the missing payload, stays a present (bad) value.
+        let nan = Reading::value(f64::from_bits(MISSING_BITS));
+        assert!(!nan.is_missing() && nan.get().is_some_and(f64::is_nan));
+        assert!(Reading::value(f64::NAN).get().is_some());
+        assert!(Reading::default().is_missing());
+        assert!(!(Reading::MISSING.raw() >= 0.0) && !(Reading::MISSING.raw() <= 0.0));
+        let json = serde_json::to_string(&[Reading::from(Some(1.5)), Reading::MISSING]).unwrap();
+        assert_eq!(json, "[1.5,null]");
+        let back: Vec<Reading> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, vec![Reading::from(Some(1.5)), Reading::MISSING]);
+    }
 
     #[test]
     fn node_table_interns_densely() {

@@ -30,7 +30,7 @@ pub use config::{ConfigError, ExemptConfig, Policy, PolicyConfig, Stage, StageCo
 pub use duration::{DurationError, DurationS};
 pub use engine::{alloc_nodes, Engine, EngineCounters, EngineSnapshot, Mode};
 pub use finding::{one_line, Cap, Cause, Evidence, Finding};
-pub use input::{DrainConfirmation, GpuRef, JobFacts, NodeId, NodeTable, Observation, Sample, Scope};
+pub use input::{DrainConfirmation, GpuRef, JobFacts, NodeId, NodeTable, Observation, Reading, Sample, Scope};
 pub use sample_check::{is_sentinel, DCGM_FP64_BLANK, DCGM_INT32_BLANK, DCGM_INT64_BLANK, MAX_MEM_MIB, MAX_POWER_W, SENTINEL_U32};
 pub use signature::SignatureId;
 pub use verdict::Verdict;

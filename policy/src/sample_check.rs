@@ -72,18 +72,18 @@ fn keep(v: Option<f64>, lo: f64, open_lo: bool, hi: f64, invalid: &mut u8) -> Op
 #[inline]
 pub(crate) fn check(s: &Sample) -> Checked {
     let mut bad = 0u8;
-    let util = keep(s.util_pct, 0.0, false, 100.0, &mut bad);
-    let sm = keep(s.sm_active, 0.0, false, 1.0, &mut bad);
-    let mem_total = keep(s.mem_total_mib, 0.0, true, MAX_MEM_MIB, &mut bad);
-    let mut mem_used = keep(s.mem_used_mib, 0.0, false, MAX_MEM_MIB, &mut bad);
+    let util = keep(s.util_pct.get(), 0.0, false, 100.0, &mut bad);
+    let sm = keep(s.sm_active.get(), 0.0, false, 1.0, &mut bad);
+    let mem_total = keep(s.mem_total_mib.get(), 0.0, true, MAX_MEM_MIB, &mut bad);
+    let mut mem_used = keep(s.mem_used_mib.get(), 0.0, false, MAX_MEM_MIB, &mut bad);
     if let (Some(u), Some(t)) = (mem_used, mem_total) {
         if u > t {
             bad += 1;
             mem_used = None;
         }
     }
-    let power = keep(s.power_w, 0.0, true, MAX_POWER_W, &mut bad);
-    let limit = keep(s.power_limit_w, 0.0, true, MAX_POWER_W, &mut bad);
+    let power = keep(s.power_w.get(), 0.0, true, MAX_POWER_W, &mut bad);
+    let limit = keep(s.power_limit_w.get(), 0.0, true, MAX_POWER_W, &mut bad);
     let procs = match s.procs {
         Some(p) if p > MAX_PROCS => {
             bad += 1;
@@ -96,7 +96,7 @@ pub(crate) fn check(s: &Sample) -> Checked {
         (None, Some(f)) => Some(f * 100.0),
         (None, None) => None,
     };
-    let all_zero_raw = s.util_pct == Some(0.0) && s.mem_used_mib == Some(0.0) && s.power_w == Some(0.0);
+    let all_zero_raw = s.util_pct.get() == Some(0.0) && s.mem_used_mib.get() == Some(0.0) && s.power_w.get() == Some(0.0);
     Checked {
         // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
         util_milli: compute.map(|u| (u * 1000.0 + 0.5) as u32),
@@ -135,16 +135,18 @@ impl RawKey {
     }
 }
 
+/// Every reading's bits; a missing reading has [`crate::Reading::MISSING`]'s own pattern, and
+/// a missing process count `u64::MAX`, which no `u32` count reaches.
+#[inline(always)]
 pub(crate) fn raw_key(s: &Sample) -> RawKey {
-    let b = |v: Option<f64>| v.map_or(u64::MAX - 1, f64::to_bits);
     RawKey([
-        b(s.util_pct),
-        b(s.mem_used_mib),
-        b(s.mem_total_mib),
-        b(s.power_w),
-        b(s.power_limit_w),
-        s.procs.map_or(u64::MAX - 1, u64::from),
-        b(s.sm_active),
+        s.util_pct.to_bits(),
+        s.mem_used_mib.to_bits(),
+        s.mem_total_mib.to_bits(),
+        s.power_w.to_bits(),
+        s.power_limit_w.to_bits(),
+        s.procs.map_or(u64::MAX, u64::from),
+        s.sm_active.to_bits(),
     ])
 }
 

@@ -48,7 +48,7 @@ const LANES: [u128; 16] = {
 /// One valid sample in a window: 20 bytes. Time is an offset from the window's `base_t_s`;
 /// power is kept in tenths of a watt (decisions use full precision at ingest; only the
 /// evidence's mean and the spin CV see the rounding).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 struct Entry {
     t_off: u32,
     util_milli: u32,
@@ -265,18 +265,31 @@ impl Default for Brief {
 
 const NO_TIME: i64 = i64::MIN;
 
-/// One GPU's window state.
+/// A reading of a [`Sample`] as (present, value); a missing one reads as NaN, which fails
+/// every bounds comparison below, so "present and out of bounds" is `present && !in_bounds`.
+#[inline(always)]
+fn field(v: crate::input::Reading) -> (bool, f64) {
+    (!v.is_missing(), v.raw())
+}
+
+/// One GPU's window state: a ring of [`Entry`]s (oldest at `head`) with its counts and sums.
+///
+/// Serialised (for the enforcer's state file) as its entries and clocks only; counts, sums
+/// and the sliding maximum are rebuilt from the entries on load, so a state file cannot carry
+/// counts that disagree with its entries.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(into = "WindowRepr", from = "WindowRepr")]
 pub(crate) struct GpuWindow {
-    entries: VecDeque<Entry>,
-    /// How many entries at the front of `entries` form the "out" part (with suffix maxima).
+    /// Ring storage; its length is the capacity (grown by doubling when full).
+    ring: Box<[Entry]>,
+    /// Index of the oldest entry.
+    head: u32,
+    /// Entries in the window.
+    len: u32,
+    /// How many entries from `head` form the "out" part (with suffix maxima).
     out_len: u32,
     /// Highest util among the entries after the "out" part.
     in_max_milli: u32,
-    /// Times of invalid samples still in the window; allocated only when there is one, to keep
-    /// the common window small (a boxed deque is one word; an inline one is four).
-    #[allow(clippy::box_collection)]
-    invalid: Option<Box<VecDeque<i64>>>,
     /// Per-flag counts over the entries, as three u128 words of four 32-bit lanes each
     /// (flag bit `b` is lane `b % 4` of word `b / 4`), so that adding or removing an entry
     /// is three additions. Lanes cannot overflow: a window never holds 2³² entries.
@@ -292,17 +305,66 @@ pub(crate) struct GpuWindow {
     /// A 64-bit mix of the previous valid sample's readings, for frozen-collector detection.
     /// A collision can only make a window look frozen (insufficient evidence), the safe side.
     prev_raw: u64,
+    /// Times of invalid samples still in the window; allocated only when there is one, to keep
+    /// the common window small.
+    #[allow(clippy::box_collection)]
+    invalid: Option<Box<VecDeque<i64>>>,
     /// Samples dropped as late over the GPU's life.
     pub(crate) late: u32,
+}
+
+/// The serialised form of a [`GpuWindow`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct WindowRepr {
+    entries: Vec<Entry>,
+    invalid: Vec<i64>,
+    base_t_s: i64,
+    newest_t_s: i64,
+    last_valid_t_s: i64,
+    prev_raw: u64,
+    late: u32,
+}
+
+impl From<GpuWindow> for WindowRepr {
+    fn from(w: GpuWindow) -> WindowRepr {
+        WindowRepr {
+            entries: w.iter().copied().collect(),
+            invalid: w.invalid.map(|v| v.into_iter().collect()).unwrap_or_default(),
+            base_t_s: w.base_t_s,
+            newest_t_s: w.newest_t_s,
+            last_valid_t_s: w.last_valid_t_s,
+            prev_raw: w.prev_raw,
+            late: w.late,
+        }
+    }
+}
+
+impl From<WindowRepr> for GpuWindow {
+    fn from(r: WindowRepr) -> GpuWindow {
+        let mut w = GpuWindow {
+            base_t_s: r.base_t_s,
+            newest_t_s: r.newest_t_s,
+            last_valid_t_s: r.last_valid_t_s,
+            prev_raw: r.prev_raw,
+            late: r.late,
+            invalid: (!r.invalid.is_empty()).then(|| Box::new(r.invalid.into_iter().collect())),
+            ..GpuWindow::default()
+        };
+        for e in r.entries {
+            w.push(e);
+        }
+        w
+    }
 }
 
 impl Default for GpuWindow {
     fn default() -> Self {
         GpuWindow {
-            entries: VecDeque::new(),
+            ring: Box::new([]),
+            head: 0,
+            len: 0,
             out_len: 0,
             in_max_milli: 0,
-            invalid: None,
             counts: [0; 3],
             sum_util_milli: 0,
             sum_power_dw: 0,
@@ -312,6 +374,7 @@ impl Default for GpuWindow {
             newest_t_s: NO_TIME,
             last_valid_t_s: NO_TIME,
             prev_raw: 0,
+            invalid: None,
             late: 0,
         }
     }
@@ -325,6 +388,69 @@ impl GpuWindow {
 
     fn invalid_count(&self) -> u32 {
         self.invalid.as_ref().map_or(0, |v| v.len() as u32)
+    }
+
+    /// The entries, oldest first.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &Entry> {
+        let cap = self.ring.len();
+        let (h, n) = (self.head as usize, self.len as usize);
+        let first = &self.ring[h.min(cap)..(h + n).min(cap)];
+        let wrapped = &self.ring[..(h + n).saturating_sub(cap)];
+        first.iter().chain(wrapped)
+    }
+
+    fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut Entry> {
+        let cap = self.ring.len();
+        let (h, n) = (self.head as usize, self.len as usize);
+        let (wrapped, first) = self.ring.split_at_mut(h.min(cap));
+        let first = &mut first[..n.min(cap - h.min(cap))];
+        let wrapped_n = (h + n).saturating_sub(cap);
+        first.iter_mut().chain(wrapped[..wrapped_n].iter_mut())
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<&Entry> {
+        (self.len > 0).then(|| &self.ring[self.head as usize])
+    }
+
+    #[inline(always)]
+    fn back(&self) -> Option<&Entry> {
+        if self.len == 0 {
+            return None;
+        }
+        let mut i = self.head as usize + self.len as usize - 1;
+        if i >= self.ring.len() {
+            i -= self.ring.len();
+        }
+        Some(&self.ring[i])
+    }
+
+    /// Doubles the ring (at least `hint` entries), keeping the entries in order from index 0.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, hint: usize) {
+        let cap = (self.ring.len() * 2).max(hint).max(4);
+        let mut v: Vec<Entry> = Vec::with_capacity(cap);
+        v.extend(self.iter().copied());
+        v.resize(cap, Entry::default());
+        self.ring = v.into_boxed_slice();
+        self.head = 0;
+    }
+
+    /// Appends `e` and counts it.
+    #[inline(always)]
+    fn push(&mut self, e: Entry) {
+        if self.len as usize == self.ring.len() {
+            self.grow(0);
+        }
+        let mut i = self.head as usize + self.len as usize;
+        if i >= self.ring.len() {
+            i -= self.ring.len();
+        }
+        self.ring[i] = e;
+        self.len += 1;
+        self.in_max_milli = self.in_max_milli.max(e.util_milli);
+        self.count::<true>(&e);
     }
 
     /// Adds (`ADD`) or removes an entry's flag counts and sums.
@@ -352,6 +478,12 @@ impl GpuWindow {
 
     /// Ingests one sample. Callers hand a GPU's samples of one cycle in (time, readings)
     /// order; a sample not newer than the newest ingested is dropped and counted in `late`.
+    ///
+    /// Guard 3 is applied here field by field (see `sample_check`): a field that is absent,
+    /// a sentinel or out of bounds is unknown, never zero, and a present but rejected field
+    /// marks the sample invalid. `sample_check::check` states the same rules one field at a
+    /// time; `ingest_agrees_with_check` holds the two together.
+    #[inline(always)]
     pub(crate) fn ingest(&mut self, s: &Sample, now_s: i64, th: &IngestThresholds) {
         if s.t_s > now_s.saturating_add(th.skew_s) {
             // Guard 10: a sample from the future is invalid evidence; it must not move
@@ -366,49 +498,63 @@ impl GpuWindow {
         self.newest_t_s = s.t_s;
         if self.base_t_s == NO_TIME {
             self.base_t_s = s.t_s;
-            self.entries.reserve(th.ring_hint);
+            self.grow(th.ring_hint);
         }
-        let c = sample_check::check(s);
-        let Some(util_milli) = c.util_milli else {
+        use sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS};
+        let (u_p, u) = field(s.util_pct);
+        let (sm_p, sm) = field(s.sm_active);
+        let (mt_p, mt) = field(s.mem_total_mib);
+        let (mu_p, mu) = field(s.mem_used_mib);
+        let (p_p, p) = field(s.power_w);
+        let (l_p, l) = field(s.power_limit_w);
+        let u_ok = u >= 0.0 && u <= 100.0;
+        let sm_ok = sm >= 0.0 && sm <= 1.0;
+        let mt_ok = mt > 0.0 && mt <= MAX_MEM_MIB;
+        let mu_in = mu >= 0.0 && mu <= MAX_MEM_MIB;
+        // Memory used above a valid total is rejected too (it counts as a second bad field).
+        let mu_over = mu_in && mt_ok && mu > mt;
+        let mu_ok = mu_in && !mu_over;
+        let p_ok = p > 0.0 && p <= MAX_POWER_W;
+        let l_ok = l > 0.0 && l <= MAX_POWER_W;
+        let procs_bad = matches!(s.procs, Some(x) if x > MAX_PROCS);
+        let any_bad =
+            (u_p & !u_ok) | (sm_p & !sm_ok) | (mt_p & !mt_ok) | (mu_p & !mu_in) | mu_over | (p_p & !p_ok) | (l_p & !l_ok) | procs_bad;
+        let compute = if u_ok {
+            u
+        } else if sm_ok {
+            sm * 100.0
+        } else {
             self.note_invalid(s.t_s);
             return;
         };
-        if c.invalid_fields > 0 {
+        if any_bad {
             self.note_invalid(s.t_s);
         }
-        let mut flags = 0u16;
-        if let Some(used) = c.mem_used_mib {
-            flags |= MEM_KNOWN;
-            let held = match c.mem_total_mib {
-                Some(total) => used >= th.mem_held_frac * total,
-                None => used >= th.mem_held_mib,
-            };
-            flags |= if held { MEM_HELD } else { MEM_FREE };
-        }
-        match c.procs {
-            Some(0) => flags |= PROCS_ZERO,
-            Some(_) => flags |= PROCS_POS,
-            None => {}
-        }
-        if let Some(p) = c.power_w {
-            flags |= POWER_KNOWN;
-            let (idle, spin_low) = match c.power_limit_w {
-                Some(limit) => (p <= th.idle_power_frac * limit, p <= th.spin_power_frac * limit),
-                None => (p <= th.idle_power_w, p <= th.idle_power_w),
-            };
-            if idle {
-                flags |= POWER_IDLE;
-            }
-            if spin_low {
-                flags |= POWER_SPIN_LOW;
-            }
-        }
-        if util_milli >= th.spin_util_milli {
-            flags |= UTIL_SPIN;
-        }
-        if c.all_zero_raw {
-            flags |= ALL_ZERO;
-        }
+        // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
+        let util_milli = (compute * 1000.0 + 0.5) as u32;
+        let held = if mt_ok {
+            mu >= th.mem_held_frac * mt
+        } else {
+            mu >= th.mem_held_mib
+        };
+        let (idle, spin_low) = if l_ok {
+            (p <= th.idle_power_frac * l, p <= th.spin_power_frac * l)
+        } else {
+            (p <= th.idle_power_w, p <= th.idle_power_w)
+        };
+        let bit = |c: bool, f: u16| if c { f } else { 0 };
+        let procs = s.procs.unwrap_or(u32::MAX);
+        let mut flags = bit(mu_ok, MEM_KNOWN)
+            | bit(mu_ok && held, MEM_HELD)
+            | bit(mu_ok && !held, MEM_FREE)
+            | bit(procs == 0, PROCS_ZERO)
+            | bit(procs != 0 && procs <= MAX_PROCS, PROCS_POS)
+            | bit(p_ok, POWER_KNOWN)
+            | bit(p_ok && idle, POWER_IDLE)
+            | bit(p_ok && spin_low, POWER_SPIN_LOW)
+            | bit(util_milli >= th.spin_util_milli, UTIL_SPIN)
+            // The broken-exporter pattern on the raw readings: absent fields are NaN here.
+            | bit(u == 0.0 && mu == 0.0 && p == 0.0, ALL_ZERO);
         let key = sample_check::raw_key(s).mix();
         if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
             flags |= CHANGED;
@@ -420,36 +566,35 @@ impl GpuWindow {
         self.last_valid_t_s = s.t_s;
         // Offsets beyond u32 (136 years) cannot occur for one running job; saturate anyway.
         let t_off = s.t_s.saturating_sub(self.base_t_s).clamp(0, u32::MAX as i64) as u32;
-        let e = Entry {
+        self.push(Entry {
             t_off,
             util_milli,
             // Both are bounded (guard 3) and non-negative: +0.5 and truncation rounds.
-            power_dw: c.power_w.map_or(0, |p| (p * 10.0 + 0.5) as u16),
-            mem_mib: c.mem_used_mib.map_or(0, |m| (m + 0.5) as u32),
+            power_dw: if p_ok { (p * 10.0 + 0.5) as u16 } else { 0 },
+            mem_mib: if mu_ok { (mu + 0.5) as u32 } else { 0 },
             flags,
             suffix_max_milli: 0,
-        };
-        self.in_max_milli = self.in_max_milli.max(util_milli);
-        self.count::<true>(&e);
-        self.entries.push_back(e);
+        });
     }
 
     /// Moves every entry into the "out" part, computing suffix maxima back to front.
     #[cold]
+    #[inline(never)]
     fn rebuild_suffix_max(&mut self) {
         let mut m = 0;
-        for e in self.entries.iter_mut().rev() {
+        for e in self.iter_mut().rev() {
             m = m.max(e.util_milli);
             e.suffix_max_milli = m;
         }
-        self.out_len = self.entries.len() as u32;
+        self.out_len = self.len;
         self.in_max_milli = 0;
     }
 
     /// Highest util in the window, thousandths of a percent.
+    #[inline(always)]
     fn peak_milli(&self) -> u32 {
         let out = if self.out_len > 0 {
-            self.entries.front().map_or(0, |e| e.suffix_max_milli)
+            self.front().map_or(0, |e| e.suffix_max_milli)
         } else {
             0
         };
@@ -469,6 +614,7 @@ impl GpuWindow {
     }
 
     /// Drops everything at or before `now − window`.
+    #[inline(always)]
     pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
         let cutoff = now_s.saturating_sub(th.window_s);
         if self.invalid.is_some() {
@@ -479,7 +625,8 @@ impl GpuWindow {
         }
         // Entries at offset ≤ off_cut are at or before the cutoff.
         let off_cut = cutoff.saturating_sub(self.base_t_s).min(u32::MAX as i64) as u32;
-        while let Some(e) = self.entries.front().copied() {
+        while self.len > 0 {
+            let e = self.ring[self.head as usize];
             if e.t_off > off_cut {
                 break;
             }
@@ -487,7 +634,11 @@ impl GpuWindow {
                 self.rebuild_suffix_max();
             }
             self.count::<false>(&e);
-            self.entries.pop_front();
+            self.head += 1;
+            if self.head as usize == self.ring.len() {
+                self.head = 0;
+            }
+            self.len -= 1;
             self.out_len -= 1;
         }
     }
@@ -503,8 +654,8 @@ impl GpuWindow {
     /// [`GpuWindow::evict`] first.
     #[inline(always)]
     pub(crate) fn brief(&self, now_s: i64, th: &IngestThresholds) -> Brief {
-        let n = self.entries.len() as u32;
-        let (Some(first), Some(last)) = (self.entries.front(), self.entries.back()) else {
+        let n = self.len;
+        let (Some(first), Some(last)) = (self.front(), self.back()) else {
             return Brief {
                 invalid: self.invalid_count(),
                 ..Brief::default()
