@@ -7,7 +7,7 @@ use crate::input::{GpuRef, JobFacts, NodeId, Observation, Sample, Scope};
 use crate::sample_check;
 use crate::signature;
 use crate::verdict::Verdict;
-use crate::window::{Brief, Coverage, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
+use crate::window::{Brief, Coverage, Cycle, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -27,6 +27,20 @@ pub enum Mode {
     /// the hypothetical confirmations it passes in count; nothing is confirmed automatically.
     /// Drain and cancel findings are marked hypothetical.
     ObserveReported,
+}
+
+/// Why [`Engine::with_policies`] refused a set of policies.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SharedWindowError {
+    /// The list of policies is empty.
+    #[error("an engine needs at least one policy")]
+    NoPolicy,
+    /// A policy's windows differ from the first policy's.
+    #[error("policy {index} shapes its windows differently from policy 0 (window, max_sample_gap, clock_skew, interval or an ingest threshold differ), so they cannot share windows")]
+    Differs {
+        /// Index of the policy in the list.
+        index: usize,
+    },
 }
 
 /// Counters over the engine's life.
@@ -172,7 +186,7 @@ struct Routed {
     idx: u32,
 }
 
-/// Per-job state kept across cycles.
+/// Per-job window state kept across cycles, shared by every policy of the engine.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct JobState {
     job_id: String,
@@ -183,20 +197,6 @@ struct JobState {
     seen: u64,
     alloc: Vec<GpuRef>,
     gpus: Vec<GpuWindow>,
-    breach_start_s: Option<i64>,
-    /// Start of the unbroken run of cycles whose signature's ceiling allows drain.
-    drain_level_start_s: Option<i64>,
-    /// Start of the unbroken run of cycles whose signature's ceiling allows cancel.
-    cancel_level_start_s: Option<i64>,
-    rung: Verdict,
-    first_alert_s: Option<i64>,
-    drain_confirmed_s: Option<i64>,
-    /// The job's user, account, partition, QOS, name and comment when exemptions were last
-    /// decided; exemptions are decided again when any of them changes.
-    #[serde(skip)]
-    facts_seen: Option<Box<[String; 6]>>,
-    #[serde(skip)]
-    exempt: Option<std::sync::Arc<str>>,
 }
 
 impl JobState {
@@ -208,17 +208,28 @@ impl JobState {
             seen: 0,
             alloc: job.alloc.clone(),
             gpus: vec![GpuWindow::default(); job.alloc.len()],
-            breach_start_s: None,
-            drain_level_start_s: None,
-            cancel_level_start_s: None,
-            rung: Verdict::Healthy,
-            first_alert_s: None,
-            drain_confirmed_s: None,
-            facts_seen: None,
-            exempt: None,
         }
     }
+}
 
+/// One policy's escalation state for one job (guards 5 and 6), kept across cycles.
+#[derive(Clone, Debug, Default)]
+struct Ladder {
+    breach_start_s: Option<i64>,
+    /// Start of the unbroken run of cycles whose signature's ceiling allows drain.
+    drain_level_start_s: Option<i64>,
+    /// Start of the unbroken run of cycles whose signature's ceiling allows cancel.
+    cancel_level_start_s: Option<i64>,
+    rung: Verdict,
+    first_alert_s: Option<i64>,
+    drain_confirmed_s: Option<i64>,
+    /// The job's user, account, partition, QOS, name and comment when exemptions were last
+    /// decided; exemptions are decided again when any of them changes.
+    facts_seen: Option<Box<[String; 6]>>,
+    exempt: Option<std::sync::Arc<str>>,
+}
+
+impl Ladder {
     /// Ends the breach: escalation starts again from the first alert; earlier alerts and
     /// drains no longer count (guard 5).
     fn end_breach(&mut self) {
@@ -229,6 +240,20 @@ impl JobState {
         self.first_alert_s = None;
         self.drain_confirmed_s = None;
     }
+}
+
+/// What one job's windows show in one cycle, before any policy's ladder: the pooled
+/// evidence and what decides whether a policy needs the signatures.
+struct Look {
+    ev: Evidence,
+    problem: Option<EvidenceProblem>,
+    any_short: bool,
+    /// Every GPU of the allocation is observed.
+    whole: bool,
+    /// Lowest peak over the observed GPUs, thousandths of a percent.
+    min_peak_milli: u32,
+    /// Every observed GPU is a spin candidate.
+    all_spin: bool,
 }
 
 /// A serialisable copy of the engine's windows, for the enforcer's state file.
@@ -247,10 +272,15 @@ pub struct EngineSnapshot {
 /// Memory is O(jobs × GPUs × samples in a window). Each sample costs O(1) amortised work;
 /// evaluating a job costs O(its observed GPUs + signatures).
 pub struct Engine {
-    policy: Policy,
+    /// The policies judged, at least one; all share `th` (see [`Engine::with_policies`]).
+    policies: Vec<Policy>,
+    /// Per policy, its integer low-peak limit (`IngestThresholds::low_below_milli`).
+    low_below_milli: Vec<u32>,
     th: IngestThresholds,
     mode: Mode,
     jobs: Vec<JobState>,
+    /// One ladder per (job, policy): job `j`'s ladder for policy `p` is at `j × policies + p`.
+    ladders: Vec<Ladder>,
     by_id: FxMap<String, u32>,
     router: Router,
     /// This cycle's samples, routed to their job and slot (general path only).
@@ -270,6 +300,10 @@ pub struct Engine {
     /// Scratch: old job state index → new, when jobs leave.
     remap: Vec<u32>,
     scratch: Vec<GpuStats>,
+    /// The job whose observed GPUs' statistics `scratch` holds, in this cycle.
+    stats_of: Option<usize>,
+    /// This cycle's scope.
+    scope: Scope,
     counters: EngineCounters,
 }
 
@@ -278,10 +312,12 @@ impl Engine {
     pub fn new(policy: Policy, mode: Mode) -> Engine {
         let th = IngestThresholds::new(policy.config());
         Engine {
-            policy,
+            low_below_milli: vec![th.low_below_milli],
+            policies: vec![policy],
             th,
             mode,
             jobs: Vec::new(),
+            ladders: Vec::new(),
             by_id: FxMap::default(),
             router: Router::default(),
             routed: Vec::new(),
@@ -294,13 +330,51 @@ impl Engine {
             prev_order: Vec::new(),
             remap: Vec::new(),
             scratch: Vec::new(),
+            stats_of: None,
+            scope: Scope::Whole,
             counters: EngineCounters::default(),
         }
     }
 
-    /// The policy in force.
+    /// An engine that judges every job under several policies at once, sharing one set of
+    /// windows: each sample is checked and windowed once, and each policy keeps its own
+    /// escalation per job. [`Engine::step_each`] writes one list of findings per policy,
+    /// each exactly what an engine of that policy alone would write.
+    ///
+    /// The policies must agree on everything that shapes a window: `window`,
+    /// `max_sample_gap`, `clock_skew`, `interval` and the thresholds decided at ingest
+    /// (`mem_held_frac`, `mem_held_mib`, `idle_power_frac`, `idle_power_w`,
+    /// `spin_power_frac`, `spin_util_pct`). They may differ in everything else.
+    ///
+    /// Errors: no policy, or the index of the first policy whose windows differ from the
+    /// first's.
+    pub fn with_policies(policies: Vec<Policy>, mode: Mode) -> Result<Engine, SharedWindowError> {
+        let Some(first) = policies.first() else {
+            return Err(SharedWindowError::NoPolicy);
+        };
+        let th = IngestThresholds::new(first.config());
+        let mut low_below_milli = Vec::with_capacity(policies.len());
+        for (i, p) in policies.iter().enumerate() {
+            let t = IngestThresholds::new(p.config());
+            if !t.same_windows(&th) {
+                return Err(SharedWindowError::Differs { index: i });
+            }
+            low_below_milli.push(t.low_below_milli);
+        }
+        let mut e = Engine::new(policies[0].clone(), mode);
+        e.policies = policies;
+        e.low_below_milli = low_below_milli;
+        Ok(e)
+    }
+
+    /// The policy in force (the first, for an engine of several).
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.policies[0]
+    }
+
+    /// Every policy judged, in the order of [`Engine::step_each`]'s outputs.
+    pub fn policies(&self) -> &[Policy] {
+        &self.policies
     }
 
     /// The confirmation mode.
@@ -335,7 +409,7 @@ impl Engine {
             if j.gpus.len() != j.alloc.len() {
                 continue;
             }
-            j.end_breach();
+            e.ladders.push(Ladder::default());
             j.id_key = IdKey::new(&j.job_id);
             for g in &mut j.gpus {
                 g.restore_trim(now_s, &e.th);
@@ -363,7 +437,18 @@ impl Engine {
     /// A `now_s` earlier than the previous cycle's is treated as a clock jump: every job's
     /// breach ends and escalation starts again (no clock jump can take a job up the ladder).
     pub fn step(&mut self, now_s: i64, obs: &Observation<'_>, out: &mut Vec<Finding>) {
-        out.clear();
+        self.step_each(now_s, obs, std::slice::from_mut(out));
+    }
+
+    /// [`Engine::step`] for an engine of several policies: writes into `outs[p]` the
+    /// findings of policy `p` (see [`Engine::with_policies`]). Each list is cleared first.
+    /// Extra lists are left empty; policies without a list are still stepped, so their
+    /// escalation stays in step with time.
+    pub fn step_each(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
+        for out in outs.iter_mut() {
+            out.clear();
+        }
+        let np = self.policies.len();
         self.cycle += 1;
         let cycle = self.cycle;
         let clock_went_back = self.last_now_s.is_some_and(|t| now_s < t);
@@ -387,6 +472,9 @@ impl Engine {
                     // windows say nothing about the new allocation, so the job starts afresh.
                     if st.start_s != job.start_s || st.alloc != job.alloc {
                         *st = JobState::new(job);
+                        for l in &mut self.ladders[i as usize * np..(i as usize + 1) * np] {
+                            *l = Ladder::default();
+                        }
                         changed = true;
                     }
                     i
@@ -399,16 +487,18 @@ impl Engine {
                 None => {
                     let i = self.jobs.len() as u32;
                     self.jobs.push(JobState::new(job));
+                    self.ladders.resize_with(self.ladders.len() + np, Ladder::default);
                     self.by_id.insert(job.job_id.clone(), i);
                     changed = true;
                     i
                 }
             };
             if idx != u32::MAX {
-                let st = &mut self.jobs[idx as usize];
-                st.seen = cycle;
+                self.jobs[idx as usize].seen = cycle;
                 if clock_went_back {
-                    st.end_breach();
+                    for l in &mut self.ladders[idx as usize * np..(idx as usize + 1) * np] {
+                        l.end_breach();
+                    }
                 }
             }
             self.order.push(idx);
@@ -427,6 +517,16 @@ impl Engine {
                     self.by_id.remove(j.job_id.as_str());
                 }
             }
+            let mut k = 0;
+            for (ji, j) in self.jobs.iter().enumerate() {
+                if j.seen == cycle {
+                    for p in 0..np {
+                        self.ladders.swap(k, ji * np + p);
+                        k += 1;
+                    }
+                }
+            }
+            self.ladders.truncate(k);
             self.jobs.retain(|j| j.seen == cycle);
             for v in self.by_id.values_mut() {
                 *v = remap[*v as usize];
@@ -450,7 +550,7 @@ impl Engine {
             self.route_sorted(obs.samples);
         }
 
-        // 3. Drain confirmations.
+        // 3. Drain confirmations, offered to every policy's ladder of the job.
         for d in obs.drains {
             let accepted = (|| {
                 match (self.mode, d.hypothetical) {
@@ -460,17 +560,22 @@ impl Engine {
                 let Some(&ji) = self.by_id.get(d.job_id.as_str()) else {
                     return false;
                 };
-                let st = &mut self.jobs[ji as usize];
-                let Some(bs) = st.drain_level_start_s else { return false };
+                let st = &self.jobs[ji as usize];
                 if d.confirmed_s > now_s || !st.alloc.iter().all(|g| d.nodes.contains(&g.node)) {
                     return false;
                 }
-                // A drain that stood before this drain-capable breach began counts from its
-                // start: the breach must be continuous since the confirmation it relies on.
-                if st.drain_confirmed_s.is_none() {
-                    st.drain_confirmed_s = Some(d.confirmed_s.max(bs));
+                let mut taken = false;
+                for l in &mut self.ladders[ji as usize * np..(ji as usize + 1) * np] {
+                    let Some(bs) = l.drain_level_start_s else { continue };
+                    // A drain that stood before this drain-capable breach began counts from
+                    // its start: the breach must be continuous since the confirmation it
+                    // relies on.
+                    if l.drain_confirmed_s.is_none() {
+                        l.drain_confirmed_s = Some(d.confirmed_s.max(bs));
+                    }
+                    taken = true;
                 }
-                true
+                taken
             })();
             if !accepted {
                 self.counters.ignored_confirmations += 1;
@@ -479,13 +584,23 @@ impl Engine {
 
         // 4. Ingest and evaluate, in input order.
         let mut order = std::mem::take(&mut self.order);
+        let cyc = self.th.cycle(now_s);
+        self.scope = obs.scope;
         for (pos, &ji) in order.iter().enumerate() {
-            let f = if ji == u32::MAX {
-                self.duplicate_finding(pos as u32, &obs.jobs[pos])
-            } else {
-                self.evaluate(ji as usize, pos as u32, &obs.jobs[pos], now_s, obs)
-            };
-            out.push(f);
+            let job = &obs.jobs[pos];
+            if ji == u32::MAX {
+                for out in outs.iter_mut() {
+                    out.push(Self::duplicate_finding(pos as u32, job));
+                }
+                continue;
+            }
+            let look = self.look(ji as usize, &cyc, obs);
+            for p in 0..np {
+                let f = self.judge(ji as usize, p, pos as u32, job, &look, now_s);
+                if let Some(out) = outs.get_mut(p) {
+                    out.push(f);
+                }
+            }
         }
         std::mem::swap(&mut self.prev_order, &mut order);
         order.clear();
@@ -573,7 +688,7 @@ impl Engine {
         }
     }
 
-    fn duplicate_finding(&self, pos: u32, job: &JobFacts) -> Finding {
+    fn duplicate_finding(pos: u32, job: &JobFacts) -> Finding {
         Finding {
             job_index: pos,
             verdict: Verdict::InsufficientEvidence,
@@ -591,75 +706,83 @@ impl Engine {
         }
     }
 
-    fn evaluate(&mut self, ji: usize, pos: u32, job: &JobFacts, now_s: i64, obs: &Observation<'_>) -> Finding {
+    /// Ingests job `ji`'s samples of this cycle, evicts what left its windows, and pools
+    /// the evidence of its observed GPUs.
+    fn look(&mut self, ji: usize, cyc: &Cycle, obs: &Observation<'_>) -> Look {
         let th = self.th;
-        let scope = obs.scope;
-        let cfg = self.policy.config();
         let st = &mut self.jobs[ji];
         let (from, to) = self.ranges[ji];
         let (from, to) = (from as usize, to as usize);
         if self.direct {
             for (s, &slot) in obs.samples[from..to].iter().zip(&self.slots[from..to]) {
                 if slot != NO_SLOT {
-                    st.gpus[slot as usize].ingest(s, now_s, &th);
+                    st.gpus[slot as usize].ingest(s, cyc, &th);
                 }
             }
         } else {
             for r in &self.routed[from..to] {
-                st.gpus[(r.key & 0xffff) as usize].ingest(&obs.samples[r.idx as usize], now_s, &th);
+                st.gpus[(r.key & 0xffff) as usize].ingest(&obs.samples[r.idx as usize], cyc, &th);
             }
         }
+        // Ingest everything first, so late samples are always counted.
         let mut ev = Evidence {
             gpus_allocated: st.alloc.len() as u16,
             ..Evidence::default()
         };
-
-        // Ingest everything first, so late samples are always counted.
-        let observed = |g: &GpuRef| match scope {
-            Scope::Whole => true,
-            Scope::Node(n) => g.node == n,
+        let scope = obs.scope;
+        let whole_scope = scope == Scope::Whole;
+        let mut look = Look {
+            ev: Evidence::default(),
+            problem: None,
+            any_short: false,
+            whole: true,
+            min_peak_milli: u32::MAX,
+            all_spin: true,
         };
-        let mut whole = true;
-        let mut problem: Option<EvidenceProblem> = None;
-        let mut any_short = false;
-        // Every signature needs a low GPU, or every GPU a spin candidate (see
-        // `signature::peak_is_low`); jobs with neither skip building the full statistics.
-        let mut any_low = false;
-        let mut all_spin = true;
         let mut late = 0;
         let mut pool = Pool::default();
-        for (slot, g) in st.alloc.iter().enumerate() {
-            let w = &mut st.gpus[slot];
+        for (w, g) in st.gpus.iter_mut().zip(&st.alloc) {
             late += w.late;
-            if !observed(g) {
-                whole = false;
+            // Under `Scope::Whole` every GPU is observed; the allocation is not even read.
+            if !whole_scope && !observed(scope, g) {
+                look.whole = false;
                 continue;
             }
-            w.evict(now_s, &th);
-            let b = w.brief(now_s, &th);
+            w.evict(cyc);
+            let b = w.brief(cyc, &th);
             if b.freeze_undetectable {
                 ev.freeze_undetectable_gpus += 1;
             }
             match b.coverage {
                 Coverage::Full => {}
-                Coverage::Short => any_short = true,
+                Coverage::Short => look.any_short = true,
                 Coverage::Broken(p) => {
                     if p == EvidenceProblem::Frozen {
                         ev.frozen_gpus += 1;
                     }
-                    problem = Some(problem.map_or(p, |q| q.min(p)));
+                    look.problem = Some(look.problem.map_or(p, |q| q.min(p)));
                 }
             }
-            any_low |= signature::peak_is_low(b.peak_util_milli, cfg);
-            all_spin &= b.spin_candidate;
+            look.min_peak_milli = look.min_peak_milli.min(b.peak_util_milli);
+            look.all_spin &= b.spin_candidate;
             pool.add(&b);
         }
         ev.late_samples = late;
         ev.gpus_observed = pool.gpus;
         if pool.gpus == 0 {
-            problem = Some(EvidenceProblem::MissingNode);
+            look.problem = Some(EvidenceProblem::MissingNode);
         }
         pool.finish(&mut ev);
+        look.ev = ev;
+        self.stats_of = None;
+        look
+    }
+
+    /// Policy `p`'s finding for job `ji` (input position `pos`) from this cycle's look,
+    /// moving the job up or down that policy's ladder.
+    fn judge(&mut self, ji: usize, p: usize, pos: u32, job: &JobFacts, look: &Look, now_s: i64) -> Finding {
+        let policy = &self.policies[p];
+        let cfg = policy.config();
         let mut f = Finding {
             job_index: pos,
             verdict: Verdict::Healthy,
@@ -667,57 +790,65 @@ impl Engine {
             cause: Cause::NoBreach,
             cap: None,
             dwell_s: 0,
-            evidence: ev,
+            evidence: look.ev,
             wasted_gpu_h: 0.0,
             hypothetical: false,
             exempt: None,
         };
+        let np = self.policies.len();
+        let l = &mut self.ladders[ji * np + p];
 
         // Guard 1: warmup.
         if now_s.saturating_sub(job.start_s) < cfg.warmup.0 {
-            st.end_breach();
+            l.end_breach();
             f.cause = Cause::Warmup;
             return f;
         }
         // Guards 2, 3 and 10: broken evidence never escalates and ends any breach.
-        if let Some(p) = problem {
-            st.end_breach();
+        if let Some(problem) = look.problem {
+            l.end_breach();
             f.verdict = Verdict::InsufficientEvidence;
-            f.cause = Cause::Evidence(p);
+            f.cause = Cause::Evidence(problem);
             return f;
         }
-        let classified = if any_low || all_spin {
-            self.scratch.clear();
-            for (slot, g) in st.alloc.iter().enumerate() {
-                if observed(g) {
-                    let w = &st.gpus[slot];
-                    self.scratch.push(w.stats(&w.brief(now_s, &th)));
+        // Every signature needs a low GPU, or every GPU a spin candidate (see
+        // `signature::peak_is_low`); jobs with neither skip the full statistics.
+        let classified = if look.min_peak_milli < self.low_below_milli[p] || look.all_spin {
+            if self.stats_of != Some(ji) {
+                self.scratch.clear();
+                let st = &self.jobs[ji];
+                let cyc = self.th.cycle(now_s);
+                for (w, g) in st.gpus.iter().zip(&st.alloc) {
+                    if self.scope == Scope::Whole || observed(self.scope, g) {
+                        self.scratch.push(w.stats(&w.brief(&cyc, &self.th)));
+                    }
                 }
+                self.stats_of = Some(ji);
             }
             signature::classify(&self.scratch, cfg)
         } else {
             None
         };
+        let l = &mut self.ladders[ji * np + p];
         let Some((sig, m)) = classified else {
-            st.end_breach();
+            l.end_breach();
             return f;
         };
         f.signature = Some(sig);
         f.evidence.wasted_gpus = m.wasted_gpus;
         f.evidence.procs_unknown = m.procs_unknown;
         let gpu_share = m.wasted_gpus as f64 * m.waste_frac;
-        if any_short {
-            st.end_breach();
+        if look.any_short {
+            l.end_breach();
             f.verdict = Verdict::Watching;
             f.cause = Cause::ShortCoverage;
             f.wasted_gpu_h = gpu_share * now_s.saturating_sub(f.evidence.window_start_s).max(0) as f64 / 3600.0;
             return f;
         }
-
         // A confirmed breach over a full window. Exemptions matter only now, so the job's
         // facts are read (and compared with the last decision) only for breaching jobs.
-        if !facts_unchanged(&st.facts_seen, job) {
-            st.facts_seen = Some(Box::new([
+        if !facts_unchanged(&l.facts_seen, job) {
+            l.facts_seen = Some(Box::new([
                 job.user.clone(),
                 job.account.clone(),
                 job.partition.clone(),
@@ -725,38 +856,38 @@ impl Engine {
                 job.name.clone(),
                 job.comment.clone(),
             ]));
-            st.exempt = self.policy.exemption(job).map(std::sync::Arc::from);
+            l.exempt = policy.exemption(job).map(std::sync::Arc::from);
         }
-        f.exempt = st.exempt.clone();
+        f.exempt = l.exempt.clone();
         f.cause = Cause::Breach;
         let window_start = f.evidence.window_start_s;
-        let breach_start = *st.breach_start_s.get_or_insert(window_start);
+        let breach_start = *l.breach_start_s.get_or_insert(window_start);
         let dwell = now_s.saturating_sub(breach_start);
         f.dwell_s = dwell;
         f.wasted_gpu_h = gpu_share * dwell as f64 / 3600.0;
         // Dwell toward drain and cancel counts only while the signature's ceiling allows
         // them: a partial job (ceiling alert) that looks hung (ceiling cancel) during a
         // checkpoint starts its drain and cancel dwell afresh, at the current window's start.
-        let ceiling = self.policy.ceiling(sig);
-        st.drain_level_start_s = (ceiling >= Verdict::Drain).then(|| st.drain_level_start_s.unwrap_or(window_start));
-        st.cancel_level_start_s = (ceiling >= Verdict::Cancel).then(|| st.cancel_level_start_s.unwrap_or(window_start));
-        if st.drain_level_start_s.is_none() {
-            st.drain_confirmed_s = None;
+        let ceiling = policy.ceiling(sig);
+        l.drain_level_start_s = (ceiling >= Verdict::Drain).then(|| l.drain_level_start_s.unwrap_or(window_start));
+        l.cancel_level_start_s = (ceiling >= Verdict::Cancel).then(|| l.cancel_level_start_s.unwrap_or(window_start));
+        if l.drain_level_start_s.is_none() {
+            l.drain_confirmed_s = None;
         }
 
         // Observe mode: last cycle's drain verdict counts as confirmed now.
-        if self.mode == Mode::Observe && st.rung >= Verdict::Drain && st.drain_confirmed_s.is_none() {
-            st.drain_confirmed_s = Some(now_s);
+        if self.mode == Mode::Observe && l.rung >= Verdict::Drain && l.drain_confirmed_s.is_none() {
+            l.drain_confirmed_s = Some(now_s);
         }
 
         // Guard 5: stages, each against the dwell of its own level.
         let level_start = |v: Verdict| match v {
-            Verdict::Cancel => st.cancel_level_start_s,
-            Verdict::Drain => st.drain_level_start_s,
+            Verdict::Cancel => l.cancel_level_start_s,
+            Verdict::Drain => l.drain_level_start_s,
             _ => Some(breach_start),
         };
         let staged = |by_level: bool| {
-            let stages = self.policy.stages.iter();
+            let stages = policy.stages.iter();
             let reached = stages.filter(|s| {
                 if by_level {
                     level_start(s.verdict).is_some_and(|t| now_s.saturating_sub(t) >= s.after_s)
@@ -778,17 +909,17 @@ impl Engine {
             }
         };
         // Guard 8: exemptions; guard 7: ceilings; guard 9: whole allocation.
-        if st.exempt.is_some() {
+        if l.exempt.is_some() {
             limit(&mut v, Verdict::Watching, Cap::Exempt);
         }
-        limit(&mut v, self.policy.ceiling(sig), Cap::Ceiling);
-        if !whole {
+        limit(&mut v, policy.ceiling(sig), Cap::Ceiling);
+        if !look.whole {
             limit(&mut v, Verdict::Alert, Cap::PartialScope);
         }
         // Guard 6: at most one rung per cycle above alert.
         if v > Verdict::Alert {
-            let next = if st.rung >= Verdict::Alert {
-                st.rung.next_action_rung()
+            let next = if l.rung >= Verdict::Alert {
+                l.rung.next_action_rung()
             } else {
                 Verdict::Alert
             };
@@ -797,25 +928,33 @@ impl Engine {
         // Guard 6: a cancel needs a confirmed drain one window old, and notice.
         if v == Verdict::Cancel {
             // The drain, and the cancel-capable breach, have both stood a full window.
-            let cancel_start = st.cancel_level_start_s.unwrap_or(i64::MAX);
-            let drained = st
+            let cancel_start = l.cancel_level_start_s.unwrap_or(i64::MAX);
+            let drained = l
                 .drain_confirmed_s
                 .is_some_and(|t| t.max(cancel_start) <= now_s.saturating_sub(cfg.window.0));
-            let noticed = st.first_alert_s.is_some_and(|t| now_s.saturating_sub(t) >= cfg.notice.0);
+            let noticed = l.first_alert_s.is_some_and(|t| now_s.saturating_sub(t) >= cfg.notice.0);
             if !drained {
                 limit(&mut v, Verdict::Drain, Cap::DrainUnconfirmed);
             } else if !noticed {
                 limit(&mut v, Verdict::Drain, Cap::Notice);
             }
         }
-        if v >= Verdict::Alert && st.first_alert_s.is_none() {
-            st.first_alert_s = Some(now_s);
+        if v >= Verdict::Alert && l.first_alert_s.is_none() {
+            l.first_alert_s = Some(now_s);
         }
-        st.rung = v;
+        l.rung = v;
         f.verdict = v;
         f.cap = cap;
         f.hypothetical = self.mode != Mode::Enforce && v >= Verdict::Drain;
         f
+    }
+}
+
+/// True when GPU `g` is in the part of the allocation that `scope` observes.
+fn observed(scope: Scope, g: &GpuRef) -> bool {
+    match scope {
+        Scope::Whole => true,
+        Scope::Node(n) => g.node == n,
     }
 }
 

@@ -35,7 +35,10 @@ pub fn is_sentinel(v: f64) -> bool {
     .any(|s| (v - s).abs() <= s * 1e-9)
 }
 
-/// A sample after field checks. Fields are `None` when missing or invalid.
+/// A sample after field checks. Fields are `None` when missing or invalid. The engine's
+/// ingest applies the same rules in one pass (`window::GpuWindow::ingest`); this
+/// field-by-field form is the reference its tests compare it with.
+#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Checked {
     /// The compute reading in thousandths of a percent: `util_pct`, or `sm_active × 100`
@@ -56,6 +59,7 @@ pub(crate) struct Checked {
 /// invalid. NaN and infinities fail the comparisons. Every vendor sentinel (≥ 2³¹ − 16) lies
 /// above every upper bound used here, so the bounds reject sentinels too; see
 /// `bounds_reject_every_sentinel`.
+#[cfg_attr(not(test), allow(dead_code))]
 #[inline(always)]
 fn keep(v: Option<f64>, lo: f64, open_lo: bool, hi: f64, invalid: &mut u8) -> Option<f64> {
     let x = v?;
@@ -69,7 +73,7 @@ fn keep(v: Option<f64>, lo: f64, open_lo: bool, hi: f64, invalid: &mut u8) -> Op
 }
 
 /// Applies the bounds of guard 3 to one sample.
-#[inline]
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn check(s: &Sample) -> Checked {
     let mut bad = 0u8;
     let util = keep(s.util_pct.get(), 0.0, false, 100.0, &mut bad);
@@ -159,11 +163,11 @@ mod tests {
 
     fn s() -> Sample {
         Sample {
-            util_pct: Some(50.0),
-            mem_used_mib: Some(1000.0),
-            mem_total_mib: Some(81920.0),
-            power_w: Some(300.0),
-            power_limit_w: Some(400.0),
+            util_pct: Some(50.0).into(),
+            mem_used_mib: Some(1000.0).into(),
+            mem_total_mib: Some(81920.0).into(),
+            power_w: Some(300.0).into(),
+            power_limit_w: Some(400.0).into(),
             procs: Some(1),
             ..Default::default()
         }
@@ -178,11 +182,14 @@ mod tests {
             DCGM_FP64_BLANK,
             1.407_374_883_553_28e16,
         ] {
-            let c = check(&Sample { util_pct: Some(v), ..s() });
+            let c = check(&Sample {
+                util_pct: Some(v).into(),
+                ..s()
+            });
             assert_eq!(c.util_milli, None, "{v}");
             assert_eq!(c.invalid_fields, 1);
             let c = check(&Sample {
-                mem_used_mib: Some(v),
+                mem_used_mib: Some(v).into(),
                 ..s()
             });
             assert_eq!(c.mem_used_mib, None, "{v}");
@@ -205,12 +212,12 @@ mod tests {
         ] {
             assert!(is_sentinel(v));
             let c = check(&Sample {
-                util_pct: Some(v),
-                sm_active: Some(v),
-                mem_used_mib: Some(v),
-                mem_total_mib: Some(v),
-                power_w: Some(v),
-                power_limit_w: Some(v),
+                util_pct: Some(v).into(),
+                sm_active: Some(v).into(),
+                mem_used_mib: Some(v).into(),
+                mem_total_mib: Some(v).into(),
+                power_w: Some(v).into(),
+                power_limit_w: Some(v).into(),
                 ..s()
             });
             assert_eq!(c.invalid_fields, 6, "{v}");
@@ -226,7 +233,7 @@ mod tests {
     fn out_of_bounds_fields_are_invalid() {
         assert_eq!(
             check(&Sample {
-                util_pct: Some(101.0),
+                util_pct: Some(101.0).into(),
                 ..s()
             })
             .util_milli,
@@ -234,7 +241,7 @@ mod tests {
         );
         assert_eq!(
             check(&Sample {
-                util_pct: Some(-1.0),
+                util_pct: Some(-1.0).into(),
                 ..s()
             })
             .util_milli,
@@ -242,16 +249,15 @@ mod tests {
         );
         assert_eq!(
             check(&Sample {
-                util_pct: Some(f64::NAN),
+                util_pct: Some(f64::NAN).into(),
                 ..s()
             })
             .util_milli,
             None
         );
-        assert_eq!(check(&Sample { power_w: Some(0.0), ..s() }).power_w, None);
         assert_eq!(
             check(&Sample {
-                power_w: Some(2000.5),
+                power_w: Some(0.0).into(),
                 ..s()
             })
             .power_w,
@@ -259,7 +265,15 @@ mod tests {
         );
         assert_eq!(
             check(&Sample {
-                mem_used_mib: Some(90000.0),
+                power_w: Some(2000.5).into(),
+                ..s()
+            })
+            .power_w,
+            None
+        );
+        assert_eq!(
+            check(&Sample {
+                mem_used_mib: Some(90000.0).into(),
                 ..s()
             })
             .mem_used_mib,
@@ -267,7 +281,7 @@ mod tests {
         );
         assert_eq!(
             check(&Sample {
-                mem_total_mib: Some(2.0 * MAX_MEM_MIB),
+                mem_total_mib: Some(2.0 * MAX_MEM_MIB).into(),
                 ..s()
             })
             .mem_total_mib,
@@ -279,11 +293,14 @@ mod tests {
 
     #[test]
     fn missing_stays_missing_and_sm_active_is_the_fallback() {
-        let c = check(&Sample { util_pct: None, ..s() });
+        let c = check(&Sample {
+            util_pct: None.into(),
+            ..s()
+        });
         assert_eq!((c.util_milli, c.invalid_fields), (None, 0));
         let c = check(&Sample {
-            util_pct: None,
-            sm_active: Some(0.42),
+            util_pct: None.into(),
+            sm_active: Some(0.42).into(),
             ..s()
         });
         assert_eq!(c.util_milli, Some(42_000));
@@ -292,12 +309,12 @@ mod tests {
     #[test]
     fn all_zero_pattern_needs_all_three_present() {
         let z = Sample {
-            util_pct: Some(0.0),
-            mem_used_mib: Some(0.0),
-            power_w: Some(0.0),
+            util_pct: Some(0.0).into(),
+            mem_used_mib: Some(0.0).into(),
+            power_w: Some(0.0).into(),
             ..s()
         };
         assert!(check(&z).all_zero_raw);
-        assert!(!check(&Sample { power_w: None, ..z }).all_zero_raw);
+        assert!(!check(&Sample { power_w: None.into(), ..z }).all_zero_raw);
     }
 }

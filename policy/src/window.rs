@@ -61,7 +61,7 @@ struct Entry {
 }
 
 /// Thresholds decided at ingest, copied out of the policy config.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct IngestThresholds {
     window_s: i64,
     max_gap_s: i64,
@@ -74,6 +74,9 @@ pub(crate) struct IngestThresholds {
     spin_util_milli: u32,
     /// Ring capacity to reserve: the samples a window holds at the configured interval.
     ring_hint: usize,
+    /// A window's peak (thousandths of a percent) is low exactly when below this: the
+    /// integer form of [`crate::signature::peak_is_low`].
+    pub(crate) low_below_milli: u32,
 }
 
 impl IngestThresholds {
@@ -89,8 +92,56 @@ impl IngestThresholds {
             spin_power_frac: c.spin_power_frac,
             spin_util_milli: (c.spin_util_pct * 1000.0).round() as u32,
             ring_hint: (c.window.0 / c.interval.0.max(1)).clamp(1, 4096) as usize + 2,
+            low_below_milli: low_below_milli(c),
         }
     }
+
+    /// True when windows kept under `self` and under `other` are the same for every input:
+    /// every field but the policy-specific `low_below_milli` agrees.
+    pub(crate) fn same_windows(&self, other: &IngestThresholds) -> bool {
+        IngestThresholds {
+            low_below_milli: other.low_below_milli,
+            ..*self
+        } == *other
+    }
+
+    /// The limits of one evaluation cycle at `now_s`, computed once per cycle.
+    pub(crate) fn cycle(&self, now_s: i64) -> Cycle {
+        let cutoff_s = now_s.saturating_sub(self.window_s);
+        Cycle {
+            now_s,
+            future_after_s: now_s.saturating_add(self.skew_s),
+            cutoff_s,
+            short_after_s: cutoff_s.saturating_add(self.max_gap_s),
+        }
+    }
+}
+
+/// The least peak, in thousandths of a percent, that [`crate::signature::peak_is_low`] does
+/// not call low (a peak of up to 100 % is 100,000; `u32::MAX` when every peak is low).
+fn low_below_milli(c: &PolicyConfig) -> u32 {
+    let guess = (c.util_threshold_pct * 1000.0).floor().clamp(0.0, 200_000.0) as u32;
+    let mut p = guess.saturating_sub(4);
+    while p <= guess.saturating_add(4) {
+        if !crate::signature::peak_is_low(p, c) {
+            return p;
+        }
+        p += 1;
+    }
+    u32::MAX
+}
+
+/// The limits of one evaluation cycle, epoch seconds; see [`IngestThresholds::cycle`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cycle {
+    /// The evaluation time.
+    pub(crate) now_s: i64,
+    /// A sample stamped after this is from the future (guard 10).
+    future_after_s: i64,
+    /// Entries at or before this have left the window.
+    cutoff_s: i64,
+    /// A window whose first valid sample is after this is short (guard 2).
+    short_after_s: i64,
 }
 
 /// What one GPU's window shows at evaluation time. Counts are over valid samples in the
@@ -477,11 +528,11 @@ impl GpuWindow {
     /// marks the sample invalid. `sample_check::check` states the same rules one field at a
     /// time; `ingest_agrees_with_check` holds the two together.
     #[inline(always)]
-    pub(crate) fn ingest(&mut self, s: &Sample, now_s: i64, th: &IngestThresholds) {
-        if s.t_s > now_s.saturating_add(th.skew_s) {
+    pub(crate) fn ingest(&mut self, s: &Sample, cyc: &Cycle, th: &IngestThresholds) {
+        if s.t_s > cyc.future_after_s {
             // Guard 10: a sample from the future is invalid evidence; it must not move
             // `newest_t`, or every later real sample would be dropped as late.
-            self.note_invalid(now_s);
+            self.note_invalid(cyc.now_s);
             return;
         }
         if self.newest_t_s != NO_TIME && s.t_s <= self.newest_t_s {
@@ -606,8 +657,8 @@ impl GpuWindow {
 
     /// Drops everything at or before `now − window`.
     #[inline(always)]
-    pub(crate) fn evict(&mut self, now_s: i64, th: &IngestThresholds) {
-        let cutoff = now_s.saturating_sub(th.window_s);
+    pub(crate) fn evict(&mut self, cyc: &Cycle) {
+        let cutoff = cyc.cutoff_s;
         if self.invalid.is_some() {
             self.evict_invalid(cutoff);
         }
@@ -644,7 +695,7 @@ impl GpuWindow {
     /// What every evaluation needs from the window ending at `now_s`, and its coverage. Call
     /// [`GpuWindow::evict`] first.
     #[inline(always)]
-    pub(crate) fn brief(&self, now_s: i64, th: &IngestThresholds) -> Brief {
+    pub(crate) fn brief(&self, cyc: &Cycle, th: &IngestThresholds) -> Brief {
         let n = self.len;
         let (Some(first), Some(last)) = (self.front(), self.back()) else {
             return Brief {
@@ -658,7 +709,7 @@ impl GpuWindow {
         // refer to a sample outside the window.
         let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
         let identical = n >= 2 && self.lane(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
-        let coverage = if now_s.saturating_sub(last_t) > th.max_gap_s {
+        let coverage = if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
             Coverage::Broken(EvidenceProblem::Stale)
         } else if holes > 0 {
             Coverage::Broken(EvidenceProblem::Gap)
@@ -666,7 +717,7 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::AllZero)
         } else if identical && power_known == n {
             Coverage::Broken(EvidenceProblem::Frozen)
-        } else if first_t > now_s.saturating_sub(th.window_s).saturating_add(th.max_gap_s) {
+        } else if first_t > cyc.short_after_s {
             Coverage::Short
         } else {
             Coverage::Full
@@ -723,6 +774,43 @@ impl GpuWindow {
     /// Drops window contents older than one window before `now_s` and every pending sample;
     /// used when restoring a snapshot.
     pub(crate) fn restore_trim(&mut self, now_s: i64, th: &IngestThresholds) {
-        self.evict(now_s, th);
+        self.evict(&th.cycle(now_s));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The engine's integer test for a low peak agrees with `peak_is_low` at every peak
+        /// near the threshold, and at the ends of the range.
+        #[test]
+        fn integer_low_peak_agrees_with_peak_is_low(threshold in 0.000_1f64..=100.0, delta in -20i64..=20) {
+            let cfg = PolicyConfig { util_threshold_pct: threshold, ..PolicyConfig::default() };
+            let th = IngestThresholds::new(&cfg);
+            let near = ((threshold * 1000.0).floor() as i64 + delta).clamp(0, 100_000) as u32;
+            for p in [0, near, 100_000] {
+                proptest::prop_assert_eq!(p < th.low_below_milli, crate::signature::peak_is_low(p, &cfg), "peak {}", p);
+            }
+        }
+    }
+
+    #[test]
+    fn integer_low_peak_at_exact_thresholds() {
+        for t in [0.001, 1.0, 14.999, 15.0, 15.0005, 33.333_333, 99.999, 100.0] {
+            let cfg = PolicyConfig {
+                util_threshold_pct: t,
+                ..PolicyConfig::default()
+            };
+            let th = IngestThresholds::new(&cfg);
+            for p in 0..=100_000u32 {
+                assert_eq!(
+                    p < th.low_below_milli,
+                    crate::signature::peak_is_low(p, &cfg),
+                    "threshold {t}, peak {p}"
+                );
+            }
+        }
     }
 }
