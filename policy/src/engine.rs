@@ -3,7 +3,7 @@
 
 use crate::config::Policy;
 use crate::finding::{Cap, Cause, Evidence, Finding};
-use crate::input::{GpuRef, JobFacts, NodeId, Observation, Scope};
+use crate::input::{GpuRef, JobFacts, NodeId, Observation, Sample, Scope};
 use crate::sample_check;
 use crate::signature;
 use crate::verdict::Verdict;
@@ -81,6 +81,10 @@ impl FxHasher {
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 const CONFLICT: u32 = u32::MAX;
+/// A sample no running job claims, in [`Engine::slots`].
+const NO_SLOT: u16 = u16::MAX;
+/// A job with no samples yet in this cycle's routing.
+const UNSET: u32 = u32::MAX;
 const VACANT: u32 = u32::MAX - 1;
 /// Node ids below this are routed through a dense table; larger ones through a map.
 const DENSE_NODES: u32 = 1 << 20;
@@ -249,9 +253,14 @@ pub struct Engine {
     jobs: Vec<JobState>,
     by_id: FxMap<String, u32>,
     router: Router,
-    /// This cycle's samples, routed to their job and slot.
+    /// This cycle's samples, routed to their job and slot (general path only).
     routed: Vec<Routed>,
-    /// Per job state, its range in `routed`.
+    /// Per sample of this cycle, its allocation slot, or [`NO_SLOT`] (direct path only).
+    slots: Vec<u16>,
+    /// True when this cycle's samples were taken in input order (the direct path); then
+    /// `ranges` index `obs.samples` and `slots`, otherwise `routed`.
+    direct: bool,
+    /// Per job state, its range in `routed` or in the cycle's samples.
     ranges: Vec<(u32, u32)>,
     cycle: u64,
     last_now_s: Option<i64>,
@@ -276,6 +285,8 @@ impl Engine {
             by_id: FxMap::default(),
             router: Router::default(),
             routed: Vec::new(),
+            slots: Vec::new(),
+            direct: false,
             ranges: Vec::new(),
             cycle: 0,
             last_now_s: None,
@@ -430,43 +441,13 @@ impl Engine {
             self.rebuild_router();
         }
 
-        // 2. Route samples to their job and slot, and put them in (job, slot, time, readings)
-        //    order, so that verdicts do not depend on arrival order. Drivers usually hand
-        //    samples in that order already; then the sort is skipped.
-        self.routed.clear();
-        for (i, s) in obs.samples.iter().enumerate() {
-            match self.router.get(s.node, s.gpu) {
-                Some((ji, slot)) => self.routed.push(Routed {
-                    key: (ji as u64) << 16 | slot as u64,
-                    t_s: s.t_s,
-                    idx: i as u32,
-                }),
-                None => self.counters.unattributed_samples += 1,
-            }
-        }
-        let samples = obs.samples;
-        // Ties in time on one GPU are broken by the readings' bit patterns, so that which of
-        // two same-time samples is kept (the other counts as late) does not depend on order.
-        let cmp = |a: &Routed, b: &Routed| {
-            a.key.cmp(&b.key).then(a.t_s.cmp(&b.t_s)).then_with(|| {
-                sample_check::raw_key(&samples[a.idx as usize])
-                    .0
-                    .cmp(&sample_check::raw_key(&samples[b.idx as usize]).0)
-            })
-        };
-        if self.routed.windows(2).any(|w| (w[0].key, w[0].t_s) >= (w[1].key, w[1].t_s)) {
-            self.routed.sort_unstable_by(cmp);
-        }
-        self.ranges.clear();
-        self.ranges.resize(self.jobs.len(), (0, 0));
-        let mut i = 0;
-        while i < self.routed.len() {
-            let ji = (self.routed[i].key >> 16) as usize;
-            let start = i;
-            while i < self.routed.len() && (self.routed[i].key >> 16) as usize == ji {
-                i += 1;
-            }
-            self.ranges[ji] = (start as u32, i as u32);
+        // 2. Route samples to their job and slot. Verdicts must not depend on arrival order,
+        //    so each job's samples are ingested in (slot, time, readings) order. Drivers
+        //    usually hand one sample per GPU, each job's together and in allocation order:
+        //    then the samples are taken where they lie (the direct path). Anything else
+        //    (a GPU twice, a job's samples split or out of slot order) is sorted.
+        if !self.route_direct(obs.samples) {
+            self.route_sorted(obs.samples);
         }
 
         // 3. Drain confirmations.
@@ -511,6 +492,87 @@ impl Engine {
         self.order = order;
     }
 
+    /// The direct path of routing: true, with `slots` and `ranges` filled, when every job's
+    /// samples lie together and in strictly increasing slot order (so at most one per GPU).
+    /// Samples no running job claims may lie anywhere; they are counted as unattributed.
+    fn route_direct(&mut self, samples: &[Sample]) -> bool {
+        self.direct = false;
+        self.ranges.clear();
+        self.ranges.resize(self.jobs.len(), (UNSET, UNSET));
+        self.slots.clear();
+        let mut unattributed = 0u64;
+        let mut run: Option<(u32, u16)> = None;
+        for (i, s) in samples.iter().enumerate() {
+            let Some((ji, slot)) = self.router.get(s.node, s.gpu) else {
+                unattributed += 1;
+                self.slots.push(NO_SLOT);
+                continue;
+            };
+            match run {
+                Some((rj, rs)) if rj == ji => {
+                    if slot <= rs {
+                        return false;
+                    }
+                }
+                _ => {
+                    let r = &mut self.ranges[ji as usize];
+                    if r.0 != UNSET {
+                        return false;
+                    }
+                    r.0 = i as u32;
+                }
+            }
+            self.ranges[ji as usize].1 = i as u32 + 1;
+            run = Some((ji, slot));
+            self.slots.push(slot);
+        }
+        for r in &mut self.ranges {
+            if r.0 == UNSET {
+                *r = (0, 0);
+            }
+        }
+        self.counters.unattributed_samples += unattributed;
+        self.direct = true;
+        true
+    }
+
+    /// The general path of routing: sorts the cycle's samples into (job, slot, time,
+    /// readings) order in `routed`, and fills `ranges`.
+    fn route_sorted(&mut self, samples: &[Sample]) {
+        self.routed.clear();
+        for (i, s) in samples.iter().enumerate() {
+            match self.router.get(s.node, s.gpu) {
+                Some((ji, slot)) => self.routed.push(Routed {
+                    key: (ji as u64) << 16 | slot as u64,
+                    t_s: s.t_s,
+                    idx: i as u32,
+                }),
+                None => self.counters.unattributed_samples += 1,
+            }
+        }
+        // Ties in time on one GPU are broken by the readings' bit patterns, so that which of
+        // two same-time samples is kept (the other counts as late) does not depend on order.
+        let cmp = |a: &Routed, b: &Routed| {
+            a.key.cmp(&b.key).then(a.t_s.cmp(&b.t_s)).then_with(|| {
+                sample_check::raw_key(&samples[a.idx as usize])
+                    .0
+                    .cmp(&sample_check::raw_key(&samples[b.idx as usize]).0)
+            })
+        };
+        self.routed.sort_unstable_by(cmp);
+        self.ranges.clear();
+        self.ranges.resize(self.jobs.len(), (0, 0));
+        let mut i = 0;
+        while i < self.routed.len() {
+            let ji = (self.routed[i].key >> 16) as usize;
+            let start = i;
+            while i < self.routed.len() && (self.routed[i].key >> 16) as usize == ji {
+                i += 1;
+            }
+            self.ranges[ji] = (start as u32, i as u32);
+        }
+    }
+
     fn duplicate_finding(&self, pos: u32, job: &JobFacts) -> Finding {
         Finding {
             job_index: pos,
@@ -535,8 +597,17 @@ impl Engine {
         let cfg = self.policy.config();
         let st = &mut self.jobs[ji];
         let (from, to) = self.ranges[ji];
-        for r in &self.routed[from as usize..to as usize] {
-            st.gpus[(r.key & 0xffff) as usize].ingest(&obs.samples[r.idx as usize], now_s, &th);
+        let (from, to) = (from as usize, to as usize);
+        if self.direct {
+            for (s, &slot) in obs.samples[from..to].iter().zip(&self.slots[from..to]) {
+                if slot != NO_SLOT {
+                    st.gpus[slot as usize].ingest(s, now_s, &th);
+                }
+            }
+        } else {
+            for r in &self.routed[from..to] {
+                st.gpus[(r.key & 0xffff) as usize].ingest(&obs.samples[r.idx as usize], now_s, &th);
+            }
         }
         let mut ev = Evidence {
             gpus_allocated: st.alloc.len() as u16,

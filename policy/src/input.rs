@@ -60,11 +60,16 @@ impl Reading {
     /// No value (an absent field, or `[N/A]`).
     pub const MISSING: Reading = Reading(f64::from_bits(MISSING_BITS));
 
-    /// A present value. A NaN is kept as present (and rejected by guard 3), never as missing.
+    /// A present value. A NaN is kept as present (every NaN as the one quiet NaN, which
+    /// guard 3 rejects), never as missing; −0.0 is stored as 0.0. With these two rules the
+    /// bit pattern of a present, non-negative reading orders like its value, which the
+    /// engine's bounds checks rely on.
     #[inline]
     pub fn value(v: f64) -> Reading {
-        if v.to_bits() == MISSING_BITS {
+        if v.is_nan() {
             Reading(f64::NAN)
+        } else if v == 0.0 {
+            Reading(0.0)
         } else {
             Reading(v)
         }
@@ -89,12 +94,26 @@ impl Reading {
         self.0.to_bits()
     }
 
-    /// The value as stored: NaN (with the missing payload) when missing. Every bounds
-    /// comparison on it is false when missing, so `lo <= x && x <= hi` means "present and
-    /// in bounds".
+    /// The value as stored: NaN (with the missing payload) when missing. Every float
+    /// comparison on it is false when missing.
     #[inline]
     pub(crate) fn raw(self) -> f64 {
         self.0
+    }
+
+    /// True when present and within `[0, hi]`, for a non-negative, non-NaN `hi`. One integer
+    /// comparison: present readings are never −0.0, and every negative value, NaN (missing
+    /// included) and infinity has a bit pattern above `hi`'s.
+    #[inline(always)]
+    pub(crate) fn within(self, hi: f64) -> bool {
+        self.0.to_bits() <= hi.to_bits()
+    }
+
+    /// True when present and within `(0, hi]`, for a positive, non-NaN `hi` (see
+    /// [`Reading::within`]).
+    #[inline(always)]
+    pub(crate) fn within_positive(self, hi: f64) -> bool {
+        self.0.to_bits().wrapping_sub(1) < hi.to_bits()
     }
 }
 
@@ -296,10 +315,26 @@ mod tests {
         assert!(Reading::value(f64::NAN).get().is_some());
         assert!(Reading::default().is_missing());
         assert!(!(Reading::MISSING.raw() >= 0.0) && !(Reading::MISSING.raw() <= 0.0));
+        assert_eq!(Reading::value(-0.0).to_bits(), 0);
         let json = serde_json::to_string(&[Reading::from(Some(1.5)), Reading::MISSING]).unwrap();
         assert_eq!(json, "[1.5,null]");
         let back: Vec<Reading> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, vec![Reading::from(Some(1.5)), Reading::MISSING]);
+    }
+
+    proptest::proptest! {
+        /// The one-comparison bounds checks agree with the float comparisons they replace,
+        /// for every bit pattern (so for NaNs, infinities, −0.0 and subnormals too).
+        #[test]
+        fn integer_bounds_agree_with_float_bounds(bits in proptest::num::u64::ANY, hi in 0.0f64..5000.0) {
+            let x = f64::from_bits(bits);
+            let r = Reading::value(x);
+            proptest::prop_assert_eq!(r.within(hi), x >= 0.0 && x <= hi);
+            if hi > 0.0 {
+                proptest::prop_assert_eq!(r.within_positive(hi), x > 0.0 && x <= hi);
+            }
+            proptest::prop_assert!(!Reading::MISSING.within(hi) && !Reading::MISSING.within_positive(hi));
+        }
     }
 
     #[test]

@@ -115,8 +115,11 @@ pub(crate) fn check(s: &Sample) -> Checked {
 pub(crate) struct RawKey(pub(crate) [u64; 7]);
 
 impl RawKey {
-    /// A 64-bit mix of every reading: each word times its own odd constant (independent
-    /// multiplies), rotated, folded, then one final multiply.
+    /// A 64-bit fingerprint of every reading: the sum of each word times its own odd
+    /// constant. Odd multipliers are invertible mod 2⁶⁴, so readings that differ in one
+    /// word always differ here; equal fingerprints for different readings need a change in
+    /// two or more words that cancels exactly. Only equality is ever used.
+    #[inline(always)]
     pub(crate) fn mix(&self) -> u64 {
         const K: [u64; 7] = [
             0x9e37_79b9_7f4a_7c15,
@@ -129,9 +132,9 @@ impl RawKey {
         ];
         let mut h = 0u64;
         for (w, k) in self.0.iter().zip(K) {
-            h ^= w.wrapping_mul(k).rotate_left(29);
+            h = h.wrapping_add(w.wrapping_mul(k));
         }
-        (h ^ (h >> 31)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+        h
     }
 }
 

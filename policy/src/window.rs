@@ -8,7 +8,7 @@
 //! part is rebuilt once per window's worth of evictions, so O(1) amortised).
 
 use crate::config::PolicyConfig;
-use crate::input::Sample;
+use crate::input::{Reading, Sample};
 use crate::sample_check;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -265,13 +265,6 @@ impl Default for Brief {
 
 const NO_TIME: i64 = i64::MIN;
 
-/// A reading of a [`Sample`] as (present, value); a missing one reads as NaN, which fails
-/// every bounds comparison below, so "present and out of bounds" is `present && !in_bounds`.
-#[inline(always)]
-fn field(v: crate::input::Reading) -> (bool, f64) {
-    (!v.is_missing(), v.raw())
-}
-
 /// One GPU's window state: a ring of [`Entry`]s (oldest at `head`) with its counts and sums.
 ///
 /// Serialised (for the enforcer's state file) as its entries and clocks only; counts, sums
@@ -501,28 +494,25 @@ impl GpuWindow {
             self.grow(th.ring_hint);
         }
         use sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS};
-        let (u_p, u) = field(s.util_pct);
-        let (sm_p, sm) = field(s.sm_active);
-        let (mt_p, mt) = field(s.mem_total_mib);
-        let (mu_p, mu) = field(s.mem_used_mib);
-        let (p_p, p) = field(s.power_w);
-        let (l_p, l) = field(s.power_limit_w);
-        let u_ok = u >= 0.0 && u <= 100.0;
-        let sm_ok = sm >= 0.0 && sm <= 1.0;
-        let mt_ok = mt > 0.0 && mt <= MAX_MEM_MIB;
-        let mu_in = mu >= 0.0 && mu <= MAX_MEM_MIB;
+        let (u, sm, mt, mu, p, l) = (s.util_pct, s.sm_active, s.mem_total_mib, s.mem_used_mib, s.power_w, s.power_limit_w);
+        let u_ok = u.within(100.0);
+        let sm_ok = sm.within(1.0);
+        let mt_ok = mt.within_positive(MAX_MEM_MIB);
+        let mu_in = mu.within(MAX_MEM_MIB);
         // Memory used above a valid total is rejected too (it counts as a second bad field).
-        let mu_over = mu_in && mt_ok && mu > mt;
-        let mu_ok = mu_in && !mu_over;
-        let p_ok = p > 0.0 && p <= MAX_POWER_W;
-        let l_ok = l > 0.0 && l <= MAX_POWER_W;
-        let procs_bad = matches!(s.procs, Some(x) if x > MAX_PROCS);
-        let any_bad =
-            (u_p & !u_ok) | (sm_p & !sm_ok) | (mt_p & !mt_ok) | (mu_p & !mu_in) | mu_over | (p_p & !p_ok) | (l_p & !l_ok) | procs_bad;
+        // Both are non-negative here, so their bit patterns order like their values.
+        let mu_over = mu_in & mt_ok & (mu.to_bits() > mt.to_bits());
+        let mu_ok = mu_in & !mu_over;
+        let p_ok = p.within_positive(MAX_POWER_W);
+        let l_ok = l.within_positive(MAX_POWER_W);
+        let procs = s.procs.unwrap_or(u32::MAX);
+        let procs_bad = s.procs.is_some() & (procs > MAX_PROCS);
+        let bad = |r: Reading, ok: bool| !r.is_missing() & !ok;
+        let any_bad = bad(u, u_ok) | bad(sm, sm_ok) | bad(mt, mt_ok) | bad(mu, mu_in) | mu_over | bad(p, p_ok) | bad(l, l_ok) | procs_bad;
         let compute = if u_ok {
-            u
+            u.raw()
         } else if sm_ok {
-            sm * 100.0
+            sm.raw() * 100.0
         } else {
             self.note_invalid(s.t_s);
             return;
@@ -532,6 +522,7 @@ impl GpuWindow {
         }
         // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
         let util_milli = (compute * 1000.0 + 0.5) as u32;
+        let (mu, mt, p, l) = (mu.raw(), mt.raw(), p.raw(), l.raw());
         let held = if mt_ok {
             mu >= th.mem_held_frac * mt
         } else {
@@ -542,19 +533,19 @@ impl GpuWindow {
         } else {
             (p <= th.idle_power_w, p <= th.idle_power_w)
         };
-        let bit = |c: bool, f: u16| if c { f } else { 0 };
-        let procs = s.procs.unwrap_or(u32::MAX);
+        let bit = |c: bool, f: u16| (c as u16) * f;
         let mut flags = bit(mu_ok, MEM_KNOWN)
-            | bit(mu_ok && held, MEM_HELD)
-            | bit(mu_ok && !held, MEM_FREE)
+            | bit(mu_ok & held, MEM_HELD)
+            | bit(mu_ok & !held, MEM_FREE)
             | bit(procs == 0, PROCS_ZERO)
-            | bit(procs != 0 && procs <= MAX_PROCS, PROCS_POS)
+            | bit((procs != 0) & (procs <= MAX_PROCS), PROCS_POS)
             | bit(p_ok, POWER_KNOWN)
-            | bit(p_ok && idle, POWER_IDLE)
-            | bit(p_ok && spin_low, POWER_SPIN_LOW)
+            | bit(p_ok & idle, POWER_IDLE)
+            | bit(p_ok & spin_low, POWER_SPIN_LOW)
             | bit(util_milli >= th.spin_util_milli, UTIL_SPIN)
-            // The broken-exporter pattern on the raw readings: absent fields are NaN here.
-            | bit(u == 0.0 && mu == 0.0 && p == 0.0, ALL_ZERO);
+            // The broken-exporter pattern on the raw readings (0.0 is the only zero a
+            // reading holds; a missing one is NaN and never equals it).
+            | bit((u.to_bits() == 0) & (mu == 0.0) & (p == 0.0), ALL_ZERO);
         let key = sample_check::raw_key(s).mix();
         if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
             flags |= CHANGED;
