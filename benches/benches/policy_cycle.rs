@@ -4,7 +4,7 @@
 //! Target: ≤ 20 ns on one core.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Sample, Scope};
+use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Reading, Sample, Scope};
 use std::hint::black_box;
 
 const JOBS: usize = 10_000;
@@ -44,13 +44,13 @@ fn setup(n_jobs: usize) -> (Engine, Vec<JobFacts>, Vec<Sample>) {
                 t_s: 0,
                 node: NodeId(j as u32),
                 gpu: g as u16,
-                util_pct: Some(util),
-                mem_used_mib: Some(mem),
-                mem_total_mib: Some(81_920.0),
-                power_w: Some(power),
-                power_limit_w: Some(400.0),
+                util_pct: util.into(),
+                mem_used_mib: mem.into(),
+                mem_total_mib: 81_920.0.into(),
+                power_w: power.into(),
+                power_limit_w: 400.0.into(),
                 procs: Some(if mem > 0.0 { 1 } else { 0 }),
-                sm_active: None,
+                sm_active: Reading::MISSING,
             });
         }
     }
@@ -66,7 +66,7 @@ fn bench(c: &mut Criterion) {
 
 fn cycle(c: &mut Criterion, n_jobs: usize, name: &str) {
     let (mut engine, jobs, mut samples) = setup(n_jobs);
-    let base_power_w: Vec<f64> = samples.iter().map(|s| s.power_w.unwrap_or(0.0)).collect();
+    let base_power_w: Vec<f64> = samples.iter().map(|s| s.power_w.get().unwrap_or(0.0)).collect();
     let mut out = Vec::with_capacity(JOBS);
     let mut now = 0i64;
     let mut tick = |engine: &mut Engine, samples: &mut Vec<Sample>, out: &mut Vec<_>| {
@@ -75,7 +75,7 @@ fn cycle(c: &mut Criterion, n_jobs: usize, name: &str) {
         for (i, s) in samples.iter_mut().enumerate() {
             s.t_s = now;
             // Power always fluctuates a little on real GPUs.
-            s.power_w = Some(base_power_w[i] + ((k + i) & 7) as f64 * 0.1);
+            s.power_w = (base_power_w[i] + ((k + i) & 7) as f64 * 0.1).into();
         }
         let obs = Observation {
             jobs: &jobs,

@@ -26,11 +26,11 @@ fn main() {
         .map(|i| Sample {
             node: NodeId((i / per_job) as u32),
             gpu: (i % per_job) as u16,
-            util_pct: Some(if i % 80 < 8 { 0.0 } else { 95.0 }),
-            mem_used_mib: Some(if i % 80 < 8 { 0.0 } else { 60_000.0 }),
-            mem_total_mib: Some(81_920.0),
-            power_w: Some(300.0),
-            power_limit_w: Some(400.0),
+            util_pct: (if i % 80 < 8 { 0.0 } else { 95.0 }).into(),
+            mem_used_mib: (if i % 80 < 8 { 0.0 } else { 60_000.0 }).into(),
+            mem_total_mib: 81_920.0.into(),
+            power_w: 300.0.into(),
+            power_limit_w: 400.0.into(),
             procs: Some(1),
             ..Default::default()
         })
@@ -42,7 +42,7 @@ fn main() {
         let now = c * 60;
         for (i, s) in samples.iter_mut().enumerate() {
             s.t_s = now;
-            s.power_w = Some(300.0 + ((c as usize + i) & 7) as f64 * 0.1);
+            s.power_w = (300.0 + ((c as usize + i) & 7) as f64 * 0.1).into();
         }
         engine.step(
             now,

@@ -13,7 +13,7 @@ use crate::plan::{self, Action, ActionState, JobView, Limits, PlanInput, Skip};
 use crate::slurm::SlurmClient;
 use crate::state::{self, Loaded, StateFile, STATE_VERSION};
 use crate::telemetry::Telemetry;
-use policy::{DrainConfirmation, Engine, Finding, GpuRef, JobFacts, Mode, NodeId, NodeTable, Observation, Sample, Scope, Verdict};
+use policy::{DrainConfirmation, Engine, Finding, GpuRef, JobFacts, Mode, NodeId, NodeTable, Observation, Reading, Sample, Scope, Verdict};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -361,13 +361,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 t_s: now_s,
                 node: self.this,
                 gpu: idx,
-                util_pct: g.util_pct,
-                mem_used_mib: g.mem_used_mib,
-                mem_total_mib: g.mem_total_mib,
-                power_w: g.power_w,
-                power_limit_w: g.power_limit_w,
+                util_pct: g.util_pct.into(),
+                mem_used_mib: g.mem_used_mib.into(),
+                mem_total_mib: g.mem_total_mib.into(),
+                power_w: g.power_w.into(),
+                power_limit_w: g.power_limit_w.into(),
                 procs,
-                sm_active: None,
+                sm_active: Reading::MISSING,
             });
         }
 

@@ -72,7 +72,7 @@ fn guard_3_sentinels_and_out_of_bounds_are_not_zero() {
     while r.now_s < 3 * 3600 {
         let t = r.now_s + 60;
         let mut s = sample(Gpu::Idle, t, GpuRef { node: NodeId(0), gpu: 0 }).unwrap();
-        s.util_pct = Some(bad[i % bad.len()]);
+        s.util_pct = bad[i % bad.len()].into();
         i += 1;
         r.tick_samples(vec![s]);
         assert!(r.verdict(0) <= Verdict::InsufficientEvidence);

@@ -4,7 +4,7 @@
 
 mod harness;
 use harness::*;
-use policy::{Cause, Finding, GpuRef, JobFacts, Mode, NodeId, PolicyConfig, Sample, Scope, SignatureId, Verdict};
+use policy::{Cause, Finding, GpuRef, JobFacts, Mode, NodeId, PolicyConfig, Reading, Sample, Scope, SignatureId, Verdict};
 use proptest::prelude::*;
 
 const TICKS: usize = 200;
@@ -154,7 +154,7 @@ proptest! {
                     // Valid = present, in the window, not from the future when it arrived,
                     // util readable.
                     let mut times: Vec<i64> = h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + c.clock_skew.secs()))
-                        .filter(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.util_pct.is_some())
+                        .filter(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && !s.util_pct.is_missing())
                         .map(|s| s.t_s).collect();
                     times.sort_unstable();
                     prop_assert!(!times.is_empty());
@@ -178,7 +178,7 @@ proptest! {
             for x in f {
                 let blind = jobs[x.job_index as usize].alloc.iter().any(|r| {
                     !h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + 60))
-                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s >= now - gap && s.t_s <= *now && s.util_pct.is_some())
+                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s >= now - gap && s.t_s <= *now && !s.util_pct.is_missing())
                 });
                 if blind {
                     prop_assert!(x.verdict <= Verdict::InsufficientEvidence, "{} at {now}", x.verdict);
@@ -199,7 +199,7 @@ proptest! {
             for x in f {
                 let all_busy = jobs[x.job_index as usize].alloc.iter().all(|r| {
                     h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + 60))
-                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.util_pct.is_some_and(|u| u >= c.util_threshold_pct && u <= 100.0))
+                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.util_pct.get().is_some_and(|u| u >= c.util_threshold_pct && u <= 100.0))
                 });
                 if all_busy {
                     prop_assert!(matches!(x.signature_name(), "none" | "spin"), "{} at {now}", x.signature_name());
@@ -313,7 +313,7 @@ proptest! {
         let base = verdicts(&run(&spec));
         let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Whole, |tick, s| {
             if tick % every == 0 {
-                let extra: Vec<Sample> = s.iter().map(|x| Sample { t_s: x.t_s + 7200, util_pct: Some(100.0), ..*x }).collect();
+                let extra: Vec<Sample> = s.iter().map(|x| Sample { t_s: x.t_s + 7200, util_pct: 100.0.into(), ..*x }).collect();
                 s.extend(extra);
             }
         });
@@ -406,13 +406,13 @@ proptest! {
                 t_s: t,
                 node: NodeId(0),
                 gpu: 0,
-                util_pct: Some((i % 2) as f64),
-                mem_used_mib: Some(0.0),
-                mem_total_mib: Some(81_920.0),
-                power_w: Some(60.0),
-                power_limit_w: Some(400.0),
+                util_pct: ((i % 2) as f64).into(),
+                mem_used_mib: 0.0.into(),
+                mem_total_mib: 81_920.0.into(),
+                power_w: 60.0.into(),
+                power_limit_w: 400.0.into(),
                 procs: Some(0),
-                sm_active: None,
+                sm_active: Reading::MISSING,
             }).collect();
             let obs = policy::Observation { jobs: std::slice::from_ref(&job), samples: &samples, scope: Scope::Whole, drains: &[] };
             engine.step(now, &obs, &mut out);

@@ -2,7 +2,7 @@
 
 mod harness;
 use harness::*;
-use policy::{Cause, EvidenceProblem, GpuRef, Mode, NodeId, Sample, Verdict};
+use policy::{Cause, EvidenceProblem, GpuRef, Mode, NodeId, Reading, Sample, Verdict};
 
 #[test]
 fn collector_stops_falls_to_insufficient_evidence_within_the_gap() {
@@ -99,7 +99,7 @@ fn spin_samples(t_s: i64, node1_power_w: Option<f64>) -> Vec<Sample> {
             let mut s = sample(Gpu::Spin, t_s, GpuRef { node: NodeId(node), gpu }).unwrap();
             if node == 1 {
                 if let Some(p) = node1_power_w {
-                    s.power_w = Some(p + (t_s / 60 % 5) as f64);
+                    s.power_w = (p + (t_s / 60 % 5) as f64).into();
                 }
             }
             v.push(s);
@@ -140,13 +140,13 @@ fn frozen_collector_is_insufficient_evidence() {
         t_s,
         node: NodeId(0),
         gpu,
-        util_pct: Some(0.0),
-        mem_used_mib: Some(0.0),
-        mem_total_mib: Some(81_920.0),
-        power_w: Some(61.0),
-        power_limit_w: Some(400.0),
+        util_pct: 0.0.into(),
+        mem_used_mib: 0.0.into(),
+        mem_total_mib: 81_920.0.into(),
+        power_w: 61.0.into(),
+        power_limit_w: 400.0.into(),
         procs: Some(0),
-        sm_active: None,
+        sm_active: Reading::MISSING,
     };
     r.now_s = 3600;
     for _ in 0..60 {

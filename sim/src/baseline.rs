@@ -132,7 +132,7 @@ impl Default for GpuHist {
 
 impl GpuHist {
     fn push(&mut self, s: &Sample) {
-        let u = s.util_pct.filter(|u| (0.0..=100.0).contains(u));
+        let u = s.util_pct.get().filter(|u| (0.0..=100.0).contains(u));
         self.t_s[self.head] = s.t_s;
         self.util[self.head] = u.map_or(f32::NAN, |u| u as f32);
         self.head = (self.head + 1) % RING;

@@ -2,7 +2,7 @@
 //! ground truth, and every GPU sample of every tick in 24 bytes. One `World` is generated per
 //! (workload, seed, days) and shared read-only by every policy configuration of a sweep.
 
-use policy::{JobFacts, NodeTable, Sample};
+use policy::{JobFacts, NodeTable, Reading, Sample};
 use traces::Truth;
 
 /// Seconds per tick: one sampling interval (issue 3: 60 s by default).
@@ -239,13 +239,13 @@ impl World {
             t_s,
             node: policy::NodeId(c.node as u32),
             gpu: c.gpu as u16,
-            util_pct: (f & na::UTIL == 0).then_some(c.util_pct as f64),
-            mem_used_mib: (f & na::MEM == 0).then_some(c.mem_used_mib as f64),
-            mem_total_mib: Some(self.mem_total_mib),
-            power_w: (f & na::POWER == 0).then_some(c.power_w),
-            power_limit_w: Some(self.power_limit_w),
+            util_pct: (f & na::UTIL == 0).then_some(c.util_pct as f64).into(),
+            mem_used_mib: (f & na::MEM == 0).then_some(c.mem_used_mib as f64).into(),
+            mem_total_mib: self.mem_total_mib.into(),
+            power_w: (f & na::POWER == 0).then_some(c.power_w).into(),
+            power_limit_w: self.power_limit_w.into(),
             procs: (f & na::PROCS == 0).then_some(c.procs as u32),
-            sm_active: None,
+            sm_active: Reading::MISSING,
         }
     }
 

@@ -362,13 +362,13 @@ fn read_samples(path: &Path, trace: &mut Trace, log: &mut RowLog, report: &mut R
             t_s,
             node,
             gpu,
-            util_pct: row.opt_f64("util_pct")?,
-            mem_used_mib: row.opt_f64("mem_used_mib")?,
-            mem_total_mib: row.opt_f64("mem_total_mib")?,
-            power_w: row.opt_f64("power_w")?,
-            power_limit_w: row.opt_f64("power_limit_w")?,
+            util_pct: row.opt_f64("util_pct")?.into(),
+            mem_used_mib: row.opt_f64("mem_used_mib")?.into(),
+            mem_total_mib: row.opt_f64("mem_total_mib")?.into(),
+            power_w: row.opt_f64("power_w")?.into(),
+            power_limit_w: row.opt_f64("power_limit_w")?.into(),
             procs: row.opt_int("procs")?,
-            sm_active: row.opt_f64("sm_active")?,
+            sm_active: row.opt_f64("sm_active")?.into(),
         };
         let truth = if has_truth {
             let t = row.text("truth").trim();
@@ -512,13 +512,13 @@ pub fn write_trace(dir: &Path, trace: &Trace) -> Result<(), TraceError> {
         rec.push(trace.jobs[trace.sample_job[i] as usize].facts.job_id.clone());
         rec.push(trace.nodes.name(s.node).to_string());
         rec.push(s.gpu.to_string());
-        rec.push(cell_f64(s.util_pct));
-        rec.push(cell_f64(s.mem_used_mib));
-        rec.push(cell_f64(s.mem_total_mib));
-        rec.push(cell_f64(s.power_w));
-        rec.push(cell_f64(s.power_limit_w));
+        rec.push(cell_f64(s.util_pct.get()));
+        rec.push(cell_f64(s.mem_used_mib.get()));
+        rec.push(cell_f64(s.mem_total_mib.get()));
+        rec.push(cell_f64(s.power_w.get()));
+        rec.push(cell_f64(s.power_limit_w.get()));
         rec.push(s.procs.map_or_else(String::new, |p| p.to_string()));
-        rec.push(cell_f64(s.sm_active));
+        rec.push(cell_f64(s.sm_active.get()));
         if with_truth {
             rec.push(trace.truth.get(i).copied().flatten().map_or("", Truth::as_str).to_string());
         }

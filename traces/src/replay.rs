@@ -106,7 +106,7 @@ pub struct ReplayResult {
 
 /// The compute reading of a sample, percent: `util_pct`, else `sm_active × 100`.
 pub fn compute_pct(s: &policy::Sample) -> Option<f64> {
-    s.util_pct.or(s.sm_active.map(|x| x * 100.0))
+    s.util_pct.get().or(s.sm_active.get().map(|x| x * 100.0))
 }
 
 /// Replays `trace` under `policy` at `interval_s` (> 0). Deterministic: the same trace and

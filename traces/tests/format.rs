@@ -22,7 +22,10 @@ fn reads_a_small_trace_and_keeps_missing_as_missing() {
     assert_eq!(t.samples[0].procs, Some(1));
     assert_eq!(t.samples[0].sm_active, None);
     let s = &t.samples[1];
-    assert_eq!((s.util_pct, s.mem_used_mib, s.power_w, s.procs), (None, None, None, None));
+    assert_eq!(
+        (s.util_pct.get(), s.mem_used_mib.get(), s.power_w.get(), s.procs),
+        (None, None, None, None)
+    );
     assert_eq!(r, traces::ReadReport::default());
     assert!(!t.has_truth());
 }
@@ -107,7 +110,7 @@ fn duplicates_and_out_of_order_samples_are_handled_as_documented() {
     assert_eq!(r.out_of_order_rows, 1);
     assert_eq!(r.exact_duplicates, 1);
     assert_eq!(r.conflicting_duplicates, 2);
-    let got: Vec<(i64, u16, Option<f64>)> = t.samples.iter().map(|s| (s.t_s, s.gpu, s.util_pct)).collect();
+    let got: Vec<(i64, u16, Option<f64>)> = t.samples.iter().map(|s| (s.t_s, s.gpu, s.util_pct.get())).collect();
     assert_eq!(got, vec![(1060, 0, Some(97.0)), (1120, 1, Some(5.0)), (1180, 0, Some(90.0))]);
 }
 

@@ -34,10 +34,10 @@ fn philly_excerpt_imports_every_job_and_keeps_minus_one_missing() {
     assert_eq!(gpus, 332);
     assert_eq!(report.count("rows_before_start"), 332 * 10);
     assert_eq!(trace.samples.len(), 332 * 4);
-    let missing = trace.samples.iter().filter(|s| s.util_pct.is_none()).count() as u64;
+    let missing = trace.samples.iter().filter(|s| s.util_pct.is_missing()).count() as u64;
     assert_eq!(missing, report.count("missing_util"));
     assert!(
-        trace.samples.iter().all(|s| s.util_pct.is_none_or(|u| u >= 0.0)),
+        trace.samples.iter().all(|s| s.util_pct.get().is_none_or(|u| u >= 0.0)),
         "-1 must never survive as a value"
     );
     // The 64-GPU job spans several machines.
@@ -72,7 +72,7 @@ fn philly_excerpt_imports_every_job_and_keeps_minus_one_missing() {
         .iter()
         .find(|s| s.node == node && s.gpu == 0 && s.t_s == first.facts.start_s)
         .unwrap();
-    assert!(s0.util_pct.is_some());
+    assert!(!s0.util_pct.is_missing());
     let prof = import::philly::start_profile(&trace);
     assert_eq!(prof.len(), 4);
     assert!(prof.iter().all(|m| m.gpus == 332));
@@ -92,7 +92,7 @@ fn philly_bad_rows_name_line_and_column() {
     assert_eq!((r.skipped[1].line, r.skipped[1].column.as_str()), (6, "gpu"));
     assert_eq!(r.count("missing_util"), 2);
     assert_eq!(
-        t.samples.iter().map(|s| s.util_pct).collect::<Vec<_>>(),
+        t.samples.iter().map(|s| s.util_pct.get()).collect::<Vec<_>>(),
         vec![Some(5.0), None, None]
     );
 }
@@ -107,7 +107,7 @@ fn alibaba_excerpt_becomes_one_single_gpu_job_per_pod() {
     assert!(trace
         .samples
         .iter()
-        .all(|s| s.power_w.is_none() && s.procs.is_none() && s.mem_total_mib.is_none()));
+        .all(|s| s.power_w.is_missing() && s.procs.is_none() && s.mem_total_mib.is_missing()));
     assert!(report.notes.iter().any(|n| n.contains("scaled")));
     let pod0 = trace.jobs.iter().find(|j| j.facts.job_id == "pod0_96c64ba3").unwrap();
     assert_eq!(pod0.facts.start_s, 0);
@@ -167,12 +167,18 @@ fn nvidia_smi_log_reads_header_units_and_na() {
     // 10:00:00.512 in Berlin (UTC+1 in November) = 09:00:00 UTC.
     assert_eq!(a.t_s, 1_795_942_800);
     assert_eq!(
-        (a.util_pct, a.mem_used_mib, a.mem_total_mib, a.power_w, a.power_limit_w),
+        (
+            a.util_pct.get(),
+            a.mem_used_mib.get(),
+            a.mem_total_mib.get(),
+            a.power_w.get(),
+            a.power_limit_w.get()
+        ),
         (Some(97.0), Some(30000.0), Some(81920.0), Some(312.5), Some(400.0))
     );
     let b = &raw[1].sample;
     assert_eq!(
-        (b.util_pct, b.mem_used_mib, b.power_w),
+        (b.util_pct.get(), b.mem_used_mib.get(), b.power_w.get()),
         (None, None, None),
         "[N/A]/[Insufficient Permissions]/[Not Supported] are missing, not 0"
     );
@@ -267,15 +273,18 @@ fn dcgm_v3_page_hostname_label_and_missing_gpus() {
     // GPU 2 has only its power limit: util, memory and power stay missing.
     let g2 = find(&raw, "node001", 2)[0].sample;
     assert_eq!(g2.power_limit_w, Some(300.0));
-    assert_eq!((g2.util_pct, g2.mem_used_mib, g2.power_w, g2.sm_active), (None, None, None, None));
+    assert_eq!(
+        (g2.util_pct.get(), g2.mem_used_mib.get(), g2.power_w.get(), g2.sm_active.get()),
+        (None, None, None, None)
+    );
     // GPU 3 has only an unrelated counter: known to exist, every field missing.
     let g3 = find(&raw, "node001", 3)[0].sample;
     assert_eq!(
-        (g3.util_pct, g3.mem_used_mib, g3.power_w, g3.power_limit_w),
+        (g3.util_pct.get(), g3.mem_used_mib.get(), g3.power_w.get(), g3.power_limit_w.get()),
         (None, None, None, None)
     );
     // No PROF series on this page: sm_active missing everywhere (C3 as well).
-    assert!(raw.iter().all(|s| s.sample.sm_active.is_none()));
+    assert!(raw.iter().all(|s| s.sample.sm_active.is_missing()));
 }
 
 /// C3, dcgm-prof-not-enabled.log: "PROF series ABSENT → unknown, not 0". The exporter's log is
@@ -314,7 +323,7 @@ fn dcgm_blank_sentinels_absent_series_and_500_pages_are_unknown() {
     let raw = import::dcgm::parse_pages(&[(100, "p", &page)], None, false, &mut r).unwrap();
     let s = raw[0].sample;
     assert_eq!(raw[0].node, "node002", "lowercase hostname label");
-    assert_eq!((s.util_pct, s.sm_active, s.mem_used_mib), (None, None, None));
+    assert_eq!((s.util_pct.get(), s.sm_active.get(), s.mem_used_mib.get()), (None, None, None));
     assert_eq!(r.count("blank_values"), 3);
     // Absent series: power never on the page → missing, not 0 W.
     assert_eq!(s.power_w, None);
@@ -359,7 +368,11 @@ fn dcgm_folder_line_timestamps_win_and_names_are_checked() {
     .unwrap();
     let (t, r) = import::dcgm::import(d.path(), None, false, Attribution::PseudoJobPerGpu).unwrap();
     type Row = (i64, Option<f64>, Option<f64>, Option<f64>);
-    let got: Vec<Row> = t.samples.iter().map(|s| (s.t_s, s.util_pct, s.power_w, s.mem_total_mib)).collect();
+    let got: Vec<Row> = t
+        .samples
+        .iter()
+        .map(|s| (s.t_s, s.util_pct.get(), s.power_w.get(), s.mem_total_mib.get()))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -416,7 +429,7 @@ fn dcgm_samples_are_attributed_to_jobs_from_a_jobs_csv() {
     let jt = traces::format::read_jobs_file(&jobs, &mut traces::error::RowLog::new(false)).unwrap();
     let (t, r) = import::dcgm::import(&pages, None, false, Attribution::Jobs(jt)).unwrap();
     assert_eq!(t.jobs.len(), 1);
-    let got: Vec<(i64, Option<f64>)> = t.samples.iter().map(|s| (s.t_s, s.util_pct)).collect();
+    let got: Vec<(i64, Option<f64>)> = t.samples.iter().map(|s| (s.t_s, s.util_pct.get())).collect();
     assert_eq!(got, vec![(1000, Some(97.0)), (1060, Some(95.0))]);
     // GPU 1 at three times, and GPU 0 after the job ended.
     assert_eq!(r.count("unattributed_samples"), 4);

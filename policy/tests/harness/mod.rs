@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use policy::{
-    DrainConfirmation, Engine, Finding, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, PolicyConfig, Sample, Scope, Verdict,
+    DrainConfirmation, Engine, Finding, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, PolicyConfig, Reading, Sample, Scope, Verdict,
 };
 
 /// What a GPU shows at one tick.
@@ -73,60 +73,60 @@ pub fn sample(g: Gpu, t_s: i64, r: GpuRef) -> Option<Sample> {
         t_s,
         node: r.node,
         gpu: r.gpu,
-        util_pct: Some(0.0),
-        mem_used_mib: Some(0.0),
-        mem_total_mib: Some(81_920.0),
-        power_w: Some(60.0 + noise),
-        power_limit_w: Some(400.0),
+        util_pct: 0.0.into(),
+        mem_used_mib: 0.0.into(),
+        mem_total_mib: 81_920.0.into(),
+        power_w: (60.0 + noise).into(),
+        power_limit_w: 400.0.into(),
         procs: Some(0),
-        sm_active: None,
+        sm_active: Reading::MISSING,
     };
     Some(match g {
         Gpu::Busy => Sample {
-            util_pct: Some(90.0 + salt as f64),
-            mem_used_mib: Some(60_000.0),
-            power_w: Some(300.0 + 5.0 * noise),
+            util_pct: (90.0 + salt as f64).into(),
+            mem_used_mib: 60_000.0.into(),
+            power_w: (300.0 + 5.0 * noise).into(),
             procs: Some(1),
             ..base
         },
         Gpu::Idle => base,
         Gpu::Hung | Gpu::Stall => Sample {
-            mem_used_mib: Some(40_000.0),
+            mem_used_mib: 40_000.0.into(),
             procs: Some(1),
-            power_w: Some(70.0 + noise),
+            power_w: (70.0 + noise).into(),
             ..base
         },
         Gpu::Spin => Sample {
-            util_pct: Some(100.0),
-            mem_used_mib: Some(40_000.0),
+            util_pct: 100.0.into(),
+            mem_used_mib: 40_000.0.into(),
             procs: Some(1),
-            power_w: Some(70.0 + noise * 0.5),
+            power_w: (70.0 + noise * 0.5).into(),
             ..base
         },
         Gpu::Starved => Sample {
-            util_pct: Some(3.0 + (salt % 6) as f64),
-            mem_used_mib: Some(30_000.0),
+            util_pct: (3.0 + (salt % 6) as f64).into(),
+            mem_used_mib: 30_000.0.into(),
             procs: Some(1),
-            power_w: Some(90.0 + noise),
+            power_w: (90.0 + noise).into(),
             ..base
         },
         Gpu::Missing => return None,
         Gpu::NaUtil => Sample {
-            util_pct: None,
-            mem_used_mib: None,
-            mem_total_mib: None,
+            util_pct: Reading::MISSING,
+            mem_used_mib: Reading::MISSING,
+            mem_total_mib: Reading::MISSING,
             ..base
         },
         Gpu::AllZero => Sample {
-            util_pct: Some(0.0),
-            mem_used_mib: Some(0.0),
-            power_w: Some(0.0),
+            util_pct: 0.0.into(),
+            mem_used_mib: 0.0.into(),
+            power_w: 0.0.into(),
             procs: None,
             ..base
         },
         Gpu::Future => Sample { t_s: t_s + 3600, ..base },
         Gpu::Util(u) => Sample {
-            util_pct: Some(u as f64),
+            util_pct: (u as f64).into(),
             ..base
         },
     })

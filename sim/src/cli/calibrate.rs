@@ -60,13 +60,13 @@ pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result
     let mut mem = Vec::new();
     for c in &world.samples {
         let s = world.expand(c, 0);
-        if let Some(u) = s.util_pct {
+        if let Some(u) = s.util_pct.get() {
             util.push(u);
         }
-        if let Some(p) = s.power_w {
+        if let Some(p) = s.power_w.get() {
             power.push(p);
         }
-        if let Some(m) = s.mem_used_mib {
+        if let Some(m) = s.mem_used_mib.get() {
             mem.push(m / 81_920.0 * 100.0);
         }
     }

@@ -140,9 +140,9 @@ fn no_samples_reason(args: &Args, report: &ImportReport) -> String {
 fn absent_readings(trace: &traces::Trace, notes: &[String]) -> Vec<String> {
     type Has = fn(&policy::Sample) -> bool;
     let fields: [(&str, Has); 3] = [
-        ("utilization.gpu", |s| s.util_pct.is_some()),
-        ("memory.used", |s| s.mem_used_mib.is_some()),
-        ("power.draw", |s| s.power_w.is_some()),
+        ("utilization.gpu", |s| !s.util_pct.is_missing()),
+        ("memory.used", |s| !s.mem_used_mib.is_missing()),
+        ("power.draw", |s| !s.power_w.is_missing()),
     ];
     fields
         .iter()

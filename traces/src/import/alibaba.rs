@@ -68,8 +68,8 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
         }
         pods.entry(pod).or_default().push(Sample {
             t_s: t,
-            util_pct: util,
-            mem_used_mib: mem_bytes.map(|b| b / 1_048_576.0),
+            util_pct: util.into(),
+            mem_used_mib: mem_bytes.map(|b| b / 1_048_576.0).into(),
             ..Sample::default()
         });
     }

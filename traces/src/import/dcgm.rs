@@ -351,13 +351,13 @@ fn to_raw(readings: Readings) -> Vec<RawSample> {
                 sample: Sample {
                     t_s,
                     gpu,
-                    util_pct: get(Field::Util),
-                    mem_used_mib: get(Field::FbUsed),
-                    mem_total_mib: total,
-                    power_w: get(Field::Power),
-                    power_limit_w: get(Field::PowerLimit),
+                    util_pct: get(Field::Util).into(),
+                    mem_used_mib: get(Field::FbUsed).into(),
+                    mem_total_mib: total.into(),
+                    power_w: get(Field::Power).into(),
+                    power_limit_w: get(Field::PowerLimit).into(),
                     procs: None,
-                    sm_active: get(Field::SmActive),
+                    sm_active: get(Field::SmActive).into(),
                     ..Sample::default()
                 },
             }

@@ -367,11 +367,11 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
                 sample: Sample {
                     t_s,
                     gpu,
-                    util_pct: value("utilization.gpu", "missing_util")?,
-                    mem_used_mib: value("memory.used", "missing_mem_used")?,
-                    mem_total_mib: value("memory.total", "missing_mem_total")?,
-                    power_w: value("power.draw", "missing_power")?,
-                    power_limit_w: value("power.limit", "missing_power_limit")?,
+                    util_pct: value("utilization.gpu", "missing_util")?.into(),
+                    mem_used_mib: value("memory.used", "missing_mem_used")?.into(),
+                    mem_total_mib: value("memory.total", "missing_mem_total")?.into(),
+                    power_w: value("power.draw", "missing_power")?.into(),
+                    power_limit_w: value("power.limit", "missing_power_limit")?.into(),
                     ..Sample::default()
                 },
             };

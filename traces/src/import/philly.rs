@@ -169,7 +169,7 @@ pub fn import(util_csv: &Path, jobs_json: &Path, lenient: bool) -> Result<(Trace
             t_s,
             node,
             gpu,
-            util_pct: util,
+            util_pct: util.into(),
             ..Sample::default()
         };
         trace.push_sample(sample, ji, None);
@@ -214,7 +214,7 @@ pub fn start_profile(trace: &Trace) -> Vec<StartMinute> {
         let j = trace.sample_job[i];
         let rel = s.t_s - trace.jobs[j as usize].facts.start_s;
         if rel % 60 == 0 && (0..=3 * 60).contains(&rel) {
-            seen.insert((j, rel / 60, s.node.0, s.gpu), s.util_pct);
+            seen.insert((j, rel / 60, s.node.0, s.gpu), s.util_pct.get());
         }
     }
     for (ji, j) in trace.jobs.iter().enumerate() {
