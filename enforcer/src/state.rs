@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
 
-/// The current state-file format. Version 2 keys kept attributions by job id and start time
-/// (version 1 had job id only); a version-1 file is not read, which is a fresh start.
-pub const STATE_VERSION: u32 = 2;
+/// The current state-file format. Version 3 stores each GPU's window as its entries and
+/// clocks only (counts and sums are rebuilt on load) and no escalation (a restart never
+/// kept it); version 2 keyed kept attributions by job id and start time (version 1 had job
+/// id only). A file of an older version is not read, which is a fresh start.
+pub const STATE_VERSION: u32 = 3;
 
 /// Everything persisted between cycles and across restarts.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -190,6 +190,13 @@ pub const MAX_WINDOW_S: i64 = 7 * 86_400;
 pub const MAX_SPAN_S: i64 = 366 * 86_400;
 
 impl Policy {
+    /// True when an engine can judge `self` and `other` over one set of windows (see
+    /// [`crate::Engine::with_policies`]): they agree on `window`, `max_sample_gap`,
+    /// `clock_skew`, `interval` and every threshold decided at ingest.
+    pub fn shares_windows_with(&self, other: &Policy) -> bool {
+        crate::window::IngestThresholds::new(self.config()).same_windows(&crate::window::IngestThresholds::new(other.config()))
+    }
+
     /// Validates `cfg`. Errors name the key and the value: a zero window or one above
     /// [`MAX_WINDOW_S`], a duration above [`MAX_SPAN_S`], an interval longer than the window, a gap not shorter than the window, an out-of-range threshold, a stage
     /// with an unknown verdict, a ceiling for an unknown signature, a bad regex.

@@ -129,3 +129,123 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
     }
     tally
 }
+
+/// Runs several gpu-reaper policies over the whole of `world` in one pass, and returns one
+/// tally per policy, each equal to what [`run`] gives for that policy alone.
+///
+/// The policies must share their windows (see [`policy::Engine::with_policies`]): one
+/// engine checks and windows each sample once, and each policy keeps its own escalation.
+/// Each policy's cancels are its own: a job it cancelled is no longer scored for it, and the
+/// job leaves the shared engine once every policy has cancelled it. Jobs are judged
+/// independently of each other, so a job another policy keeps changes nothing for this one.
+///
+/// # Errors
+/// [`policy::SharedWindowError`] when the policies do not share windows (or there are none).
+pub fn run_policies(world: &World, policies: Vec<Policy>) -> Result<Vec<Tally>, policy::SharedWindowError> {
+    let np = policies.len();
+    let mut engine = Engine::with_policies(policies, Mode::Observe)?;
+    let mut tallies: Vec<Tally> = (0..np).map(|_| Tally::new(world)).collect();
+    let mut findings: Vec<Vec<Finding>> = (0..np).map(|_| Vec::new()).collect();
+    // Per policy, per world job: cancelled by that policy.
+    let mut cancelled: Vec<Vec<bool>> = vec![vec![false; world.jobs.len()]; np];
+    // Per world job: how many policies have cancelled it; it leaves at `np`.
+    let mut cancel_count = vec![0usize; world.jobs.len()];
+    let mut gone_live: Vec<u32> = Vec::new();
+    let mut running: Vec<JobFacts> = Vec::new();
+    let mut run_idx: Vec<u32> = Vec::new();
+    // Per policy, per running position: last verdict.
+    let mut prev: Vec<Vec<Verdict>> = vec![Vec::new(); np];
+    let mut running_gpus = vec![0u64; np];
+    let mut samples: Vec<Sample> = Vec::with_capacity(world.jobs.len().min(4096));
+    for tick in 0..world.horizon {
+        // Departures: natural end, or cancelled by every policy.
+        if run_idx
+            .iter()
+            .any(|&j| world.jobs[j as usize].end <= tick || cancel_count[j as usize] == np)
+        {
+            let mut k = 0;
+            for i in 0..run_idx.len() {
+                let j = run_idx[i] as usize;
+                let ended = world.jobs[j].end <= tick;
+                if !ended && cancel_count[j] < np {
+                    run_idx.swap(k, i);
+                    running.swap(k, i);
+                    for p in prev.iter_mut() {
+                        p.swap(k, i);
+                    }
+                    k += 1;
+                } else if ended {
+                    for (p, rg) in running_gpus.iter_mut().enumerate() {
+                        if !cancelled[p][j] {
+                            *rg -= world.jobs[j].gpus as u64;
+                        }
+                    }
+                }
+            }
+            run_idx.truncate(k);
+            running.truncate(k);
+            for p in prev.iter_mut() {
+                p.truncate(k);
+            }
+        }
+        for j in world.starting_at(tick) {
+            run_idx.push(j as u32);
+            running.push(world.jobs[j].facts.clone());
+            for p in prev.iter_mut() {
+                p.push(Verdict::Healthy);
+            }
+            for rg in running_gpus.iter_mut() {
+                *rg += world.jobs[j].gpus as u64;
+            }
+        }
+        let now_s = tick as i64 * TICK_S;
+        samples.clear();
+        // Jobs every policy cancelled keep their samples in the world until their natural
+        // end; skip them, as `run` does.
+        gone_live.retain(|&j| world.jobs[j as usize].end > tick);
+        let tick_samples = world.samples_at(tick);
+        let mut from = 0;
+        for &j in &gone_live {
+            let lo = from + tick_samples[from..].partition_point(|c| c.job < j);
+            let hi = lo + tick_samples[lo..].partition_point(|c| c.job <= j);
+            samples.extend(tick_samples[from..lo].iter().map(|c| world.expand(c, now_s)));
+            from = hi;
+        }
+        samples.extend(tick_samples[from..].iter().map(|c| world.expand(c, now_s)));
+        let obs = Observation {
+            jobs: &running,
+            samples: &samples,
+            scope: Scope::Whole,
+            drains: &[],
+        };
+        engine.step_each(now_s, &obs, &mut findings);
+        for p in 0..np {
+            let tally = &mut tallies[p];
+            // This tick's running GPU count, before its cancels (which `run` removes only
+            // from the next tick on).
+            tally.job_gpu_ticks += running_gpus[p];
+            for (i, f) in findings[p].iter().enumerate() {
+                let j = run_idx[i];
+                if cancelled[p][j as usize] {
+                    continue;
+                }
+                let jd = Judgement {
+                    verdict: f.verdict,
+                    signature: f.signature,
+                };
+                let before = prev[p][i];
+                prev[p][i] = jd.verdict;
+                if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert) && tally.observe(world, tick, j, before, jd) {
+                    cancelled[p][j as usize] = true;
+                    running_gpus[p] -= world.jobs[j as usize].gpus as u64;
+                    cancel_count[j as usize] += 1;
+                    if cancel_count[j as usize] == np {
+                        let at = gone_live.partition_point(|&x| x < j);
+                        gone_live.insert(at, j);
+                    }
+                }
+            }
+        }
+    }
+    Ok(tallies)
+}

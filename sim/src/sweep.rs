@@ -197,6 +197,66 @@ pub fn run_item(spec: &SweepSpec, runner: Runner, world: &World) -> (Row, u64) {
     }
 }
 
+/// Work items run together: configurations over one world whose policies share windows (one
+/// engine judges them all, see [`drive::run_policies`]), or one baseline.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Index into [`SweepSpec::worlds`].
+    pub world: usize,
+    /// The runners, in item order.
+    pub runners: Vec<Runner>,
+}
+
+/// Groups items into batches: per world, each configuration joins the first batch whose
+/// policies share its windows; baselines run alone. Batches and their runners keep item order.
+pub fn batches(spec: &SweepSpec, items: &[(Runner, usize)]) -> Vec<Batch> {
+    let mut out: Vec<Batch> = Vec::new();
+    for &(r, w) in items {
+        if let Runner::Config(ci) = r {
+            let joins = out.iter_mut().find(|b| {
+                b.world == w
+                    && matches!(b.runners[0], Runner::Config(first)
+                        if spec.configs[first].policy.shares_windows_with(&spec.configs[ci].policy))
+            });
+            if let Some(b) = joins {
+                b.runners.push(r);
+                continue;
+            }
+        }
+        out.push(Batch {
+            world: w,
+            runners: vec![r],
+        });
+    }
+    out
+}
+
+/// Runs one batch on its world: one row per runner, in the batch's order.
+pub fn run_batch(spec: &SweepSpec, batch: &Batch, world: &World) -> Vec<(Row, u64)> {
+    let configs: Vec<usize> = batch
+        .runners
+        .iter()
+        .filter_map(|r| match r {
+            Runner::Config(ci) => Some(*ci),
+            Runner::Baseline(_) => None,
+        })
+        .collect();
+    if configs.len() < 2 {
+        return batch.runners.iter().map(|&r| run_item(spec, r, world)).collect();
+    }
+    let policies = configs.iter().map(|&ci| spec.configs[ci].policy.clone()).collect();
+    let Ok(tallies) = drive::run_policies(world, policies) else {
+        // `batches` only groups policies that share windows; should that ever not hold,
+        // run them one by one rather than fail.
+        return batch.runners.iter().map(|&r| run_item(spec, r, world)).collect();
+    };
+    configs
+        .iter()
+        .zip(tallies)
+        .map(|(&ci, t)| (Row::new(&spec.configs[ci].params, world, spec.days, &t), t.job_gpu_ticks))
+        .collect()
+}
+
 /// Generates the worlds this spec's items need, in parallel. `None` for worlds no item uses.
 pub fn generate_worlds(spec: &SweepSpec, items: &[(Runner, usize)]) -> Vec<Option<World>> {
     let needed: std::collections::BTreeSet<usize> = items.iter().map(|x| x.1).collect();
@@ -242,13 +302,15 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<SweepResult, Sw
         }
     }
     let t1 = std::time::Instant::now();
-    let mut results: Vec<(Row, u64)> = items
+    let mut results: Vec<(Row, u64)> = batches(spec, &items)
         .par_iter()
         .with_max_len(1)
-        .map(|&(r, w)| {
-            let world = worlds[w].as_ref().expect("world generated for every item");
-            let out = run_item(spec, r, world);
-            tick();
+        .flat_map_iter(|b| {
+            let world = worlds[b.world].as_ref().expect("world generated for every item");
+            let out = run_batch(spec, b, world);
+            for _ in 0..out.len() {
+                tick();
+            }
             out
         })
         .collect();
