@@ -314,7 +314,7 @@ mod tests {
         assert!(!nan.is_missing() && nan.get().is_some_and(f64::is_nan));
         assert!(Reading::value(f64::NAN).get().is_some());
         assert!(Reading::default().is_missing());
-        assert!(!(Reading::MISSING.raw() >= 0.0) && !(Reading::MISSING.raw() <= 0.0));
+        assert!(Reading::MISSING.raw().partial_cmp(&0.0).is_none());
         assert_eq!(Reading::value(-0.0).to_bits(), 0);
         let json = serde_json::to_string(&[Reading::from(Some(1.5)), Reading::MISSING]).unwrap();
         assert_eq!(json, "[1.5,null]");
