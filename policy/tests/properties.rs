@@ -373,6 +373,57 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// An engine judging several policies over shared windows gives each policy exactly the
+    /// findings an engine of that policy alone gives, cycle by cycle, whatever the policies'
+    /// thresholds, warmups, stages, ceilings and exemptions.
+    #[test]
+    fn prop_shared_windows_match_single_engines(
+        spec in scenario(),
+        policies in prop::collection::vec(
+            (1u8..60, 0i64..40, prop::option::of(61i64..150), prop_oneof![Just("alert"), Just("cancel")], any::<bool>()),
+            1..4,
+        ),
+        leave_tick in 1i64..(TICKS as i64),
+    ) {
+        let cfgs: Vec<PolicyConfig> = policies
+            .iter()
+            .map(|&(thr, warmup_m, cancel_m, spin, exempt_ml)| {
+                let mut c = match cancel_m {
+                    Some(m) => cfg_with_cancel(m * 60),
+                    None => PolicyConfig::default(),
+                };
+                c.util_threshold_pct = thr as f64;
+                c.warmup = policy::DurationS(warmup_m * 60);
+                c.ceilings.insert("spin".into(), spin.into());
+                if exempt_ml {
+                    c.exempt.accounts = vec!["ml".into()];
+                }
+                c
+            })
+            .collect();
+        let built: Vec<policy::Policy> = cfgs.iter().map(|c| policy::Policy::new(c).unwrap()).collect();
+        let mut shared = policy::Engine::with_policies(built.clone(), Mode::Observe).unwrap();
+        let mut singles: Vec<policy::Engine> = built.into_iter().map(|p| policy::Engine::new(p, Mode::Observe)).collect();
+        let all_jobs = jobs_of(&spec);
+        let mut outs: Vec<Vec<Finding>> = vec![Vec::new(); cfgs.len()];
+        let mut single_out = Vec::new();
+        for tick in 1..=TICKS as i64 {
+            // The first job leaves part way, so forgetting a job is covered too.
+            let jobs: Vec<JobFacts> = if tick >= leave_tick { all_jobs[1..].to_vec() } else { all_jobs.clone() };
+            let samples = samples_at(&spec, &all_jobs, tick);
+            let obs = policy::Observation { jobs: &jobs, samples: &samples, scope: Scope::Whole, drains: &[] };
+            shared.step_each(tick * 60, &obs, &mut outs);
+            for (p, e) in singles.iter_mut().enumerate() {
+                e.step(tick * 60, &obs, &mut single_out);
+                prop_assert_eq!(&outs[p], &single_out, "policy {} at tick {}", p, tick);
+            }
+        }
+    }
+}
+
 /// A time near either end of i64, or anywhere at all.
 fn any_time() -> impl Strategy<Value = i64> {
     prop_oneof![
