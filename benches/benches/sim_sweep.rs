@@ -5,6 +5,11 @@
 //!
 //! `driver_only` runs the same world through a judge that does nothing, to show the driver's
 //! own cost (sample expansion, job bookkeeping, scoring) apart from the policy engine's.
+//!
+//! `sweep_batch_default_1day` is the unit of work the sweep really runs: every configuration
+//! of the built-in grid that shares the 20m window (32 of its 100) judged over one day of the
+//! same world by one engine (`drive::run_policies`), on one thread. Throughput is the sum of
+//! the job-GPU-ticks each configuration evaluates, as the sweep's timing line counts them.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use policy::{JobFacts, Policy, PolicyConfig, Sample, StageConfig, Verdict};
@@ -45,6 +50,23 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("driver_only_default_1day", |b| {
         b.iter(|| black_box(drive::run(&world, &mut Nothing).job_gpu_ticks))
+    });
+    g.finish();
+
+    let configs = sim::grid::builtin_default();
+    let in_20m: Vec<Policy> = configs
+        .iter()
+        .map(|c| c.policy.clone())
+        .filter(|p| p.config().window.0 == 1200)
+        .collect();
+    let batch: Vec<Policy> = in_20m.iter().filter(|p| p.shares_windows_with(&in_20m[0])).cloned().collect();
+    let tallies = drive::run_policies(&world, batch.clone()).expect("the batch shares windows");
+    let evaluated: u64 = tallies.iter().map(|t| t.job_gpu_ticks).sum();
+    let mut g = c.benchmark_group("sim");
+    g.throughput(Throughput::Elements(evaluated));
+    g.sample_size(10);
+    g.bench_function(format!("sweep_batch_default_1day_{}_configs", batch.len()), |b| {
+        b.iter(|| black_box(drive::run_policies(&world, batch.clone()).map(|t| t.len())))
     });
     g.finish();
 }
