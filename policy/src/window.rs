@@ -814,3 +814,197 @@ mod tests {
         }
     }
 }
+
+/// Review (branch review3): a differential test of the one-pass `ingest` against the
+/// field-by-field reference (`sample_check::check`'s rules applied to the raw `Option<f64>`
+/// fields, as the code before `Reading` did, plus the old flag logic).
+#[cfg(test)]
+mod review3_ingest_vs_check {
+    use super::*;
+    use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS};
+    use proptest::prelude::*;
+
+    /// The old `keep`, on a raw optional value.
+    fn keep(v: Option<f64>, open_lo: bool, hi: f64, bad: &mut u8) -> Option<f64> {
+        let x = v?;
+        let above = if open_lo { x > 0.0 } else { x >= 0.0 };
+        if above && x <= hi {
+            Some(x)
+        } else {
+            *bad += 1;
+            None
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct Raw {
+        util: Option<f64>,
+        sm: Option<f64>,
+        mem_used: Option<f64>,
+        mem_total: Option<f64>,
+        power: Option<f64>,
+        limit: Option<f64>,
+        procs: Option<u32>,
+    }
+
+    /// The old ingest's outcome for one sample: (entry fields without CHANGED/GAP, invalid?).
+    fn reference(r: &Raw, th: &IngestThresholds) -> (Option<(u32, u32, u16, u16)>, bool) {
+        let mut bad = 0u8;
+        let util = keep(r.util, false, 100.0, &mut bad);
+        let sm = keep(r.sm, false, 1.0, &mut bad);
+        let mem_total = keep(r.mem_total, true, MAX_MEM_MIB, &mut bad);
+        let mut mem_used = keep(r.mem_used, false, MAX_MEM_MIB, &mut bad);
+        if let (Some(u), Some(t)) = (mem_used, mem_total) {
+            if u > t {
+                bad += 1;
+                mem_used = None;
+            }
+        }
+        let power = keep(r.power, true, MAX_POWER_W, &mut bad);
+        let limit = keep(r.limit, true, MAX_POWER_W, &mut bad);
+        let procs = match r.procs {
+            Some(p) if p > MAX_PROCS => {
+                bad += 1;
+                None
+            }
+            p => p,
+        };
+        let compute = match (util, sm) {
+            (Some(u), _) => Some(u),
+            (None, Some(f)) => Some(f * 100.0),
+            (None, None) => None,
+        };
+        let all_zero_raw = r.util == Some(0.0) && r.mem_used == Some(0.0) && r.power == Some(0.0);
+        let Some(util_milli) = compute.map(|u| (u * 1000.0 + 0.5) as u32) else {
+            return (None, true);
+        };
+        let mut flags = 0u16;
+        if let Some(used) = mem_used {
+            flags |= MEM_KNOWN;
+            let held = match mem_total {
+                Some(total) => used >= th.mem_held_frac * total,
+                None => used >= th.mem_held_mib,
+            };
+            flags |= if held { MEM_HELD } else { MEM_FREE };
+        }
+        match procs {
+            Some(0) => flags |= PROCS_ZERO,
+            Some(_) => flags |= PROCS_POS,
+            None => {}
+        }
+        if let Some(p) = power {
+            flags |= POWER_KNOWN;
+            let (idle, spin_low) = match limit {
+                Some(l) => (p <= th.idle_power_frac * l, p <= th.spin_power_frac * l),
+                None => (p <= th.idle_power_w, p <= th.idle_power_w),
+            };
+            if idle {
+                flags |= POWER_IDLE;
+            }
+            if spin_low {
+                flags |= POWER_SPIN_LOW;
+            }
+        }
+        if util_milli >= th.spin_util_milli {
+            flags |= UTIL_SPIN;
+        }
+        if all_zero_raw {
+            flags |= ALL_ZERO;
+        }
+        let power_dw = power.map_or(0, |p| (p * 10.0 + 0.5) as u16);
+        let mem_mib = mem_used.map_or(0, |m| (m + 0.5) as u32);
+        (Some((util_milli, mem_mib, power_dw, flags)), bad > 0)
+    }
+
+    fn field(hi: f64) -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            3 => Just(None),
+            1 => Just(Some(f64::NAN)),
+            1 => Just(Some(-f64::NAN)),
+            1 => Just(Some(f64::from_bits(0x7ff8_6d69_7373_696e))),
+            1 => Just(Some(f64::from_bits(0x7ff0_0000_0000_0001))),
+            1 => Just(Some(0.0)),
+            1 => Just(Some(-0.0)),
+            1 => Just(Some(f64::INFINITY)),
+            1 => Just(Some(f64::NEG_INFINITY)),
+            1 => Just(Some(f64::MIN_POSITIVE / 4.0)),
+            1 => Just(Some(-f64::MIN_POSITIVE / 4.0)),
+            1 => Just(Some(hi)),
+            1 => Just(Some(f64::from_bits(hi.to_bits() + 1))),
+            1 => Just(Some(crate::SENTINEL_U32)),
+            1 => Just(Some(crate::DCGM_INT32_BLANK)),
+            1 => Just(Some(crate::DCGM_INT64_BLANK)),
+            1 => Just(Some(crate::DCGM_FP64_BLANK)),
+            1 => Just(Some(f64::MAX)),
+            4 => (0.0..=hi).prop_map(Some),
+            2 => (-10.0..hi * 2.0).prop_map(Some),
+            2 => any::<u64>().prop_map(|b| Some(f64::from_bits(b))),
+        ]
+    }
+
+    fn raw() -> impl Strategy<Value = Raw> {
+        (
+            field(100.0),
+            field(1.0),
+            field(MAX_MEM_MIB),
+            field(MAX_MEM_MIB),
+            field(MAX_POWER_W),
+            field(MAX_POWER_W),
+            prop_oneof![
+                Just(None),
+                Just(Some(0)),
+                Just(Some(MAX_PROCS)),
+                Just(Some(MAX_PROCS + 1)),
+                Just(Some(u32::MAX)),
+                any::<u32>().prop_map(Some)
+            ],
+        )
+            .prop_map(|(util, sm, mem_used, mem_total, power, limit, procs)| Raw {
+                util,
+                sm,
+                mem_used,
+                mem_total,
+                power,
+                limit,
+                procs,
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        #[test]
+        fn ingest_agrees_with_check(r in raw(), frac in 0.0f64..=1.0, idle_w in 0.0f64..=2000.0, held_mib in 0.0f64..=1e6, sfrac in 0.0f64..=1.0, spin in 0.0f64..=100.0) {
+            let cfg = PolicyConfig {
+                mem_held_frac: frac,
+                idle_power_w: idle_w,
+                mem_held_mib: held_mib,
+                idle_power_frac: frac,
+                spin_power_frac: sfrac,
+                spin_util_pct: spin,
+                ..PolicyConfig::default()
+            };
+            let th = IngestThresholds::new(&cfg);
+            let s = Sample {
+                t_s: 1000,
+                util_pct: r.util.into(),
+                sm_active: r.sm.into(),
+                mem_used_mib: r.mem_used.into(),
+                mem_total_mib: r.mem_total.into(),
+                power_w: r.power.into(),
+                power_limit_w: r.limit.into(),
+                procs: r.procs,
+                ..Sample::default()
+            };
+            // The field-by-field reference on the Readings agrees with the raw reference.
+            let c = sample_check::check(&s);
+            let (want, want_invalid) = reference(&r, &th);
+            prop_assert_eq!(c.util_milli, want.map(|w| w.0));
+            prop_assert_eq!(c.invalid_fields > 0 || c.util_milli.is_none(), want_invalid);
+            let mut w = GpuWindow::default();
+            w.ingest(&s, &th.cycle(1000), &th);
+            let got = w.front().map(|e| (e.util_milli, e.mem_mib, e.power_dw, e.flags & !(CHANGED | GAP_BEFORE)));
+            prop_assert_eq!(got, want, "{:?}", r);
+            prop_assert_eq!(w.invalid_count() > 0, want_invalid, "{:?}", r);
+        }
+    }
+}
