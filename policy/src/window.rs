@@ -457,18 +457,6 @@ impl GpuWindow {
         (self.len > 0).then(|| &self.ring[self.head as usize])
     }
 
-    #[inline(always)]
-    fn back(&self) -> Option<&Entry> {
-        if self.len == 0 {
-            return None;
-        }
-        let mut i = self.head as usize + self.len as usize - 1;
-        if i >= self.ring.len() {
-            i -= self.ring.len();
-        }
-        Some(&self.ring[i])
-    }
-
     /// Doubles the ring (at least `hint` entries), keeping the entries in order from index 0.
     #[cold]
     #[inline(never)]
@@ -697,13 +685,15 @@ impl GpuWindow {
     #[inline(always)]
     pub(crate) fn brief(&self, cyc: &Cycle, th: &IngestThresholds) -> Brief {
         let n = self.len;
-        let (Some(first), Some(last)) = (self.front(), self.back()) else {
+        let Some(first) = self.front() else {
             return Brief {
                 invalid: self.invalid_count(),
                 ..Brief::default()
             };
         };
-        let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.base_t_s + last.t_off as i64);
+        // The newest entry is the last valid sample ingested (entries are only ever pushed
+        // with it), so its time is `last_valid_t_s`: no need to read the ring's other end.
+        let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.last_valid_t_s);
         let power_known = self.lane(POWER_KNOWN);
         // Holes and changes are flagged on the sample after them; the first entry's flags
         // refer to a sample outside the window.
