@@ -96,7 +96,7 @@ type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 const CONFLICT: u32 = u32::MAX;
 /// A sample no running job claims, in [`Engine::slots`].
-const NO_SLOT: u16 = u16::MAX;
+const NO_SLOT: u32 = u32::MAX;
 /// A job with no samples yet in this cycle's routing.
 const UNSET: u32 = u32::MAX;
 const VACANT: u32 = u32::MAX - 1;
@@ -107,8 +107,8 @@ const DENSE_NODES: u32 = 1 << 20;
 /// maps to neither: its samples are unattributed, and both jobs see a gap.
 #[derive(Default)]
 struct Router {
-    dense: Vec<Vec<(u32, u16)>>,
-    sparse: FxMap<(u32, u16), (u32, u16)>,
+    dense: Vec<Vec<(u32, u32)>>,
+    sparse: FxMap<(u32, u16), (u32, u32)>,
 }
 
 impl Router {
@@ -119,8 +119,8 @@ impl Router {
         self.sparse.clear();
     }
 
-    fn insert(&mut self, g: GpuRef, val: (u32, u16)) {
-        let claim = |cell: &mut (u32, u16)| *cell = if cell.0 == VACANT { val } else { (CONFLICT, 0) };
+    fn insert(&mut self, g: GpuRef, val: (u32, u32)) {
+        let claim = |cell: &mut (u32, u32)| *cell = if cell.0 == VACANT { val } else { (CONFLICT, 0) };
         if g.node.0 < DENSE_NODES {
             let n = g.node.0 as usize;
             if self.dense.len() <= n {
@@ -137,7 +137,7 @@ impl Router {
     }
 
     #[inline]
-    fn get(&self, node: NodeId, gpu: u16) -> Option<(u32, u16)> {
+    fn get(&self, node: NodeId, gpu: u16) -> Option<(u32, u32)> {
         let v = if node.0 < DENSE_NODES {
             *self.dense.get(node.0 as usize)?.get(gpu as usize)?
         } else {
@@ -178,7 +178,7 @@ impl IdKey {
     }
 }
 
-/// One sample of this cycle, routed: `key` is job state index << 16 | allocation slot.
+/// One sample of this cycle, routed: `key` is job state index << 32 | allocation slot.
 #[derive(Clone, Copy, Debug)]
 struct Routed {
     key: u64,
@@ -286,7 +286,7 @@ pub struct Engine {
     /// This cycle's samples, routed to their job and slot (general path only).
     routed: Vec<Routed>,
     /// Per sample of this cycle, its allocation slot, or [`NO_SLOT`] (direct path only).
-    slots: Vec<u16>,
+    slots: Vec<u32>,
     /// True when this cycle's samples were taken in input order (the direct path); then
     /// `ranges` index `obs.samples` and `slots`, otherwise `routed`.
     direct: bool,
@@ -411,6 +411,9 @@ impl Engine {
             }
             e.ladders.push(Ladder::default());
             j.id_key = IdKey::new(&j.job_id);
+            // `seen` is not serialised, but an in-memory snapshot keeps it: a restored job
+            // has not been seen in the new engine's cycles.
+            j.seen = 0;
             for g in &mut j.gpus {
                 g.restore_trim(now_s, &e.th);
             }
@@ -425,7 +428,7 @@ impl Engine {
         self.router.clear();
         for (ji, j) in self.jobs.iter().enumerate() {
             for (slot, g) in j.alloc.iter().enumerate() {
-                self.router.insert(*g, (ji as u32, slot as u16));
+                self.router.insert(*g, (ji as u32, slot as u32));
             }
         }
     }
@@ -616,7 +619,7 @@ impl Engine {
         self.ranges.resize(self.jobs.len(), (UNSET, UNSET));
         self.slots.clear();
         let mut unattributed = 0u64;
-        let mut run: Option<(u32, u16)> = None;
+        let mut run: Option<(u32, u32)> = None;
         for (i, s) in samples.iter().enumerate() {
             let Some((ji, slot)) = self.router.get(s.node, s.gpu) else {
                 unattributed += 1;
@@ -658,7 +661,7 @@ impl Engine {
         for (i, s) in samples.iter().enumerate() {
             match self.router.get(s.node, s.gpu) {
                 Some((ji, slot)) => self.routed.push(Routed {
-                    key: (ji as u64) << 16 | slot as u64,
+                    key: (ji as u64) << 32 | slot as u64,
                     t_s: s.t_s,
                     idx: i as u32,
                 }),
@@ -670,8 +673,8 @@ impl Engine {
         let cmp = |a: &Routed, b: &Routed| {
             a.key.cmp(&b.key).then(a.t_s.cmp(&b.t_s)).then_with(|| {
                 sample_check::raw_key(&samples[a.idx as usize])
-                    .0
-                    .cmp(&sample_check::raw_key(&samples[b.idx as usize]).0)
+                    .tie_order()
+                    .cmp(&sample_check::raw_key(&samples[b.idx as usize]).tie_order())
             })
         };
         self.routed.sort_unstable_by(cmp);
@@ -679,9 +682,9 @@ impl Engine {
         self.ranges.resize(self.jobs.len(), (0, 0));
         let mut i = 0;
         while i < self.routed.len() {
-            let ji = (self.routed[i].key >> 16) as usize;
+            let ji = (self.routed[i].key >> 32) as usize;
             let start = i;
-            while i < self.routed.len() && (self.routed[i].key >> 16) as usize == ji {
+            while i < self.routed.len() && (self.routed[i].key >> 32) as usize == ji {
                 i += 1;
             }
             self.ranges[ji] = (start as u32, i as u32);
@@ -697,7 +700,7 @@ impl Engine {
             cap: None,
             dwell_s: 0,
             evidence: Evidence {
-                gpus_allocated: job.alloc.len() as u16,
+                gpus_allocated: job.alloc.len() as u32,
                 ..Evidence::default()
             },
             wasted_gpu_h: 0.0,
@@ -721,12 +724,12 @@ impl Engine {
             }
         } else {
             for r in &self.routed[from..to] {
-                st.gpus[(r.key & 0xffff) as usize].ingest(&obs.samples[r.idx as usize], cyc, &th);
+                st.gpus[(r.key & 0xffff_ffff) as usize].ingest(&obs.samples[r.idx as usize], cyc, &th);
             }
         }
         // Ingest everything first, so late samples are always counted.
         let mut ev = Evidence {
-            gpus_allocated: st.alloc.len() as u16,
+            gpus_allocated: st.alloc.len() as u32,
             ..Evidence::default()
         };
         let scope = obs.scope;
@@ -970,14 +973,14 @@ fn facts_unchanged(seen: &Option<Box<[String; 6]>>, job: &JobFacts) -> bool {
 /// The evidence pooled over a job's observed GPUs. Means are pooled over samples (one
 /// division each per job, none per GPU).
 struct Pool {
-    gpus: u16,
+    gpus: u32,
     start: i64,
     end: i64,
     smin: u32,
     smax: u32,
     n: u64,
     invalid: u32,
-    mem_held_gpus: u16,
+    mem_held_gpus: u32,
     peak: u32,
     util_sum: u64,
     mem_sum: u64,
@@ -1014,7 +1017,7 @@ impl Pool {
         if g.samples > 0 {
             self.start = self.start.min(g.first_t_s);
             self.end = self.end.max(g.last_t_s);
-            self.mem_held_gpus += g.mem_held_all as u16;
+            self.mem_held_gpus += g.mem_held_all as u32;
         }
         self.smin = self.smin.min(g.samples);
         self.smax = self.smax.max(g.samples);

@@ -60,9 +60,9 @@ pub struct Evidence {
     /// Latest valid sample in the window, epoch seconds (0 when none).
     pub window_end_s: i64,
     /// GPUs in the allocation.
-    pub gpus_allocated: u16,
+    pub gpus_allocated: u32,
     /// GPUs observed (the whole allocation, or one node's part of it).
-    pub gpus_observed: u16,
+    pub gpus_observed: u32,
     /// Fewest valid samples in the window on any observed GPU.
     pub samples_min_per_gpu: u32,
     /// Most valid samples in the window on any observed GPU.
@@ -72,10 +72,10 @@ pub struct Evidence {
     /// Samples dropped as late over the job's life (not newer than the newest ingested).
     pub late_samples: u32,
     /// Observed GPUs whose window is frozen (bit-identical readings, power included).
-    pub frozen_gpus: u16,
+    pub frozen_gpus: u32,
     /// Observed GPUs whose readings are identical but carry no power, so a freeze cannot be
     /// told from a quiet GPU.
-    pub freeze_undetectable_gpus: u16,
+    pub freeze_undetectable_gpus: u32,
     /// Highest compute reading on any observed GPU, percent.
     pub peak_util_pct: f64,
     /// Mean compute reading over every valid sample of the observed GPUs, percent.
@@ -83,13 +83,13 @@ pub struct Evidence {
     /// Mean `memory.used` over every sample of the observed GPUs where known, MiB.
     pub mem_used_mean_mib: Option<f64>,
     /// Observed GPUs with memory held on every sample.
-    pub mem_held_gpus: u16,
+    pub mem_held_gpus: u32,
     /// Mean power over every sample of the observed GPUs where known, watts.
     pub power_mean_w: Option<f64>,
     /// No sample carried a process count.
     pub procs_unknown: bool,
     /// GPUs the signature counts as wasted.
-    pub wasted_gpus: u16,
+    pub wasted_gpus: u32,
 }
 
 /// The engine's conclusion about one job in one cycle.

@@ -55,21 +55,20 @@ pub struct Reading(f64);
 
 /// The bit pattern of [`Reading::MISSING`]: a quiet NaN whose payload no arithmetic produces.
 const MISSING_BITS: u64 = 0x7ff8_6d69_7373_696e;
+/// The bit pattern of −0.0.
+const NEG_ZERO_BITS: u64 = 1 << 63;
 
 impl Reading {
     /// No value (an absent field, or `[N/A]`).
     pub const MISSING: Reading = Reading(f64::from_bits(MISSING_BITS));
 
-    /// A present value. A NaN is kept as present (every NaN as the one quiet NaN, which
-    /// guard 3 rejects), never as missing; −0.0 is stored as 0.0. With these two rules the
-    /// bit pattern of a present, non-negative reading orders like its value, which the
-    /// engine's bounds checks rely on.
+    /// A present value, kept bit for bit. A NaN is kept as present (and rejected by guard 3),
+    /// never as missing: the one NaN that carries the missing payload is stored as the plain
+    /// quiet NaN.
     #[inline]
     pub fn value(v: f64) -> Reading {
-        if v.is_nan() {
+        if v.to_bits() == MISSING_BITS {
             Reading(f64::NAN)
-        } else if v == 0.0 {
-            Reading(0.0)
         } else {
             Reading(v)
         }
@@ -101,12 +100,14 @@ impl Reading {
         self.0
     }
 
-    /// True when present and within `[0, hi]`, for a non-negative, non-NaN `hi`. One integer
-    /// comparison: present readings are never −0.0, and every negative value, NaN (missing
-    /// included) and infinity has a bit pattern above `hi`'s.
+    /// True when present and within `[0, hi]`, for a non-negative, non-NaN `hi`. Integer
+    /// comparisons on the bits: the bits of non-negative values order like the values, every
+    /// negative value, NaN (missing included) and infinity has a pattern above `hi`'s, and
+    /// −0.0 (sign bit only) is let in by name.
     #[inline(always)]
     pub(crate) fn within(self, hi: f64) -> bool {
-        self.0.to_bits() <= hi.to_bits()
+        let b = self.0.to_bits();
+        (b <= hi.to_bits()) | (b == NEG_ZERO_BITS)
     }
 
     /// True when present and within `(0, hi]`, for a positive, non-NaN `hi` (see
@@ -315,7 +316,9 @@ mod tests {
         assert!(Reading::value(f64::NAN).get().is_some());
         assert!(Reading::default().is_missing());
         assert!(Reading::MISSING.raw().partial_cmp(&0.0).is_none());
-        assert_eq!(Reading::value(-0.0).to_bits(), 0);
+        assert_eq!(Reading::value(-0.0).to_bits(), NEG_ZERO_BITS, "−0.0 is kept bit for bit");
+        let payload = f64::from_bits(0x7ff8_0000_0000_0001);
+        assert_eq!(Reading::value(payload).to_bits(), payload.to_bits(), "NaN payloads are kept");
         let json = serde_json::to_string(&[Reading::from(Some(1.5)), Reading::MISSING]).unwrap();
         assert_eq!(json, "[1.5,null]");
         let back: Vec<Reading> = serde_json::from_str(&json).unwrap();

@@ -539,8 +539,7 @@ impl GpuWindow {
         let mt_ok = mt.within_positive(MAX_MEM_MIB);
         let mu_in = mu.within(MAX_MEM_MIB);
         // Memory used above a valid total is rejected too (it counts as a second bad field).
-        // Both are non-negative here, so their bit patterns order like their values.
-        let mu_over = mu_in & mt_ok & (mu.to_bits() > mt.to_bits());
+        let mu_over = mu_in & mt_ok & (mu.raw() > mt.raw());
         let mu_ok = mu_in & !mu_over;
         let p_ok = p.within_positive(MAX_POWER_W);
         let l_ok = l.within_positive(MAX_POWER_W);
@@ -582,9 +581,9 @@ impl GpuWindow {
             | bit(p_ok & idle, POWER_IDLE)
             | bit(p_ok & spin_low, POWER_SPIN_LOW)
             | bit(util_milli >= th.spin_util_milli, UTIL_SPIN)
-            // The broken-exporter pattern on the raw readings (0.0 is the only zero a
-            // reading holds; a missing one is NaN and never equals it).
-            | bit((u.to_bits() == 0) & (mu == 0.0) & (p == 0.0), ALL_ZERO);
+            // The broken-exporter pattern on the raw readings (a missing one is NaN and never
+            // equals 0; −0.0 does, as it did as an `Option<f64>`).
+            | bit((u.raw() == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO);
         let key = sample_check::raw_key(s).mix();
         if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
             flags |= CHANGED;
@@ -805,11 +804,10 @@ mod tests {
     }
 }
 
-/// Review (branch review3): a differential test of the one-pass `ingest` against the
-/// field-by-field reference (`sample_check::check`'s rules applied to the raw `Option<f64>`
+/// A differential test of the one-pass `ingest` against the field-by-field reference (`sample_check::check`'s rules applied to the raw `Option<f64>`
 /// fields, as the code before `Reading` did, plus the old flag logic).
 #[cfg(test)]
-mod review3_ingest_vs_check {
+mod ingest_agrees_with_check {
     use super::*;
     use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS};
     use proptest::prelude::*;

@@ -35,7 +35,7 @@ impl Signature for Hung {
             }
         }
         any_hung.then(|| Match {
-            wasted_gpus: gpus.len() as u16,
+            wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_pos == 0 && g.procs_zero == 0),
         })

@@ -27,7 +27,7 @@ impl Signature for Idle {
             return None;
         }
         Some(Match {
-            wasted_gpus: gpus.len() as u16,
+            wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_zero == 0),
         })

@@ -24,7 +24,7 @@ pub use idle::gpu_is_idle;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Match {
     /// How many observed GPUs count as wasted.
-    pub wasted_gpus: u16,
+    pub wasted_gpus: u32,
     /// The share of each wasted GPU's time counted as waste (1 for idle and hung; lower for
     /// starved, where the GPU does some work).
     pub waste_frac: f64,

@@ -17,8 +17,8 @@ impl Signature for Partial {
         Verdict::Alert
     }
     fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match> {
-        let mut wasted = 0u16;
-        let mut working = 0u16;
+        let mut wasted = 0u32;
+        let mut working = 0u32;
         for g in gpus {
             if !gpu_is_low(g, cfg) {
                 working += 1;

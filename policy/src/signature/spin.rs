@@ -27,7 +27,7 @@ impl Signature for Spin {
     }
     fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match> {
         (!gpus.is_empty() && gpus.iter().all(|g| gpu_spins(g, cfg))).then_some(Match {
-            wasted_gpus: gpus.len() as u16,
+            wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: false,
         })

@@ -27,7 +27,7 @@ impl Signature for Starved {
         }
         let mean = gpus.iter().map(|g| g.mean_util_pct()).sum::<f64>() / gpus.len() as f64;
         Some(Match {
-            wasted_gpus: gpus.len() as u16,
+            wasted_gpus: gpus.len() as u32,
             waste_frac: (1.0 - mean / 100.0).clamp(0.0, 1.0),
             procs_unknown: false,
         })

@@ -19,7 +19,7 @@ impl Signature for Unknown {
     }
     fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match> {
         (!gpus.is_empty() && gpus.iter().all(|g| gpu_is_low(g, cfg))).then(|| Match {
-            wasted_gpus: gpus.len() as u16,
+            wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_pos == 0 && g.procs_zero == 0),
         })

@@ -1,6 +1,6 @@
-//! Review of perf3 (branch review3): `drive::run_policies` against `drive::run` for every
-//! group of the built-in grid's configurations that share windows (not only the first
-//! window's group, and not only every fourth configuration), on another seed.
+//! `drive::run_policies` against `drive::run` for every group of the built-in grid's
+//! configurations that share windows (not only the first window's group, and not only every
+//! fourth configuration), on other seeds than `shared_windows.rs`.
 
 use sim::drive::{self, EngineJudge};
 use sim::{generate, grid, Workload};

@@ -1,5 +1,7 @@
-//! Review of branch perf3 (branch review3): differential tests against the behaviour of the
-//! code before the speed work. Tests that fail on perf3 are marked `#[ignore = "bug: …"]`.
+//! Differential tests: the engine's fast paths (one-pass ingest, direct routing, shared
+//! windows) against the behaviour of the code before them, and the edge cases a review of
+//! that work found (same-time tie-breaks, −0.0, slot 65,535, in-memory snapshots, allocations
+//! of 65,536 GPUs, readings that flip sign together).
 
 mod harness;
 use harness::*;
@@ -27,14 +29,12 @@ fn base_sample(t_s: i64) -> Sample {
     }
 }
 
-/// Two samples of one GPU stamped at the same time: which one is kept (the other is late)
-/// was decided before perf3 by the raw readings' bits, with a missing reading encoded as
-/// `u64::MAX - 1`, i.e. after every present value. perf3 encodes missing as the NaN payload
-/// 0x7ff8_6d69_7373_696e, which sorts *before* every negative value. A sample with util
-/// `[N/A]` and SM activity 0 (reads idle) and one with util −1 (invalid, falls back to
-/// SM activity 0.95, reads busy): the old engine kept the busy one, perf3 keeps the idle one.
+/// Two samples of one GPU stamped at the same time: which one is kept (the other is late) is
+/// decided by the raw readings' bits, with a missing reading after every present value (as
+/// when readings were `Option<f64>`), whatever `Reading`'s own encoding of missing. A sample
+/// with util `[N/A]` and SM activity 0 (reads idle) and one with util −1 (invalid, falls back
+/// to SM activity 0.95, reads busy): the busy one is kept, so the job never alerts.
 #[test]
-#[ignore = "bug: same-time tie-break order changed (missing now sorts before negative readings)"]
 fn same_time_tie_break_keeps_the_sample_the_old_engine_kept() {
     let cfg = cfg_with_cancel(90 * 60);
     let mut e = Engine::new(Policy::new(&cfg).unwrap(), Mode::Observe);
@@ -71,17 +71,15 @@ fn same_time_tie_break_keeps_the_sample_the_old_engine_kept() {
         e.step(t, &obs, &mut out);
         worst = worst.max(out[0].verdict);
     }
-    // main keeps the busy sample (util from sm_active 0.95) and never alerts.
-    assert!(worst < Verdict::Alert, "main never alerts here; perf3 reached {worst:?}");
+    // The busy sample (util from sm_active 0.95) is kept, so the job never alerts.
+    assert!(worst < Verdict::Alert, "the busy sample must win the tie; reached {worst:?}");
     assert_eq!(out[0].evidence.peak_util_pct, 95.0, "{:?}", out[0].evidence);
 }
 
-/// A GPU whose readings are identical except that util alternates between 0.0 and −0.0:
-/// before perf3 the frozen-collector key saw −0.0 and 0.0 as different readings (the window
-/// was not frozen, and the idle job escalated). perf3 stores −0.0 as 0.0, so the window now
-/// reads as frozen (insufficient evidence). Safer, but a behaviour change.
+/// A GPU whose readings are identical except that util alternates between 0.0 and −0.0: a
+/// `Reading` keeps −0.0 bit for bit, so the frozen-collector key sees a change each sample,
+/// as it did when readings were `Option<f64>`, and the window is not frozen.
 #[test]
-#[ignore = "bug: -0.0 normalisation changes the frozen-collector verdict (behaviour change, safe side)"]
 fn negative_zero_alternation_is_not_frozen_as_before() {
     let cfg = cfg_with_cancel(90 * 60);
     let mut e = Engine::new(Policy::new(&cfg).unwrap(), Mode::Observe);
@@ -103,7 +101,7 @@ fn negative_zero_alternation_is_not_frozen_as_before() {
         e.step(t, &obs, &mut out);
         frozen_seen |= out[0].evidence.frozen_gpus > 0;
     }
-    assert!(!frozen_seen, "main never called this window frozen; last {:?}", out[0]);
+    assert!(!frozen_seen, "the readings change, so the window is not frozen; last {:?}", out[0]);
 }
 
 fn state() -> impl Strategy<Value = Gpu> {
@@ -256,13 +254,10 @@ proptest! {
     }
 }
 
-/// Pre-existing (also on main, not from perf3): `JobState::seen` is `#[serde(skip)]` but an
-/// `EngineSnapshot` is `Clone`, and `restore` keeps `seen` as it is. Restoring an engine that
-/// was itself restored one cycle earlier (its jobs' `seen` is 1) gives a fresh engine whose
-/// first cycle is also 1: every job then looks listed twice and gets the no-evidence
-/// duplicate finding, and its windows are dropped as if it had left.
+/// `JobState::seen` is not serialised, but an `EngineSnapshot` is `Clone`: restoring an
+/// in-memory snapshot of an engine that was itself restored one cycle earlier must not make
+/// every job look listed twice (a no-evidence finding, and its windows dropped).
 #[test]
-#[ignore = "bug (pre-existing on main): restore keeps JobState::seen from an in-memory snapshot"]
 fn restore_from_an_in_memory_snapshot_twice_keeps_jobs() {
     let cfg = cfg_with_cancel(90 * 60);
     let policy = Policy::new(&cfg).unwrap();
@@ -295,17 +290,10 @@ fn restore_from_an_in_memory_snapshot_twice_keeps_jobs() {
     assert_eq!(out[0].evidence.samples_min_per_gpu, 20, "{:?}", out[0]);
 }
 
-/// The direct routing path marks "no job" with slot `u16::MAX` (`NO_SLOT`), which is also a
-/// real slot: the 65,536th GPU of an allocation. In input order (direct path) that GPU's
-/// sample is silently skipped (neither ingested nor counted as unattributed or late); in any
-/// other order (sorted path) it is ingested. The same input then gives different evidence
-/// depending on sample order. (Allocations this large are unrealistic, and
-/// `gpus_allocated` already wraps to 0 there on main; the sorted path and main ingest it.)
-/// Observed on the last node only: with the whole allocation observed, `Pool::gpus` (u16)
-/// overflows first, a separate panic in debug builds that main has too
-/// (`pool_of_65536_gpus_does_not_panic`).
+/// The 65,536th GPU of an allocation (slot 65,535) is ingested whichever routing path the
+/// samples take: in input order (the direct path) as in any other (the sorted path). Observed
+/// on the last node only, so the evidence is that GPU's node alone.
 #[test]
-#[ignore = "bug: direct routing path skips allocation slot 65535 (NO_SLOT collides with a real slot)"]
 fn slot_65535_is_ingested_on_the_direct_path_too() {
     let cfg = cfg_with_cancel(90 * 60);
     let policy = Policy::new(&cfg).unwrap();
@@ -346,11 +334,9 @@ fn slot_65535_is_ingested_on_the_direct_path_too() {
     assert_eq!(direct, sorted, "direct path lost the last GPU's samples");
 }
 
-/// Pre-existing (also on main): `Pool::gpus` and `Evidence::gpus_observed` are u16, so a job
-/// observed on 65,536 GPUs overflows (`attempt to add with overflow` in debug builds; in
-/// release it wraps to 0 and reads as `missing_node`). Bad input must not panic.
+/// A job observed on 65,536 GPUs is counted (GPU counts are u32), never overflowing into a
+/// panic (debug) or a wrapped `missing_node` (release).
 #[test]
-#[ignore = "bug (pre-existing on main): Pool::gpus u16 overflows at 65536 observed GPUs"]
 fn pool_of_65536_gpus_does_not_panic() {
     let cfg = cfg_with_cancel(90 * 60);
     let mut e = Engine::new(Policy::new(&cfg).unwrap(), Mode::Observe);
@@ -367,15 +353,11 @@ fn pool_of_65536_gpus_does_not_panic() {
     assert_eq!(out.len(), 1);
 }
 
-/// The frozen-collector fingerprint is now linear (Σ wordᵢ·Kᵢ mod 2⁶⁴): two readings whose
-/// sign bits flip together change the sum by 2⁶³·(Kₐ + K_b) ≡ 0, so the change is invisible.
-/// Here `memory.total` and `power.limit` flip between valid and negative (rejected) every
-/// sample while util, memory and power stay put. Pre-existing: main's mix (xor of rotated
-/// products) cancels the same paired top-bit flips, so main calls this window frozen too.
-/// It errs on the safe side (insufficient evidence); the doc claim that different readings
-/// need an exact, unlikely cancellation does not hold for paired sign flips.
+/// Two readings whose sign bits flip together (`memory.total` and `power.limit` alternate
+/// between valid and negative every sample, the rest stays put) are a change: the
+/// frozen-collector fingerprint rotates each word's product by its own amount, so the two
+/// flipped top bits land in different places and cannot cancel.
 #[test]
-#[ignore = "bug (pre-existing on main, low): fingerprint collides on paired sign flips (window reads frozen)"]
 fn paired_sign_flips_are_a_change_as_before() {
     let cfg = cfg_with_cancel(90 * 60);
     let mut e = Engine::new(Policy::new(&cfg).unwrap(), Mode::Observe);
@@ -400,5 +382,5 @@ fn paired_sign_flips_are_a_change_as_before() {
         e.step(t, &obs, &mut out);
         frozen_seen |= out[0].evidence.frozen_gpus > 0;
     }
-    assert!(!frozen_seen, "main never called this window frozen; last {:?}", out[0]);
+    assert!(!frozen_seen, "the readings change, so the window is not frozen; last {:?}", out[0]);
 }
