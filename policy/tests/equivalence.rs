@@ -14,6 +14,17 @@ fn one_gpu_job() -> JobFacts {
     job("7", 0, &[(0, 1)])
 }
 
+/// One cycle at `t` with every GPU observed and no drains.
+fn step_whole(e: &mut Engine, jobs: &[JobFacts], t: i64, samples: &[Sample], out: &mut Vec<Finding>) {
+    let obs = Observation {
+        jobs,
+        samples,
+        scope: Scope::Whole,
+        drains: &[],
+    };
+    e.step(t, &obs, out);
+}
+
 fn base_sample(t_s: i64) -> Sample {
     Sample {
         t_s,
@@ -62,13 +73,7 @@ fn same_time_tie_break_keeps_the_sample_the_old_engine_kept() {
         };
         // Busy first, then idle: the sorted path runs (same GPU twice).
         let samples = [busy, idle];
-        let obs = Observation {
-            jobs: &jobs,
-            samples: &samples,
-            scope: Scope::Whole,
-            drains: &[],
-        };
-        e.step(t, &obs, &mut out);
+        step_whole(&mut e, &jobs, t, &samples, &mut out);
         worst = worst.max(out[0].verdict);
     }
     // The busy sample (util from sm_active 0.95) is kept, so the job never alerts.
@@ -92,13 +97,7 @@ fn negative_zero_alternation_is_not_frozen_as_before() {
             util_pct: (if tick % 2 == 0 { -0.0 } else { 0.0 }).into(),
             ..base_sample(t)
         };
-        let obs = Observation {
-            jobs: &jobs,
-            samples: &[s],
-            scope: Scope::Whole,
-            drains: &[],
-        };
-        e.step(t, &obs, &mut out);
+        step_whole(&mut e, &jobs, t, &[s], &mut out);
         frozen_seen |= out[0].evidence.frozen_gpus > 0;
     }
     assert!(!frozen_seen, "the readings change, so the window is not frozen; last {:?}", out[0]);
@@ -343,13 +342,7 @@ fn pool_of_65536_gpus_does_not_panic() {
     let big = job("9", 0, &(0..1024u32).map(|n| (n, 64u16)).collect::<Vec<_>>());
     let jobs = vec![big];
     let mut out = Vec::new();
-    let obs = Observation {
-        jobs: &jobs,
-        samples: &[],
-        scope: Scope::Whole,
-        drains: &[],
-    };
-    e.step(60, &obs, &mut out);
+    step_whole(&mut e, &jobs, 60, &[], &mut out);
     assert_eq!(out.len(), 1);
 }
 
@@ -373,13 +366,7 @@ fn paired_sign_flips_are_a_change_as_before() {
             power_limit_w: (sign * 400.0).into(),
             ..base_sample(t)
         };
-        let obs = Observation {
-            jobs: &jobs,
-            samples: &[s],
-            scope: Scope::Whole,
-            drains: &[],
-        };
-        e.step(t, &obs, &mut out);
+        step_whole(&mut e, &jobs, t, &[s], &mut out);
         frozen_seen |= out[0].evidence.frozen_gpus > 0;
     }
     assert!(!frozen_seen, "the readings change, so the window is not frozen; last {:?}", out[0]);
