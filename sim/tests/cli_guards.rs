@@ -532,3 +532,28 @@ fn grid_flags_refuse_repeated_values_and_none_joined_with_names() {
     let e = fails(d, &small_sweep(&["--exempt-qos", "none+serving"]));
     assert!(e.contains("--exempt-qos \"none+serving\"") && e.contains("`none`"), "{e}");
 }
+
+#[test]
+fn merge_refuses_to_write_into_a_shard_folder_and_leaves_it_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    shard(d, "5,15", "0.05", "0/2", "s0");
+    shard(d, "5,15", "0.05", "1/2", "s1");
+    let before = std::fs::read(d.join("s0/sweep.csv")).unwrap();
+    for out in ["s0", "./s0/", "s1"] {
+        let err = fails(d, &["merge", "s0", "s1/sweep.csv", "--out", out]);
+        assert!(err.contains("would overwrite that shard's sweep.csv"), "{err}");
+    }
+    assert_eq!(std::fs::read(d.join("s0/sweep.csv")).unwrap(), before);
+    ok(d, &["merge", "s0", "s1", "--out", "merged"]);
+}
+
+#[test]
+fn a_sweep_whose_out_is_a_file_fails_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("afile"), "x").unwrap();
+    // A sweep far too long to finish in a test: the refusal must come first.
+    let err = fails(d, &["sweep", "--quiet", "--seeds", "2", "--days", "100", "--out", "afile"]);
+    assert!(err.contains("--out afile: exists and is not a folder"), "{err}");
+}

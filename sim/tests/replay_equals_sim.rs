@@ -120,3 +120,27 @@ fn replay_scores_a_generated_trace_as_the_sweep_does() {
         assert!(tally.cancels > 0 || tally.true_alerts > 0, "seed {seed}: nothing to compare");
     }
 }
+
+/// Ground-truth waste in a replay does not depend on the replay interval: each sample counts
+/// its GPU's sampling period (60 s in a generated trace), whatever `--interval` is. It also
+/// stays within the simulation's own figure (ticks without samples carry no truth).
+#[test]
+fn replay_waste_does_not_depend_on_the_interval() {
+    let world = sim::generate::generate(&small_default(), 1, 1.0);
+    let trace = sim::trace::to_trace(&world);
+    let wasted = |interval_s: i64| -> f64 {
+        let res = traces::replay::replay(&trace, Policy::new(&PolicyConfig::default()).unwrap(), interval_s);
+        res.jobs.iter().filter_map(|j| j.score.as_ref()).map(|s| s.wasted_gpu_h).sum()
+    };
+    let at_60 = wasted(60);
+    assert!(at_60 > 0.0);
+    for interval_s in [30, 120, 300] {
+        let w = wasted(interval_s);
+        assert!((w - at_60).abs() < 1e-6, "interval {interval_s}s: {w} GPU-h against {at_60} at 60s");
+    }
+    let sim_wasted_h = world.wasted_gpu_ticks() as f64 * 60.0 / 3600.0;
+    assert!(
+        at_60 <= sim_wasted_h + 1e-6,
+        "replay {at_60} GPU-h above the simulation's {sim_wasted_h}"
+    );
+}

@@ -104,6 +104,51 @@ pub struct ReplayResult {
     pub interval_s: i64,
 }
 
+/// For each job's samples (as listed in `per_job`), the seconds of GPU time each stands for:
+/// its GPU's sampling period, the median gap between that GPU's consecutive samples (an
+/// outage only lengthens some gaps, so it does not move the median). A GPU with a single
+/// sample takes the median over the trace's GPUs, and a trace with no gap at all takes
+/// `fallback_s` (the replay interval). So ground-truth waste does not depend on the replay
+/// interval, and ticks without samples carry no truth, as before.
+fn sample_periods(trace: &Trace, per_job: &[Vec<u32>], fallback_s: i64) -> Vec<Vec<i64>> {
+    use std::collections::BTreeMap;
+    let mut per_gpu_median: Vec<BTreeMap<(policy::NodeId, u16), i64>> = Vec::with_capacity(per_job.len());
+    let mut all_medians = Vec::new();
+    for list in per_job {
+        let mut times: BTreeMap<(policy::NodeId, u16), Vec<i64>> = BTreeMap::new();
+        for &i in list {
+            let s = &trace.samples[i as usize];
+            times.entry((s.node, s.gpu)).or_default().push(s.t_s);
+        }
+        let mut medians = BTreeMap::new();
+        for (gpu, mut ts) in times {
+            ts.sort_unstable();
+            let mut gaps: Vec<i64> = ts.windows(2).map(|w| w[1].saturating_sub(w[0])).filter(|&g| g > 0).collect();
+            if !gaps.is_empty() {
+                gaps.sort_unstable();
+                let m = gaps[gaps.len() / 2];
+                medians.insert(gpu, m);
+                all_medians.push(m);
+            }
+        }
+        per_gpu_median.push(medians);
+    }
+    all_medians.sort_unstable();
+    let trace_median = all_medians.get(all_medians.len() / 2).copied().unwrap_or(fallback_s);
+    per_job
+        .iter()
+        .zip(&per_gpu_median)
+        .map(|(list, medians)| {
+            list.iter()
+                .map(|&i| {
+                    let s = &trace.samples[i as usize];
+                    medians.get(&(s.node, s.gpu)).copied().unwrap_or(trace_median)
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The compute reading of a sample, percent: `util_pct`, else `sm_active × 100`.
 pub fn compute_pct(s: &policy::Sample) -> Option<f64> {
     s.util_pct.get().or(s.sm_active.get().map(|x| x * 100.0))
@@ -133,13 +178,14 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
     let with_truth = trace.has_truth();
     let mut truth: Vec<JobTruth> = trace.jobs.iter().map(|j| JobTruth::new(j.facts.alloc.len())).collect();
     if with_truth {
+        let period_s = sample_periods(trace, &per_job, interval_s);
         for (j, list) in per_job.iter().enumerate() {
             let t = &mut truth[j];
-            for &i in list {
+            for (&i, &p) in list.iter().zip(&period_s[j]) {
                 let s = &trace.samples[i as usize];
                 match trace.truth[i as usize] {
-                    Some(Truth::Wasted) => t.score.wasted_gpu_h += interval_s as f64 / 3600.0,
-                    Some(Truth::Starved) => t.score.starved_gpu_h += interval_s as f64 / 3600.0,
+                    Some(Truth::Wasted) => t.score.wasted_gpu_h += p as f64 / 3600.0,
+                    Some(Truth::Starved) => t.score.starved_gpu_h += p as f64 / 3600.0,
                     _ => {}
                 }
                 if trace.truth[i as usize] != Some(Truth::Wasted) {

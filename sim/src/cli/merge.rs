@@ -25,6 +25,26 @@ pub struct Args {
 /// `sweep.csv` whose row count differs from its manifest or holding a row the shard did not
 /// run (workload, seed, configuration or days edited), duplicate rows, output errors.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    super::check_out(&args.out)?;
+    // Writing the merged reports into a shard's own folder would overwrite its sweep.csv and
+    // leave that shard unmergeable: refuse before reading anything.
+    if let Ok(out) = args.out.canonicalize() {
+        for p in &args.inputs {
+            let dir = if p.is_dir() {
+                p.clone()
+            } else {
+                p.parent().map(PathBuf::from).unwrap_or_default()
+            };
+            let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+            if dir.canonicalize().is_ok_and(|d| d == out) {
+                bail!(
+                    "--out {}: is the shard folder {}; merging there would overwrite that shard's sweep.csv. Give another folder",
+                    args.out.display(),
+                    p.display()
+                );
+            }
+        }
+    }
     let mut parts = Vec::new();
     let mut manifests = Vec::new();
     for p in &args.inputs {

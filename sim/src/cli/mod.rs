@@ -71,6 +71,18 @@ pub fn emit(text: &str) {
 ///
 /// # Errors
 /// I/O or drawing errors, with the path.
+/// Refuses, before any work is done, an `--out` that exists but is not a folder. (The folder
+/// itself is created only when there are reports to write.)
+///
+/// # Errors
+/// Names the path and what is wrong.
+pub fn check_out(out: &std::path::Path) -> anyhow::Result<()> {
+    if out.exists() && !out.is_dir() {
+        anyhow::bail!("--out {}: exists and is not a folder; give a folder for the reports", out.display());
+    }
+    Ok(())
+}
+
 pub fn write_reports(out: &std::path::Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

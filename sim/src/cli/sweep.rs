@@ -201,6 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if threads > crate::budget::MAX_THREADS {
         bail!("--threads {threads}: at most {} worker threads", crate::budget::MAX_THREADS);
     }
+    super::check_out(&args.out)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
