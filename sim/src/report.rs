@@ -174,6 +174,9 @@ pub fn short_table(rows: &[Row]) -> String {
     if rec.is_none() {
         s.push_str("no gpu-reaper configuration had zero false cancels on every seed of every workload\n");
     }
+    if let Some(w) = few_jobs_warning(rows) {
+        let _ = writeln!(s, "warning: {w}");
+    }
     s
 }
 
@@ -183,6 +186,22 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
 }
 
 /// `summary.md`, from the rows alone.
+/// Below this many jobs in a world, the summary warns that its recommendation says little.
+pub const FEW_JOBS: u64 = 100;
+
+/// A warning when some world of the sweep holds fewer than [`FEW_JOBS`] jobs (its job count
+/// is read from its rows), naming the smallest.
+pub fn few_jobs_warning(rows: &[Row]) -> Option<String> {
+    let mut world_jobs: std::collections::BTreeMap<(&str, u64), u64> = std::collections::BTreeMap::new();
+    for r in rows {
+        world_jobs.entry((r.workload.as_str(), r.seed)).or_insert(r.jobs);
+    }
+    let ((w, seed), jobs) = world_jobs.into_iter().min_by_key(|&(_, j)| j).filter(|&(_, j)| j < FEW_JOBS)?;
+    Some(format!(
+        "world {w} seed {seed} holds only {jobs} job(s) (fewer than {FEW_JOBS}); a recommendation from so few jobs says little, so sweep more days or seeds"
+    ))
+}
+
 pub fn summary_md(rows: &[Row]) -> String {
     let mut s = String::new();
     let workloads: Vec<String> = {
@@ -214,6 +233,9 @@ pub fn summary_md(rows: &[Row]) -> String {
         rows.len()
     );
 
+    if let Some(w) = few_jobs_warning(rows) {
+        let _ = writeln!(s, "**Too few jobs to choose from:** {w}\n");
+    }
     let _ = writeln!(s, "## Recommended configuration\n");
     let rec = recommend(&aggs);
     match rec {

@@ -557,3 +557,13 @@ fn a_sweep_whose_out_is_a_file_fails_before_any_work() {
     let err = fails(d, &["sweep", "--quiet", "--seeds", "2", "--days", "100", "--out", "afile"]);
     assert!(err.contains("--out afile: exists and is not a folder"), "{err}");
 }
+
+#[test]
+fn a_sweep_of_very_few_jobs_warns_that_its_recommendation_says_little() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let stdout = ok(d, &["sweep", "--quiet", "--seeds", "1", "--days", "0.01", "--out", "tiny"]);
+    assert!(stdout.contains("warning: world") && stdout.contains("says little"), "{stdout}");
+    let summary = std::fs::read_to_string(d.join("tiny/summary.md")).unwrap();
+    assert!(summary.contains("**Too few jobs to choose from:**"), "{summary}");
+}
