@@ -882,3 +882,65 @@ fn demo_config_comment_states_the_real_suspect_default() {
     let said = format!("from {} jobs, more than half alerting", d.suspect_min_jobs);
     assert!(text.contains(&said), "demo config.toml should say {said:?}");
 }
+
+/// The alerts in the audit log: (t_s, reason).
+fn alerts(e: &Env) -> Vec<(i64, String)> {
+    e.audit()
+        .iter()
+        .filter(|l| l["action"] == "alert")
+        .map(|l| (l["t_s"].as_i64().unwrap(), l["reason"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// Restarts keep windows, not escalation: the breach found on the restored window is dated
+/// from that window's start, at most one `window` before the restart. An alert made since then
+/// still counts for the breach and is not repeated; an older one does not, and the user is
+/// alerted again. The trial's "the first restart did not re-alert, the second did" is this
+/// rule: the first restart came within a window of the last alert, the second long after it
+/// (and after a downtime longer than the window, so the breach and its "for N m" start again
+/// from the restart).
+#[test]
+fn restart_re_alerts_only_when_the_alert_predates_the_restored_window() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    // Window 10m: the alert rung at T0+7m, the drain rung at T0+10m.
+    let (ok, log) = e.run(&cfg, T0, 15);
+    assert!(ok, "{log}");
+    let first: Vec<i64> = alerts(&e).iter().map(|a| a.0).collect();
+    assert_eq!(first, [T0 + 7 * 60, T0 + 10 * 60]);
+    // Restart 1 at T0+15m: the restored window starts at T0+5m, before the last alert (T0+10m),
+    // which therefore still counts. No new alert.
+    let (ok, log) = e.run(&cfg, T0 + 15 * 60, 5);
+    assert!(ok, "{log}");
+    assert!(log.contains("state restored"), "{log}");
+    assert_eq!(alerts(&e).len(), 2, "{:?}", alerts(&e));
+    // Restart 2 at T0+40m, 21 minutes down: the window has emptied, the breach is dated from
+    // the restart, and the T0+10m alert belongs to no breach the engine still sees.
+    let restart = T0 + 40 * 60;
+    let (ok, log) = e.run(&cfg, restart, 15);
+    assert!(ok, "{log}");
+    let again = alerts(&e);
+    assert_eq!(again.len(), 4, "{again:?}");
+    assert_eq!(again[2].0, restart + 7 * 60, "{again:?}");
+    assert!(again[2].1.contains("for 7m"), "counted from the restart: {}", again[2].1);
+}
+/// A one-minute restart long after the last alert re-alerts at once: the restored window
+/// starts after that alert, and the reason's "for N m" counts from that window's start.
+#[test]
+fn short_restart_long_after_the_last_alert_re_alerts_at_once() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let (ok, log) = e.run(&cfg, T0, 40);
+    assert!(ok, "{log}");
+    let before = alerts(&e);
+    let last = before.last().unwrap().0;
+    assert!(last < T0 + 29 * 60, "no alert in the last window before the restart: {before:?}");
+    let restart = T0 + 40 * 60;
+    let (ok, log) = e.run(&cfg, restart, 3);
+    assert!(ok, "{log}");
+    let after = alerts(&e);
+    assert_eq!(after.len(), before.len() + 2, "alert, then the drain rung: {after:?}");
+    let (t, reason) = &after[before.len()];
+    assert_eq!(*t, restart, "{after:?}");
+    assert!(reason.contains("alert idle") && reason.contains("for 9m"), "{reason}");
+}
