@@ -70,8 +70,8 @@ enum Cmd {
         #[arg(long)]
         cycles: Option<u64>,
     },
-    /// Validate a config file; prints the effective config as TOML.
-    /// `enforcer check-config --config FILE` (as `run`) or `enforcer check-config FILE`.
+    /// Validate a config file (`--config FILE` as for `run`, or FILE); prints the effective
+    /// config as TOML.
     CheckConfig {
         /// Config file (TOML), as for `run`.
         #[arg(long = "config", value_name = "FILE", conflicts_with = "file", required_unless_present = "file")]
