@@ -60,17 +60,25 @@ enum Cmd {
         /// Tests and demos only: use a simulated clock starting at START_S (epoch seconds)
         /// and advancing STEP_S per cycle, without sleeping. Refused with mode = "enforce"
         /// (unless the test-only GPU_REAPER_ALLOW_SIMULATED_ENFORCE=1 is set) and with a
-        /// state_dir holding a real-clock run's state.json.
+        /// state_dir holding a real-clock run's state.json, and when START_S is earlier than
+        /// the saved_s of the state.json it resumes. Without it (the real clock), a state_dir
+        /// marked by a simulated run, or a state.json saved later than now + policy.clock_skew,
+        /// is refused.
         #[arg(long, value_name = "START_S:STEP_S")]
         simulated_clock: Option<String>,
         /// Stop after this many cycles.
         #[arg(long)]
         cycles: Option<u64>,
     },
-    /// Validate a config file; prints the effective config as TOML.
+    /// Validate a config file (`--config FILE` as for `run`, or FILE); prints the effective
+    /// config as TOML.
     CheckConfig {
-        /// Config file (TOML).
-        file: PathBuf,
+        /// Config file (TOML), as for `run`.
+        #[arg(long = "config", value_name = "FILE", conflicts_with = "file", required_unless_present = "file")]
+        config: Option<PathBuf>,
+        /// Config file (TOML), the positional form.
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
     },
     /// Print as JSON exactly what the enforcer reads from a text.
     Parse {
@@ -131,7 +139,8 @@ fn main() {
 
 fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
-        Cmd::CheckConfig { file } => {
+        Cmd::CheckConfig { config, file } => {
+            let file = config.or(file).context("check-config: give the config file, --config FILE")?;
             let c = Config::load(&file)?;
             say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
             let shown = enforcer::config::ConfigFile {
@@ -191,6 +200,12 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     if sim.is_some() {
         check_simulated_clock_allowed(e.mode, &e.state_dir, std::env::var_os(ALLOW_SIMULATED_ENFORCE_ENV).as_deref())?;
     }
+    check_state_clock(
+        &e.state_dir,
+        sim.map(|(start, _)| start),
+        epoch_now(),
+        cfg.policy.config().clock_skew.secs(),
+    )?;
     std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
     if sim.is_some() {
         let marker = e.state_dir.join(SIMULATED_MARKER);
@@ -289,6 +304,48 @@ fn check_simulated_clock_allowed(mode: RunMode, state_dir: &std::path::Path, all
         );
     }
     Ok(())
+}
+
+/// Refuses to resume a state_dir whose clock does not match this run's, before anything is
+/// read or written:
+/// - a real-clock run (`simulated_start_s` = `None`) on a state_dir marked by a simulated run
+///   ([`SIMULATED_MARKER`]), whatever its `state.json` says, so simulated state and audit
+///   records never become a real daemon's;
+/// - a real-clock run on a `state.json` whose `saved_s` is later than `now_s + clock_skew_s`
+///   (`policy.clock_skew`): its windows and records come from a clock ahead of this one;
+/// - a simulated run starting before the `saved_s` of the state it resumes: a simulated
+///   clock continues from its state, it never runs backwards.
+///
+/// A missing or unreadable `state.json` is not refused here (the daemon logs it and starts
+/// fresh).
+fn check_state_clock(state_dir: &std::path::Path, simulated_start_s: Option<i64>, now_s: i64, clock_skew_s: i64) -> anyhow::Result<()> {
+    let marker = state_dir.join(SIMULATED_MARKER);
+    let path = state_dir.join("state.json");
+    if simulated_start_s.is_none() && marker.exists() {
+        anyhow::bail!(
+            "state_dir {} was written by `enforcer run --simulated-clock` (marker file {}); a real-clock run refuses it so simulated timestamps and records never become a real daemon's state. Move the state_dir aside (or at least its state.json, audit.jsonl and simulated-clock files), or point state_dir at an empty directory, then start again",
+            state_dir.display(),
+            marker.display()
+        );
+    }
+    let saved_s = match enforcer::state::load(&path) {
+        enforcer::state::Loaded::State(s) => s.saved_s,
+        _ => return Ok(()),
+    };
+    match simulated_start_s {
+        None if saved_s > now_s.saturating_add(clock_skew_s) => anyhow::bail!(
+            "state_dir {}: {} was saved at {saved_s} (epoch s), {} s after this clock's {now_s}, beyond policy.clock_skew ({clock_skew_s} s); refused, so no window or record from a clock ahead of this one is resumed. Check the system clock; if it is right, move {} aside and start again (escalation starts afresh either way)",
+            state_dir.display(),
+            path.display(),
+            saved_s - now_s,
+            path.display()
+        ),
+        Some(start) if start < saved_s => anyhow::bail!(
+            "--simulated-clock START_S {start} is earlier than the saved_s {saved_s} of {}: a simulated run continues its state_dir's clock, never runs it backwards. Give START_S {saved_s} or later, or use an empty state_dir",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Parses `--simulated-clock START_S:STEP_S`: START_S any epoch second, STEP_S at least 1.

@@ -69,22 +69,38 @@ notify_command = ["notify", "--site-mail"]
         std::fs::write(&p, text).unwrap();
         p
     }
-    /// Runs `enforcer run` with the fakes first on PATH, in the temp dir as cwd.
-    fn run(&self, config: &Path, start: i64, cycles: u64) -> (bool, String) {
+    /// Runs `enforcer run --config CONFIG ARGS…` with the fakes first on PATH, in the temp dir
+    /// as cwd. `allow_simulated_enforce` sets the test-only GPU_REAPER_ALLOW_SIMULATED_ENFORCE=1
+    /// (the fakes stand in for Slurm and nvidia-smi, so enforce mode with a simulated clock
+    /// harms nothing); otherwise it is removed.
+    fn output(&self, config: &Path, args: &[&str], allow_simulated_enforce: bool) -> std::process::Output {
         let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
-        let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
-            .args(["--log-format", "json", "run", "--config"])
+        let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));
+        c.args(["run", "--config"])
             .arg(config)
-            .args(["--simulated-clock", &format!("{start}:60"), "--cycles", &cycles.to_string()])
-            // Test-only: the fakes stand in for Slurm and nvidia-smi, so enforce mode with a
-            // simulated clock harms nothing.
-            .env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1")
+            .args(args)
+            .env_remove("GPU_REAPER_ALLOW_SIMULATED_ENFORCE")
             .env("PATH", path)
             .env("FAKE_DIR", self.fake_dir())
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap();
+            .current_dir(self.dir.path());
+        if allow_simulated_enforce {
+            c.env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1");
+        }
+        c.output().unwrap()
+    }
+    /// A simulated run of `cycles` one-minute cycles from `start`, JSON logs: (success, stderr).
+    fn run(&self, config: &Path, start: i64, cycles: u64) -> (bool, String) {
+        let clock = format!("{start}:60");
+        let cycles = cycles.to_string();
+        let args = ["--log-format", "json", "--simulated-clock", &clock, "--cycles", &cycles];
+        let out = self.output(config, &args, true);
         (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+    /// Runs `enforcer run --config CONFIG ARGS…` without the test-only variable: (exit code,
+    /// stderr). With no `--simulated-clock` in `args` the run uses the real clock.
+    fn run_with(&self, config: &Path, args: &[&str]) -> (Option<i32>, String) {
+        let o = self.output(config, args, false);
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
     }
     fn audit(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.state_dir().join("audit.jsonl"))
@@ -720,4 +736,211 @@ fn every_cycle_logs_a_one_line_summary_even_when_nothing_alerts() {
     assert_eq!(f["t_s"], T0, "{f}");
     assert_eq!(f["actions_done"], 0, "{f}");
     assert_eq!(f["actions_skipped"], 0, "{f}");
+}
+
+impl Env {
+    /// The state_dir's state.json, audit.jsonl and marker, byte for byte (empty when absent).
+    fn state_bytes(&self) -> Vec<Vec<u8>> {
+        ["state.json", "audit.jsonl", "simulated-clock"]
+            .iter()
+            .map(|f| std::fs::read(self.state_dir().join(f)).unwrap_or_default())
+            .collect()
+    }
+}
+
+fn epoch_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The trial's case: 80 simulated cycles at 1,800,000,000 (weeks ahead of the real clock),
+/// then a real-clock run on the same state_dir. The real run is refused before it reads or
+/// writes anything, naming the state_dir and what to do; the state stays as it was, marker
+/// included, so the simulated state never turns into real-clock state.
+#[test]
+fn real_clock_run_refuses_a_simulated_state_dir() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let sim_start = epoch_now() + 46 * 86_400;
+    let (code, err) = e.run_with(&cfg, &["--simulated-clock", &format!("{sim_start}:60"), "--cycles", "80"]);
+    assert_eq!(code, Some(0), "{err}");
+    let before = e.state_bytes();
+    assert!(!before[0].is_empty() && !before[2].is_empty(), "state and marker written");
+    let squeue_calls = e.argv("squeue").len();
+    let (code, err) = e.run_with(&cfg, &["--once"]);
+    assert_eq!(code, Some(1), "{err}");
+    let state_dir = e.state_dir().display().to_string();
+    assert!(
+        err.contains(&state_dir) && err.contains("--simulated-clock") && err.contains("Move the state_dir aside"),
+        "{err}"
+    );
+    assert!(!err.contains("state restored"), "{err}");
+    assert_eq!(e.state_bytes(), before, "nothing rewritten, marker kept");
+    assert_eq!(e.argv("squeue").len(), squeue_calls, "refused before any Slurm read");
+    // Even a marker with no state.json beside it (a simulated run that never saved) is refused:
+    // the audit log may still hold simulated records.
+    std::fs::remove_file(e.state_dir().join("state.json")).unwrap();
+    let (code, err) = e.run_with(&cfg, &["--once"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!e.state_dir().join("state.json").exists());
+    // The simulated run that wrote it may still go on with it.
+    let (code, err) = e.run_with(
+        &cfg,
+        &["--simulated-clock", &format!("{}:60", sim_start + 80 * 60), "--cycles", "2"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    // Moved aside as the message says, the real-clock run starts fresh.
+    std::fs::rename(e.state_dir(), e.dir.path().join("state.simulated")).unwrap();
+    let (code, err) = e.run_with(&cfg, &["--once"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(e.state_dir().join("state.json").exists() && !e.state_dir().join("simulated-clock").exists());
+}
+
+/// A state.json saved later than the real clock plus `policy.clock_skew` (a copied state, a
+/// clock that was wrong when it was written) is refused by a real-clock run; one within the
+/// skew is resumed.
+#[test]
+fn real_clock_run_refuses_state_saved_beyond_the_clock_skew() {
+    for (ahead_s, accepted) in [(20, true), (600, false), (46 * 86_400, false)] {
+        let e = plain();
+        let cfg = e.config("observe", "");
+        let (code, err) = e.run_with(&cfg, &["--simulated-clock", &format!("{}:60", epoch_now() + ahead_s), "--once"]);
+        assert_eq!(code, Some(0), "{err}");
+        // Without the marker, only saved_s tells the state's clock.
+        std::fs::remove_file(e.state_dir().join("simulated-clock")).unwrap();
+        let before = e.state_bytes();
+        let (code, err) = e.run_with(&cfg, &["--once"]);
+        if accepted {
+            assert_eq!(code, Some(0), "{ahead_s}: {err}");
+            assert!(err.contains("state restored"), "{err}");
+        } else {
+            assert_eq!(code, Some(1), "{ahead_s}: {err}");
+            assert!(
+                err.contains("policy.clock_skew (60 s)") && err.contains("state.json aside"),
+                "{err}"
+            );
+            assert!(err.contains(&e.state_dir().display().to_string()), "{err}");
+            assert_eq!(e.state_bytes(), before, "{ahead_s}: nothing rewritten");
+        }
+    }
+}
+
+/// A simulated run continues the clock of the state it resumes: a START_S earlier than the
+/// state's saved_s is refused, the same or a later one is accepted.
+#[test]
+fn simulated_run_refuses_to_start_before_its_state() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let (code, err) = e.run_with(&cfg, &["--simulated-clock", &format!("{T0}:60"), "--cycles", "5"]);
+    assert_eq!(code, Some(0), "{err}");
+    let saved = T0 + 4 * 60;
+    let before = e.state_bytes();
+    for start in [T0, saved - 1] {
+        let (code, err) = e.run_with(&cfg, &["--simulated-clock", &format!("{start}:60"), "--once"]);
+        assert_eq!(code, Some(1), "{start}: {err}");
+        assert!(
+            err.contains(&format!("START_S {start} is earlier than the saved_s {saved}")),
+            "{err}"
+        );
+        assert_eq!(e.state_bytes(), before, "{start}: nothing rewritten");
+    }
+    for start in [saved, saved + 600] {
+        let (code, err) = e.run_with(&cfg, &["--simulated-clock", &format!("{start}:60"), "--once"]);
+        assert_eq!(code, Some(0), "{start}: {err}");
+    }
+}
+
+/// `check-config` takes the file as `--config FILE`, as `run` does, and positionally.
+#[test]
+fn check_config_takes_config_flag_or_positional_file() {
+    let bin = env!("CARGO_BIN_EXE_enforcer");
+    let example = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/enforcer.example.toml"));
+    for args in [&["check-config", "--config"][..], &["check-config"][..]] {
+        let o = Command::new(bin).args(args).arg(&example).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("mode = \"observe\""), "{args:?}");
+    }
+    let o = Command::new(bin).args(["check-config"]).output().unwrap();
+    assert!(!o.status.success(), "no file given");
+    let o = Command::new(bin)
+        .args(["check-config", "--config"])
+        .arg(&example)
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "both forms at once is ambiguous");
+}
+
+/// The demo config's comment states the suspect-collector defaults as the code has them.
+#[test]
+fn demo_config_comment_states_the_real_suspect_default() {
+    let text = std::fs::read_to_string(fakes().join("demo/config.toml")).unwrap();
+    let d = enforcer::config::EnforcerConfig::default();
+    assert_eq!(d.suspect_frac, 0.5, "update the demo comment and this test with the default");
+    let said = format!("from {} jobs, more than half alerting", d.suspect_min_jobs);
+    assert!(text.contains(&said), "demo config.toml should say {said:?}");
+}
+
+/// The alerts in the audit log: (t_s, reason).
+fn alerts(e: &Env) -> Vec<(i64, String)> {
+    e.audit()
+        .iter()
+        .filter(|l| l["action"] == "alert")
+        .map(|l| (l["t_s"].as_i64().unwrap(), l["reason"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// Restarts keep windows, not escalation: the breach found on the restored window is dated
+/// from that window's start, at most one `window` before the restart. An alert made since then
+/// still counts for the breach and is not repeated; an older one does not, and the user is
+/// alerted again. The trial's "the first restart did not re-alert, the second did" is this
+/// rule: the first restart came within a window of the last alert, the second long after it
+/// (and after a downtime longer than the window, so the breach and its "for N m" start again
+/// from the restart).
+#[test]
+fn restart_re_alerts_only_when_the_alert_predates_the_restored_window() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    // Window 10m: the alert rung at T0+7m, the drain rung at T0+10m.
+    let (ok, log) = e.run(&cfg, T0, 15);
+    assert!(ok, "{log}");
+    let first: Vec<i64> = alerts(&e).iter().map(|a| a.0).collect();
+    assert_eq!(first, [T0 + 7 * 60, T0 + 10 * 60]);
+    // Restart 1 at T0+15m: the restored window starts at T0+5m, before the last alert (T0+10m),
+    // which therefore still counts. No new alert.
+    let (ok, log) = e.run(&cfg, T0 + 15 * 60, 5);
+    assert!(ok, "{log}");
+    assert!(log.contains("state restored"), "{log}");
+    assert_eq!(alerts(&e).len(), 2, "{:?}", alerts(&e));
+    // Restart 2 at T0+40m, 21 minutes down: the window has emptied, the breach is dated from
+    // the restart, and the T0+10m alert belongs to no breach the engine still sees.
+    let restart = T0 + 40 * 60;
+    let (ok, log) = e.run(&cfg, restart, 15);
+    assert!(ok, "{log}");
+    let again = alerts(&e);
+    assert_eq!(again.len(), 4, "{again:?}");
+    assert_eq!(again[2].0, restart + 7 * 60, "{again:?}");
+    assert!(again[2].1.contains("for 7m"), "counted from the restart: {}", again[2].1);
+}
+/// A one-minute restart long after the last alert re-alerts at once: the restored window
+/// starts after that alert, and the reason's "for N m" counts from that window's start.
+#[test]
+fn short_restart_long_after_the_last_alert_re_alerts_at_once() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let (ok, log) = e.run(&cfg, T0, 40);
+    assert!(ok, "{log}");
+    let before = alerts(&e);
+    let last = before.last().unwrap().0;
+    assert!(last < T0 + 29 * 60, "no alert in the last window before the restart: {before:?}");
+    let restart = T0 + 40 * 60;
+    let (ok, log) = e.run(&cfg, restart, 3);
+    assert!(ok, "{log}");
+    let after = alerts(&e);
+    assert_eq!(after.len(), before.len() + 2, "alert, then the drain rung: {after:?}");
+    let (t, reason) = &after[before.len()];
+    assert_eq!(*t, restart, "{after:?}");
+    assert!(reason.contains("alert idle") && reason.contains("for 9m"), "{reason}");
 }
