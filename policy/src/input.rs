@@ -120,24 +120,28 @@ impl Reading {
 
 impl Default for Reading {
     /// Missing.
+    #[inline]
     fn default() -> Reading {
         Reading::MISSING
     }
 }
 
 impl From<Option<f64>> for Reading {
+    #[inline]
     fn from(v: Option<f64>) -> Reading {
         v.map_or(Reading::MISSING, Reading::value)
     }
 }
 
 impl From<f64> for Reading {
+    #[inline]
     fn from(v: f64) -> Reading {
         Reading::value(v)
     }
 }
 
 impl From<Reading> for Option<f64> {
+    #[inline]
     fn from(r: Reading) -> Option<f64> {
         r.get()
     }
@@ -145,6 +149,7 @@ impl From<Reading> for Option<f64> {
 
 impl PartialEq for Reading {
     /// Bitwise: a reading equals itself even when it is a NaN.
+    #[inline]
     fn eq(&self, other: &Reading) -> bool {
         self.0.to_bits() == other.0.to_bits()
     }
