@@ -36,6 +36,13 @@ pub enum DurationError {
         /// The rejected text.
         text: String,
     },
+    /// Units out of order or repeated (`"30m1h"`, `"1h1h"`): write each unit once, largest
+    /// first.
+    #[error("duration {text:?}: units must come largest first, each once (d, h, m, s), e.g. \"1h30m\"")]
+    UnitOrder {
+        /// The rejected text.
+        text: String,
+    },
     /// The value does not fit in i64 seconds.
     #[error("duration {text:?} is too large")]
     Overflow {
@@ -52,17 +59,18 @@ impl DurationS {
 
     /// Parses `"20m"`, `"90s"`, `"1h30m"`, `"2d"`, `"0s"`. See [`DurationError`] for failures.
     pub fn parse(text: &str) -> Result<DurationS, DurationError> {
-        let s = text.trim();
-        if s.is_empty() {
+        let s = text;
+        if s.trim().is_empty() {
             return Err(DurationError::Empty);
         }
-        if s.starts_with('-') {
+        if s.trim_start().starts_with('-') {
             return Err(DurationError::Negative { text: text.to_string() });
         }
         let bad = || DurationError::BadUnit { text: text.to_string() };
         let overflow = || DurationError::Overflow { text: text.to_string() };
         let mut total: i64 = 0;
         let mut num: Option<i64> = None;
+        let mut last_unit = i64::MAX;
         for c in s.chars() {
             if let Some(d) = c.to_digit(10) {
                 let n = num.unwrap_or(0);
@@ -83,6 +91,10 @@ impl DurationS {
                 _ => return Err(bad()),
             };
             let n = num.take().ok_or_else(bad)?;
+            if unit >= last_unit {
+                return Err(DurationError::UnitOrder { text: text.to_string() });
+            }
+            last_unit = unit;
             total = n.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(overflow)?;
         }
         if num.is_some() {
@@ -152,6 +164,18 @@ mod tests {
         assert_eq!(DurationS::parse("1h30m"), Ok(DurationS(5400)));
         assert_eq!(DurationS::parse("2d"), Ok(DurationS(172_800)));
         assert_eq!(DurationS::parse("0s"), Ok(DurationS(0)));
+    }
+
+    #[test]
+    fn rejects_spaces_around_and_units_out_of_order() {
+        for t in [" 5m", "5m ", "\t20m"] {
+            assert!(matches!(DurationS::parse(t), Err(DurationError::UnexpectedChar { .. })), "{t:?}");
+        }
+        for t in ["30m1h", "1h1h", "5s2m", "1d2d"] {
+            assert_eq!(DurationS::parse(t), Err(DurationError::UnitOrder { text: t.to_string() }), "{t:?}");
+        }
+        assert_eq!(DurationS::parse("1d2h3m4s"), Ok(DurationS(93_784)));
+        assert_eq!(DurationS::parse("0h5m"), Ok(DurationS(300)));
     }
 
     #[test]

@@ -67,7 +67,8 @@ pub struct Evidence {
     pub samples_min_per_gpu: u32,
     /// Most valid samples in the window on any observed GPU.
     pub samples_max_per_gpu: u32,
-    /// Samples in the window with a rejected field, no compute reading, or a future stamp.
+    /// Samples in the window with a rejected field (a sentinel, or an implausible value, which
+    /// discards the whole sample), no compute reading, or a future stamp.
     pub invalid_samples: u32,
     /// Samples dropped as late over the job's life (not newer than the newest ingested).
     pub late_samples: u32,

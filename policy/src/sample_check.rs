@@ -35,6 +35,31 @@ pub fn is_sentinel(v: f64) -> bool {
     .any(|s| (v - s).abs() <= s * 1e-9)
 }
 
+/// True when a sample holds an *implausible* reading: a present value out of bounds that is
+/// not a vendor "no value" sentinel (a negative power, memory above 1 TiB, a util of 150 %, a
+/// NaN; a power, limit or total of exactly 0 counts as "no value" too), memory used above a
+/// valid total, or a process count above [`MAX_PROCS`] other than the `u32` sentinel. A collector that reports such values is broken, and nothing else it
+/// says in that sample is taken as evidence: the engine counts the sample as invalid and keeps
+/// none of it. A sentinel only means "no value": that field is unknown and the rest of the
+/// sample is kept. Runs only for samples with a rejected field.
+#[cold]
+#[inline(never)]
+pub(crate) fn has_implausible_field(s: &Sample) -> bool {
+    let bad = |r: crate::input::Reading, ok: bool| r.get().is_some_and(|v| !ok && !is_sentinel(v));
+    // A power, power limit or memory total of exactly 0 is how some tools print "not
+    // supported": unknown, like a sentinel, not implausible.
+    let bad_positive = |r: crate::input::Reading, hi: f64| r.get().is_some_and(|v| v != 0.0) && bad(r, r.within_positive(hi));
+    let (mt_ok, mu_ok) = (s.mem_total_mib.within_positive(MAX_MEM_MIB), s.mem_used_mib.within(MAX_MEM_MIB));
+    bad(s.util_pct, s.util_pct.within(100.0))
+        || bad(s.sm_active, s.sm_active.within(1.0))
+        || bad_positive(s.mem_total_mib, MAX_MEM_MIB)
+        || bad(s.mem_used_mib, mu_ok)
+        || (mt_ok && mu_ok && s.mem_used_mib.raw() > s.mem_total_mib.raw())
+        || bad_positive(s.power_w, MAX_POWER_W)
+        || bad_positive(s.power_limit_w, MAX_POWER_W)
+        || s.procs.is_some_and(|p| p > MAX_PROCS && p != u32::MAX)
+}
+
 /// A sample after field checks. Fields are `None` when missing or invalid. The engine's
 /// ingest applies the same rules in one pass (`window::GpuWindow::ingest`); this
 /// field-by-field form is the reference its tests compare it with.

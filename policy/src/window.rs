@@ -557,6 +557,10 @@ impl GpuWindow {
         };
         if any_bad {
             self.note_invalid(s.t_s);
+            // Broken is not idle: an implausible reading discredits the whole sample.
+            if sample_check::has_implausible_field(s) {
+                return;
+            }
         }
         // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
         let util_milli = (compute * 1000.0 + 0.5) as u32;
@@ -866,6 +870,25 @@ mod ingest_agrees_with_check {
         let Some(util_milli) = compute.map(|u| (u * 1000.0 + 0.5) as u32) else {
             return (None, true);
         };
+        // A present value out of bounds that is not a sentinel (or memory used above a valid
+        // total, or an implausible process count) discredits the whole sample.
+        let oob = |v: Option<f64>, open_lo: bool, hi: f64| {
+            v.is_some_and(|x| {
+                keep(Some(x), open_lo, hi, &mut 0).is_none() && !crate::sample_check::is_sentinel(x) && !(open_lo && x == 0.0)
+            })
+        };
+        let over = matches!((keep(r.mem_used, false, MAX_MEM_MIB, &mut 0), mem_total), (Some(u), Some(t)) if u > t);
+        let implausible = oob(r.util, false, 100.0)
+            || oob(r.sm, false, 1.0)
+            || oob(r.mem_total, true, MAX_MEM_MIB)
+            || oob(r.mem_used, false, MAX_MEM_MIB)
+            || over
+            || oob(r.power, true, MAX_POWER_W)
+            || oob(r.limit, true, MAX_POWER_W)
+            || r.procs.is_some_and(|p| p > MAX_PROCS && p != u32::MAX);
+        if implausible {
+            return (None, true);
+        }
         let mut flags = 0u16;
         if let Some(used) = mem_used {
             flags |= MEM_KNOWN;
@@ -986,7 +1009,8 @@ mod ingest_agrees_with_check {
             // The field-by-field reference on the Readings agrees with the raw reference.
             let c = sample_check::check(&s);
             let (want, want_invalid) = reference(&r, &th);
-            prop_assert_eq!(c.util_milli, want.map(|w| w.0));
+            let kept = c.util_milli.filter(|_| !sample_check::has_implausible_field(&s));
+            prop_assert_eq!(kept, want.map(|w| w.0));
             prop_assert_eq!(c.invalid_fields > 0 || c.util_milli.is_none(), want_invalid);
             let mut w = GpuWindow::default();
             w.ingest(&s, &th.cycle(1000), &th);

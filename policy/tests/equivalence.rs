@@ -40,11 +40,12 @@ fn base_sample(t_s: i64) -> Sample {
     }
 }
 
-/// Two samples of one GPU stamped at the same time: which one is kept (the other is late) is
+/// Two samples of one GPU stamped at the same time: which one is taken (the other is late) is
 /// decided by the raw readings' bits, with a missing reading after every present value (as
 /// when readings were `Option<f64>`), whatever `Reading`'s own encoding of missing. A sample
-/// with util `[N/A]` and SM activity 0 (reads idle) and one with util −1 (invalid, falls back
-/// to SM activity 0.95, reads busy): the busy one is kept, so the job never alerts.
+/// with util `[N/A]` and SM activity 0 (reads idle) and one with util −1 (an implausible
+/// value, so that sample is invalid evidence): the second is taken first, so the idle one is
+/// late and the GPU has no valid sample at all. Taking the idle one would cancel the job.
 #[test]
 fn same_time_tie_break_keeps_the_sample_the_old_engine_kept() {
     let cfg = cfg_with_cancel(90 * 60);
@@ -55,9 +56,8 @@ fn same_time_tie_break_keeps_the_sample_the_old_engine_kept() {
     for tick in 1..=240i64 {
         let t = tick * 60;
         // Power varies, so that neither sample reads as a frozen collector. The idle
-        // sample: util [N/A], SM activity 0, no memory, idle power, no process. The busy one:
-        // util −1 (rejected; SM activity 0.95 is the compute reading), memory and power of a
-        // training job, one process.
+        // sample: util [N/A], SM activity 0, no memory, idle power, no process. The other:
+        // util −1 (implausible), with the memory and power of a training job.
         let idle = Sample {
             sm_active: 0.0.into(),
             power_w: (60.0 + (tick % 5) as f64).into(),
@@ -76,9 +76,9 @@ fn same_time_tie_break_keeps_the_sample_the_old_engine_kept() {
         step_whole(&mut e, &jobs, t, &samples, &mut out);
         worst = worst.max(out[0].verdict);
     }
-    // The busy sample (util from sm_active 0.95) is kept, so the job never alerts.
-    assert!(worst < Verdict::Alert, "the busy sample must win the tie; reached {worst:?}");
-    assert_eq!(out[0].evidence.peak_util_pct, 95.0, "{:?}", out[0].evidence);
+    // The implausible sample is taken, the idle one is late: no evidence, no alert.
+    assert!(worst < Verdict::Alert, "the idle sample must lose the tie; reached {worst:?}");
+    assert!(out[0].evidence.late_samples > 0, "{:?}", out[0].evidence);
 }
 
 /// A GPU whose readings are identical except that util alternates between 0.0 and −0.0: a
@@ -346,10 +346,10 @@ fn pool_of_65536_gpus_does_not_panic() {
     assert_eq!(out.len(), 1);
 }
 
-/// Two readings whose sign bits flip together (`memory.total` and `power.limit` alternate
-/// between valid and negative every sample, the rest stays put) are a change: the
-/// frozen-collector fingerprint rotates each word's product by its own amount, so the two
-/// flipped top bits land in different places and cannot cancel.
+/// Two readings whose sign bits flip together (util and memory used alternate between 0.0 and
+/// −0.0 every sample, both valid, the rest stays put) are a change: the frozen-collector
+/// fingerprint rotates each word's product by its own amount, so the two flipped top bits land
+/// in different places and cannot cancel.
 #[test]
 fn paired_sign_flips_are_a_change_as_before() {
     let cfg = cfg_with_cancel(90 * 60);
@@ -359,11 +359,10 @@ fn paired_sign_flips_are_a_change_as_before() {
     let mut frozen_seen = false;
     for tick in 1..=60i64 {
         let t = tick * 60;
-        let sign = if tick % 2 == 0 { -1.0 } else { 1.0 };
+        let zero = if tick % 2 == 0 { -0.0 } else { 0.0 };
         let s = Sample {
-            util_pct: 0.0.into(),
-            mem_total_mib: (sign * 81_920.0).into(),
-            power_limit_w: (sign * 400.0).into(),
+            util_pct: zero.into(),
+            mem_used_mib: zero.into(),
             ..base_sample(t)
         };
         step_whole(&mut e, &jobs, t, &[s], &mut out);

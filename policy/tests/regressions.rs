@@ -204,3 +204,61 @@ fn a_job_whose_gpus_change_starts_afresh() {
     );
     assert_eq!(r.out[0].evidence.samples_max_per_gpu, 1);
 }
+
+/// A hung-looking GPU (0 % util, memory held, a process) whose collector also reports one
+/// implausible value on every sample: a negative power, memory used above the total, or a
+/// util of 150 % beside a valid SM activity. Broken is not idle: the whole sample is invalid
+/// evidence, so the job never goes above `insufficient_evidence`, even with a cancel stage.
+#[test]
+fn a_collector_reporting_an_implausible_value_every_sample_is_never_acted_on() {
+    let broken: [fn(Sample) -> Sample; 3] = [
+        |s| Sample {
+            power_w: (-50.0).into(),
+            ..s
+        },
+        |s| Sample {
+            mem_used_mib: 90_000.0.into(),
+            mem_total_mib: 81_920.0.into(),
+            ..s
+        },
+        |s| Sample {
+            util_pct: 150.0.into(),
+            sm_active: 0.0.into(),
+            ..s
+        },
+    ];
+    for (k, edit) in broken.into_iter().enumerate() {
+        let mut r = Run::new(cfg_with_cancel(2 * 3600), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+        let g = GpuRef { node: NodeId(0), gpu: 0 };
+        while r.now_s < 6 * 3600 {
+            let t = r.now_s + 60;
+            let s = sample(Gpu::Hung, t, g).expect("a hung GPU reports");
+            r.tick_samples(vec![edit(s)]);
+        }
+        assert!(
+            r.max_verdict(0) <= Verdict::InsufficientEvidence,
+            "case {k}: reached {}",
+            r.max_verdict(0)
+        );
+        assert!(r.out[0].evidence.invalid_samples > 0, "case {k}: {:?}", r.out[0].evidence);
+    }
+}
+
+/// A vendor "no value" sentinel is only a missing field: a hung GPU whose power reads DCGM's
+/// blank on every sample is still judged on its memory and compute (hung needs no power).
+#[test]
+fn a_sentinel_in_one_field_leaves_the_rest_of_the_sample_usable() {
+    let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    let g = GpuRef { node: NodeId(0), gpu: 0 };
+    while r.now_s < 3 * 3600 {
+        let t = r.now_s + 60;
+        let s = sample(Gpu::Hung, t, g).expect("a hung GPU reports");
+        r.tick_samples(vec![Sample {
+            power_w: policy::DCGM_FP64_BLANK.into(),
+            ..s
+        }]);
+    }
+    assert!(r.verdict(0) >= Verdict::Alert, "{:?}", r.out[0]);
+    assert_eq!(r.out[0].signature_name(), "hung");
+    assert!(r.out[0].evidence.invalid_samples > 0, "the sentinel samples are still counted");
+}

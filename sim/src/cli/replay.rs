@@ -95,12 +95,14 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
         None => policy::PolicyConfig::default(),
     };
     if let Some(i) = interval {
-        cfg.interval = policy::DurationS::parse(i).map_err(|e| anyhow::anyhow!("--interval {i:?}: {e}"))?;
+        cfg.interval = policy::DurationS::parse(i.trim()).map_err(|e| anyhow::anyhow!("--interval {i:?}: {e}"))?;
+        if cfg.interval.secs() <= 0 {
+            bail!("--interval must be positive, got {i:?}");
+        }
     }
+    // A zero interval from the policy file is named by `Policy::new` below, as
+    // `policy.interval` in that file.
     let interval_s = cfg.interval.secs();
-    if interval_s <= 0 {
-        bail!("--interval must be positive, got {interval_s} s");
-    }
     let source = policy.map_or_else(|| "the default policy".to_string(), |p| p.display().to_string());
     let p = policy::Policy::new(&cfg).map_err(|e| match interval {
         // The interval came from the flag, not from the policy: name the flag.

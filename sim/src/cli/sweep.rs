@@ -72,7 +72,8 @@ fn durations(flag: &str, v: &Option<Vec<String>>) -> anyhow::Result<Option<Vec<D
     v.as_ref()
         .map(|v| {
             v.iter()
-                .map(|s| DurationS::parse(s).map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}")))
+                // A flag's list may be written with spaces after the commas.
+                .map(|s| DurationS::parse(s.trim()).map_err(|e| anyhow::anyhow!("--{flag} {s:?}: {e}")))
                 .collect()
         })
         .transpose()
