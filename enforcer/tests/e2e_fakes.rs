@@ -944,3 +944,50 @@ fn short_restart_long_after_the_last_alert_re_alerts_at_once() {
     assert_eq!(*t, restart, "{after:?}");
     assert!(reason.contains("alert idle") && reason.contains("for 9m"), "{reason}");
 }
+
+/// The trial's setup: our drain naming job 102 stands on gpu001, job_source = "format", and
+/// squeue exits 0 with nothing on stderr but prints nothing, or only `CLUSTER: cluster1`
+/// (samples B8). That is no reading of the queue: the cycle is skipped and the node is not
+/// resumed. A header with no rows is the positive reading of an empty queue, and resumes.
+#[test]
+fn format_source_resumes_only_on_a_header_never_on_empty_output() {
+    let e = plain();
+    e.set("jobs.tsv", "");
+    e.set("node.state", "MIXED+DRAIN\n");
+    e.set("node.reason", "gpu-reaper: idle job 102");
+    let header = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME";
+    let extra = "job_source = \"format\"\n[policy.exempt]\ncomment_marker = \"\"";
+    let updates = |e: &Env| e.argv("scontrol").into_iter().filter(|a| a[0] == "update").collect::<Vec<_>>();
+    for mode in ["observe", "enforce"] {
+        let cfg = e.config(mode, extra);
+        for text in ["", "CLUSTER: cluster1\n", "\n\n"] {
+            e.set("squeue.txt", text);
+            let (ok, log) = e.run(&cfg, T0, 1);
+            assert!(ok, "{log}");
+            assert!(
+                !log.contains("would resume") && !log.contains("job 102 gone"),
+                "{mode} {text:?}: {log}"
+            );
+            assert!(
+                log.contains("cycle skipped") && log.contains("the queue was not read"),
+                "{mode} {text:?}: {log}"
+            );
+            assert!(updates(&e).is_empty(), "{mode} {text:?}: {:?}", updates(&e));
+        }
+    }
+    // One CLUSTER: line above the header is skipped with a note; the empty queue it shows is read.
+    e.set("squeue.txt", &format!("CLUSTER: cluster1\n{header}\n"));
+    let (ok, log) = e.run(&e.config("observe", extra), T0, 1);
+    assert!(ok, "{log}");
+    assert!(log.contains("CLUSTER: line") && log.contains("cluster1"), "{log}");
+    assert!(log.contains("would resume") && log.contains("job 102 gone"), "{log}");
+    assert!(updates(&e).is_empty(), "observe mode acts on nothing");
+    e.set("squeue.txt", &format!("{header}\n"));
+    let (ok, log) = e.run(&e.config("enforce", extra), T0, 1);
+    assert!(ok, "{log}");
+    assert_eq!(
+        updates(&e),
+        vec![vec!["update".to_string(), "NodeName=gpu001".into(), "State=RESUME".into()]],
+        "{log}"
+    );
+}
