@@ -991,3 +991,51 @@ fn format_source_resumes_only_on_a_header_never_on_empty_output() {
         "{log}"
     );
 }
+
+/// Enforce mode whose only notice channel is a webhook variable that is not set: check-config
+/// warns naming the variable (its environment may not be the daemon's) and exits 0; `run`
+/// refuses to start before reading anything. With the variable set it runs; with a notify
+/// command as well it runs and warns.
+#[test]
+fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when_it_is_the_only_channel() {
+    const VAR: &str = "GPU_REAPER_TEST_NOPE_NOT_SET";
+    let e = plain();
+    let only = e.config("enforce", &format!("notify_command = []\nwebhook_url_env = \"{VAR}\""));
+    let cmd = |args: &[&str], cfg: &Path, url: Option<&str>| {
+        let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+        let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));
+        c.args(args)
+            .arg(cfg)
+            .env("PATH", path)
+            .env("FAKE_DIR", e.fake_dir())
+            .env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1")
+            .env_remove(VAR)
+            .current_dir(e.dir.path());
+        if let Some(u) = url {
+            c.env(VAR, u);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = cmd(&["check-config"], &only, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("warning") && err.contains(VAR) && err.contains("refuses to start"),
+        "{err}"
+    );
+    let (code, err) = cmd(&["check-config"], &only, Some("http://127.0.0.1:9/hook"));
+    assert_eq!((code, err.as_str()), (Some(0), ""), "set: no warning");
+
+    let run = ["run", "--simulated-clock", "1900000000:60", "--cycles", "1", "--config"];
+    let (code, err) = cmd(&run, &only, None);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains(VAR) && err.contains("only notice channel"), "{err}");
+    assert!(e.argv("squeue").is_empty(), "refused before anything ran");
+    let (code, err) = cmd(&run, &only, Some("http://127.0.0.1:9/hook"));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(e.argv("squeue").len(), 1);
+    let both = e.config("enforce", &format!("webhook_url_env = \"{VAR}\""));
+    let (code, err) = cmd(&run, &both, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("notice channel will fail") && err.contains(VAR), "{err}");
+}

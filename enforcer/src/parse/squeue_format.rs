@@ -347,6 +347,31 @@ mod tests {
     }
 
     proptest! {
+        /// Safety guard: output with no header line is never a queue reading, whatever rows
+        /// or CLUSTER: lines it holds; with a header above the same lines it is one.
+        #[test]
+        fn no_header_is_never_an_empty_or_any_queue(
+            rows in proptest::collection::vec(prop_oneof![
+                Just("CLUSTER: cluster1".to_string()),
+                Just(String::new()),
+                Just("9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|x".to_string()),
+                "[ -~]{0,40}",
+            ], 0..6)
+        ) {
+            let tz = FixedOffset::east_opt(0).unwrap();
+            let text = rows.join("\n");
+            if !rows.iter().any(|r| r.to_ascii_uppercase().starts_with("JOBID")) {
+                prop_assert!(parse_own(&text, &tz).is_err(), "{text:?}");
+            }
+            let header = own_columns().iter().map(|c| c.to_ascii_uppercase()).collect::<Vec<_>>().join("|");
+            let body: Vec<&String> = rows.iter().filter(|r| !r.trim().starts_with("CLUSTER:")).collect();
+            let with = format!("{header}\n{}", body.iter().map(|r| r.as_str()).collect::<Vec<_>>().join("\n"));
+            let (read, cluster) = parse_own(&with, &tz).map_err(TestCaseError::fail)?;
+            prop_assert!(cluster.is_none());
+            prop_assert_eq!(read.jobs.len() + read.row_errors.len() >= 1, body.iter().any(|r| !r.trim().is_empty()));
+        }
+
+
         /// Any JobID text that is accepted is exactly a u32 written in decimal, kept as given.
         #[test]
         fn an_accepted_job_id_text_round_trips_exactly(
