@@ -76,6 +76,8 @@ pub struct EnforcerConfig {
     /// fault than coincidence. With the default `suspect_frac` (0.5) it trips when more than
     /// half of them alert at once (2 of 3, 3 of 4–5, 5 of 8); one wasteful job among several
     /// busy ones stays actionable, and a node with one or two GPU jobs never trips.
+    /// At least 2: below that one alerting job would make its node suspect (refused; set
+    /// `suspect_frac = 1` to switch the rule off).
     pub suspect_min_jobs: u32,
     /// ... when more than this fraction of them reach alert or above. Default 0.5: a broken
     /// collector makes most of a node's jobs look idle at once, while ordinary waste is one
@@ -129,6 +131,39 @@ impl EnforcerConfig {
     }
 }
 
+impl Config {
+    /// The webhook's failure in this process's environment: `Some(name)` when
+    /// `webhook_url_env` names a variable that `env` (a variable lookup, `std::env::var`
+    /// in production) finds unset or empty, so every webhook post would fail.
+    pub fn webhook_env_unset(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<&str> {
+        let name = self.enforcer.webhook_url_env.as_str();
+        (!name.is_empty() && env(name).is_none_or(|v| v.trim().is_empty())).then_some(name)
+    }
+
+    /// What the notice channels look like in the environment `env` gives (see
+    /// [`Config::webhook_env_unset`]): `Ok(None)` when nothing is wrong, `Ok(Some(warning))`
+    /// when the webhook's variable is unset but another channel (or observe mode, or no
+    /// reachable drain) means the daemon can still run, and `Err(refusal)` in enforce mode with
+    /// a reachable drain or cancel when the webhook is the only channel and its variable is
+    /// unset: no notice could go out, so every cancel would be held back forever.
+    pub fn notice_channel_problem(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
+        let Some(name) = self.webhook_env_unset(env) else { return Ok(None) };
+        let unset = format!(
+            "enforcer.webhook_url_env = {name:?}: the environment variable {name} is not set (or empty), so every webhook post would fail"
+        );
+        let e = &self.enforcer;
+        if e.mode == RunMode::Enforce && drain_reachable(&self.policy) {
+            if e.notify_command.is_empty() {
+                return Err(format!(
+                    "{unset}; it is the only notice channel, so no user could be told and no cancel could ever go ahead: set {name} in the daemon's environment (EnvironmentFile=/etc/gpu-reaper/enforcer.env in the unit), or set enforcer.notify_command"
+                ));
+            }
+            return Ok(Some(format!("{unset}; notices go by notify_command only")));
+        }
+        Ok(Some(format!("{unset}; alerts to the webhook are lost")))
+    }
+}
+
 /// True when some job can reach `drain` or `cancel` under `policy`: a stage at drain or above
 /// and a signature whose ceiling allows it.
 pub fn drain_reachable(policy: &Policy) -> bool {
@@ -160,16 +195,38 @@ pub struct Config {
     pub node: String,
 }
 
-/// A rejected config: the key and the problem.
+/// A rejected config: the key and the problem. Shown as ``FILE: `KEY`: PROBLEM``, or, for
+/// a TOML error (empty `key`), `FILE:LINE:COLUMN: PROBLEM` with the position in `problem`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{file}: `{key}`: {problem}")]
+#[error("{file}{}{problem}", if key.is_empty() { String::from(":") } else { format!(": `{key}`: ") })]
 pub struct ConfigError {
     /// The file.
     pub file: String,
-    /// Dotted key (`enforcer.mode`, `policy.window`), or `toml` for a syntax error.
+    /// Dotted key (`enforcer.mode`, `policy.window`), or empty for a TOML error (syntax, or a
+    /// value of the wrong type), whose `problem` starts with `LINE:COLUMN: ` (1-based).
     pub key: String,
     /// What is wrong.
     pub problem: String,
+}
+
+/// A TOML error as ``LINE:COLUMN: MESSAGE (in `LINE TEXT`)`` (1-based, column in characters)
+/// from the error's span in `text`; the message alone when the error has no span.
+fn toml_problem(text: &str, x: &toml::de::Error) -> String {
+    let msg = policy::one_line(x.message().trim(), 300);
+    let Some(span) = x.span() else { return format!(" {msg}") };
+    let mut start = span.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    let shown = policy::one_line(text.lines().nth(line - 1).unwrap_or("").trim(), 120);
+    if shown.is_empty() {
+        format!("{line}:{column}: {msg}")
+    } else {
+        format!("{line}:{column}: {msg} (in `{shown}`)")
+    }
 }
 
 /// True when `s` can be an environment variable name: `^[A-Za-z_][A-Za-z0-9_]*$` (POSIX
@@ -246,11 +303,23 @@ impl Config {
             key: key.to_string(),
             problem,
         };
-        let raw: ConfigFile = toml::from_str(text).map_err(|x| e("toml", x.to_string().trim().replace('\n', " ")))?;
+        let raw: ConfigFile = toml::from_str(text).map_err(|x| e("", toml_problem(text, &x)))?;
         let policy = Policy::new(&raw.policy).map_err(|x| e(&x.key, format!("{} = {}: {}", x.key, x.value, x.problem)))?;
         let c = raw.enforcer;
         let log_findings_from = Verdict::from_name(&c.log_findings_from)
             .ok_or_else(|| e("enforcer.log_findings_from", format!("unknown verdict {:?}", c.log_findings_from)))?;
+        // Below 2, one alerting GPU job is "more than suspect_frac" of the node's jobs (for any
+        // suspect_frac under 1), so every lone wasteful job would look like a broken collector
+        // and never be drained. suspect_frac = 1 is the way to switch the rule off.
+        if c.suspect_min_jobs < 2 {
+            return Err(e(
+                "enforcer.suspect_min_jobs",
+                format!(
+                    "{} would make every node whose only GPU job alerts \"suspect\", so no lone job is ever drained; use 2 or more (default 3), or suspect_frac = 1 to switch the suspect-collector rule off",
+                    c.suspect_min_jobs
+                ),
+            ));
+        }
         if !(c.suspect_frac.is_finite() && c.suspect_frac > 0.0 && c.suspect_frac <= 1.0) {
             return Err(e(
                 "enforcer.suspect_frac",
@@ -399,6 +468,60 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.enforcer.mode, RunMode::Enforce);
+    }
+
+    #[test]
+    fn a_toml_error_reads_file_line_column_and_never_names_a_key_toml() {
+        let m = err("[enforcer]\nnode = \"n\"\nmode = enforce\n");
+        assert!(m.starts_with("t.toml:3:8: ") && m.ends_with("(in `mode = enforce`)"), "{m}");
+        assert!(!m.contains("`toml`") && !m.contains("TOML parse error") && !m.contains('\n'), "{m}");
+        // A wrong type is a TOML error too, at the value's position.
+        let m = err("[enforcer]\nnode = \"n\"\nsuspect_min_jobs = \"three\"\n");
+        assert!(m.starts_with("t.toml:3:20: ") && m.contains("string"), "{m}");
+        // Columns count characters, not bytes.
+        let m = err("[enforcer]\nnode = \"ü\" x\n");
+        assert!(m.starts_with("t.toml:2:"), "{m}");
+        assert_eq!(m.split(':').nth(2), Some("12"), "{m}");
+    }
+
+    #[test]
+    fn suspect_min_jobs_below_2_is_refused_naming_the_key() {
+        for n in [0, 1] {
+            let m = err(&format!("[enforcer]\nnode = \"n\"\nsuspect_min_jobs = {n}\n"));
+            assert!(m.contains("`enforcer.suspect_min_jobs`") && m.contains("suspect_frac = 1"), "{m}");
+        }
+        let c = Config::from_text("[enforcer]\nnode = \"n\"\nsuspect_min_jobs = 2\n", "t").unwrap();
+        assert_eq!(c.enforcer.suspect_min_jobs, 2);
+    }
+
+    #[test]
+    fn an_unset_webhook_variable_warns_and_refuses_enforce_when_it_is_the_only_channel() {
+        let drain = "[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }]\n";
+        let cfg = |mode: &str, notify: &str| {
+            Config::from_text(
+                &format!("{drain}[enforcer]\nnode = \"n\"\nmode = \"{mode}\"\nwebhook_url_env = \"NOPE_NOT_SET\"\n{notify}"),
+                "t",
+            )
+            .unwrap()
+        };
+        let unset = |_: &str| None;
+        let blank = |_: &str| Some(" ".to_string());
+        let set = |k: &str| (k == "NOPE_NOT_SET").then(|| "https://hooks.example/x".to_string());
+        let only = cfg("enforce", "");
+        for env in [&unset as &dyn Fn(&str) -> Option<String>, &blank] {
+            let why = only.notice_channel_problem(env).unwrap_err();
+            assert!(why.contains("NOPE_NOT_SET") && why.contains("only notice channel"), "{why}");
+        }
+        assert_eq!(only.notice_channel_problem(&set), Ok(None));
+        let both = cfg("enforce", "notify_command = [\"notify\"]\n");
+        let w = both.notice_channel_problem(&unset).unwrap().unwrap();
+        assert!(w.contains("NOPE_NOT_SET") && w.contains("notify_command only"), "{w}");
+        let observe = cfg("observe", "");
+        let w = observe.notice_channel_problem(&unset).unwrap().unwrap();
+        assert!(w.contains("NOPE_NOT_SET") && w.contains("alerts to the webhook are lost"), "{w}");
+        // No webhook configured: nothing to say here (the no-channel case is a config error).
+        let none = Config::from_text("[enforcer]\nnode = \"n\"\n", "t").unwrap();
+        assert_eq!(none.notice_channel_problem(&unset), Ok(None));
     }
 
     #[test]

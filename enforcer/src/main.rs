@@ -142,6 +142,16 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::CheckConfig { config, file } => {
             let file = config.or(file).context("check-config: give the config file, --config FILE")?;
             let c = Config::load(&file)?;
+            // The environment here may not be the daemon's (the unit's EnvironmentFile), so an
+            // unset webhook variable is a warning in check-config; `run` refuses when it matters.
+            match c.notice_channel_problem(&|k| std::env::var(k).ok()) {
+                Ok(None) => {}
+                Ok(Some(w)) => eprintln!("enforcer: warning: {}: {w}", file.display()),
+                Err(w) => eprintln!(
+                    "enforcer: warning: {}: {w} (`enforcer run` refuses to start like this)",
+                    file.display()
+                ),
+            }
             say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
             let shown = enforcer::config::ConfigFile {
                 policy: c.policy.config().clone(),
@@ -189,6 +199,13 @@ fn epoch_now() -> i64 {
 fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Option<u64>) -> anyhow::Result<()> {
     let cfg = Config::load(&path)?;
     let e = cfg.enforcer.clone();
+    // Before anything is read or written: an enforce run whose only notice channel cannot work
+    // would hold every cancel back forever, so it does not start.
+    match cfg.notice_channel_problem(&|k| std::env::var(k).ok()) {
+        Ok(None) => {}
+        Ok(Some(w)) => tracing::warn!(problem = %w, "notice channel will fail"),
+        Err(why) => anyhow::bail!("{}: {why}", path.display()),
+    }
     let sim = simulated.as_deref().map(parse_simulated_clock).transpose()?;
     if cycles == Some(0) {
         anyhow::bail!("--cycles 0: give at least 1 cycle (or leave --cycles out to run until stopped)");

@@ -55,7 +55,8 @@ pub enum JobSource {
     /// `squeue --json --all`.
     #[default]
     Json,
-    /// `squeue --noheader --all --Format=...` (see [`squeue_format`]).
+    /// `squeue --all --Format=...` with the header line, which must be there (see
+    /// [`squeue_format::parse_own`]).
     Format,
 }
 
@@ -135,7 +136,8 @@ impl SlurmCli {
     pub fn squeue_args(&self) -> Vec<String> {
         match self.source {
             JobSource::Json => vec!["--json".into(), "--all".into()],
-            JobSource::Format => vec!["--noheader".into(), "--all".into(), squeue_format::format_arg()],
+            // No --noheader: the header is what shows the queue was read (header, no rows = empty).
+            JobSource::Format => vec!["--all".into(), squeue_format::format_arg()],
         }
     }
 }
@@ -157,14 +159,19 @@ impl SlurmClient for SlurmCli {
                 kind: "parse".into(),
                 problem: e.to_string(),
             }),
-            JobSource::Format => {
-                let text: String = stdout
-                    .lines()
-                    .filter(|l| !l.starts_with("CLUSTER: "))
-                    .map(|l| format!("{l}\n"))
-                    .collect();
-                Ok(squeue_format::parse(&text, &squeue_format::own_columns(), &chrono::Local))
-            }
+            JobSource::Format => match squeue_format::parse_own(&stdout, &chrono::Local) {
+                Ok((read, cluster)) => {
+                    if let Some(c) = cluster {
+                        tracing::warn!(cluster = %c, "squeue printed a CLUSTER: line the enforcer did not ask for (no -M is passed; a wrapper?); skipped, the rows below it are read as this node's cluster");
+                    }
+                    Ok(read)
+                }
+                Err(problem) => Err(CommandError {
+                    command,
+                    kind: "no_header".into(),
+                    problem,
+                }),
+            },
         }
     }
 

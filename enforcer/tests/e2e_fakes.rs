@@ -944,3 +944,98 @@ fn short_restart_long_after_the_last_alert_re_alerts_at_once() {
     assert_eq!(*t, restart, "{after:?}");
     assert!(reason.contains("alert idle") && reason.contains("for 9m"), "{reason}");
 }
+
+/// The trial's setup: our drain naming job 102 stands on gpu001, job_source = "format", and
+/// squeue exits 0 with nothing on stderr but prints nothing, or only `CLUSTER: cluster1`
+/// (samples B8). That is no reading of the queue: the cycle is skipped and the node is not
+/// resumed. A header with no rows is the positive reading of an empty queue, and resumes.
+#[test]
+fn format_source_resumes_only_on_a_header_never_on_empty_output() {
+    let e = plain();
+    e.set("jobs.tsv", "");
+    e.set("node.state", "MIXED+DRAIN\n");
+    e.set("node.reason", "gpu-reaper: idle job 102");
+    let header = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME";
+    let extra = "job_source = \"format\"\n[policy.exempt]\ncomment_marker = \"\"";
+    let updates = |e: &Env| e.argv("scontrol").into_iter().filter(|a| a[0] == "update").collect::<Vec<_>>();
+    for mode in ["observe", "enforce"] {
+        let cfg = e.config(mode, extra);
+        for text in ["", "CLUSTER: cluster1\n", "\n\n"] {
+            e.set("squeue.txt", text);
+            let (ok, log) = e.run(&cfg, T0, 1);
+            assert!(ok, "{log}");
+            assert!(
+                !log.contains("would resume") && !log.contains("job 102 gone"),
+                "{mode} {text:?}: {log}"
+            );
+            assert!(
+                log.contains("cycle skipped") && log.contains("the queue was not read"),
+                "{mode} {text:?}: {log}"
+            );
+            assert!(updates(&e).is_empty(), "{mode} {text:?}: {:?}", updates(&e));
+        }
+    }
+    // One CLUSTER: line above the header is skipped with a note; the empty queue it shows is read.
+    e.set("squeue.txt", &format!("CLUSTER: cluster1\n{header}\n"));
+    let (ok, log) = e.run(&e.config("observe", extra), T0, 1);
+    assert!(ok, "{log}");
+    assert!(log.contains("CLUSTER: line") && log.contains("cluster1"), "{log}");
+    assert!(log.contains("would resume") && log.contains("job 102 gone"), "{log}");
+    assert!(updates(&e).is_empty(), "observe mode acts on nothing");
+    e.set("squeue.txt", &format!("{header}\n"));
+    let (ok, log) = e.run(&e.config("enforce", extra), T0, 1);
+    assert!(ok, "{log}");
+    assert_eq!(
+        updates(&e),
+        vec![vec!["update".to_string(), "NodeName=gpu001".into(), "State=RESUME".into()]],
+        "{log}"
+    );
+}
+
+/// Enforce mode whose only notice channel is a webhook variable that is not set: check-config
+/// warns naming the variable (its environment may not be the daemon's) and exits 0; `run`
+/// refuses to start before reading anything. With the variable set it runs; with a notify
+/// command as well it runs and warns.
+#[test]
+fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when_it_is_the_only_channel() {
+    const VAR: &str = "GPU_REAPER_TEST_NOPE_NOT_SET";
+    let e = plain();
+    let only = e.config("enforce", &format!("notify_command = []\nwebhook_url_env = \"{VAR}\""));
+    let cmd = |args: &[&str], cfg: &Path, url: Option<&str>| {
+        let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
+        let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));
+        c.args(args)
+            .arg(cfg)
+            .env("PATH", path)
+            .env("FAKE_DIR", e.fake_dir())
+            .env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1")
+            .env_remove(VAR)
+            .current_dir(e.dir.path());
+        if let Some(u) = url {
+            c.env(VAR, u);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = cmd(&["check-config"], &only, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("warning") && err.contains(VAR) && err.contains("refuses to start"),
+        "{err}"
+    );
+    let (code, err) = cmd(&["check-config"], &only, Some("http://127.0.0.1:9/hook"));
+    assert_eq!((code, err.as_str()), (Some(0), ""), "set: no warning");
+
+    let run = ["run", "--simulated-clock", "1900000000:60", "--cycles", "1", "--config"];
+    let (code, err) = cmd(&run, &only, None);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains(VAR) && err.contains("only notice channel"), "{err}");
+    assert!(e.argv("squeue").is_empty(), "refused before anything ran");
+    let (code, err) = cmd(&run, &only, Some("http://127.0.0.1:9/hook"));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(e.argv("squeue").len(), 1);
+    let both = e.config("enforce", &format!("webhook_url_env = \"{VAR}\""));
+    let (code, err) = cmd(&run, &both, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("notice channel will fail") && err.contains(VAR), "{err}");
+}

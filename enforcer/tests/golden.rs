@@ -441,6 +441,77 @@ fn squeue_name_with_pipe_never_shifts_columns() {
     assert_eq!(r.jobs[0].gpus, 1);
 }
 
+/// The header squeue prints for the enforcer's own `--Format` (print.c titles, width 0).
+fn own_header() -> String {
+    [
+        "JOBID",
+        "JOBID",
+        "HET_JOB_ID",
+        "HET_JOB_OFFSET",
+        "STATE",
+        "USER",
+        "ACCOUNT",
+        "PARTITION",
+        "QOS",
+        "START_TIME",
+        "NODELIST",
+        "TRES_ALLOC",
+        "NAME",
+    ]
+    .join("|")
+}
+
+/// B8 with the stderr gone (a wrapper that drops it, or a squeue that printed nothing there):
+/// what is left on stdout, `CLUSTER: cluster1` alone, or nothing at all, is still not "no
+/// jobs" from either source. Only a header (format) or a `jobs` list (JSON) shows the queue.
+#[test]
+fn squeue_timeout_stdout_alone_is_no_data_in_both_sources() {
+    let Some(t) = sample("squeue-timeout-exit0.txt") else { return };
+    let cluster = t.lines().find(|l| l.starts_with("CLUSTER:")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (source, body) in [
+        (JobSource::Format, format!("echo '{cluster}'")),
+        (JobSource::Format, "true".to_string()),
+        (JobSource::Format, "echo".to_string()),
+        (
+            JobSource::Format,
+            format!("echo '{cluster}'\necho '4321|4321|N/A|N/A|RUNNING|u|a|p|q|N/A|node001|gres/gpu=1|x'"),
+        ),
+        (
+            JobSource::Format,
+            format!("echo '{cluster}'\necho '{}'\necho 'CLUSTER: cluster2'", own_header()),
+        ),
+        (JobSource::Json, format!("echo '{cluster}'")),
+        (JobSource::Json, "true".to_string()),
+        (JobSource::Json, "echo '{}'".to_string()),
+        (JobSource::Json, "echo '[]'".to_string()),
+        (JobSource::Json, "echo null".to_string()),
+        (JobSource::Json, "echo '{\"jobs\": null}'".to_string()),
+        (JobSource::Json, "echo '{\"jobs\": {}}'".to_string()),
+        (JobSource::Json, "echo '{\"errors\": []}'".to_string()),
+    ] {
+        let mut s = slurm_with(dir.path(), &body);
+        s.source = source;
+        let e = s
+            .jobs()
+            .expect_err(&format!("{source:?} {body:?} must be no data, never an empty queue"));
+        assert!(matches!(e.kind.as_str(), "no_header" | "parse"), "{source:?} {body:?}: {e:?}");
+    }
+    // The positive readings of an empty queue: a header alone, with or without one CLUSTER:
+    // line above it; an empty `jobs` list.
+    for body in [
+        format!("echo '{}'", own_header()),
+        format!("echo '{cluster}'\necho '{}'", own_header()),
+    ] {
+        let mut s = slurm_with(dir.path(), &body);
+        s.source = JobSource::Format;
+        let r = s.jobs().unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert!(r.jobs.is_empty() && r.row_errors.is_empty(), "{r:?}");
+    }
+    let mut s = slurm_with(dir.path(), "echo '{\"jobs\": []}'");
+    assert!(s.jobs().unwrap().jobs.is_empty());
+}
+
 fn slurm_with(dir: &std::path::Path, squeue_body: &str) -> SlurmCli {
     SlurmCli {
         squeue: script(dir, "squeue", squeue_body),
@@ -487,9 +558,10 @@ fn squeue_format_fallback_end_to_end() {
     let row = format!(
         "4321|4321|N/A|N/A|RUNNING|user1|acct1|gpu|normal|2025-11-06T10:00:00|node001|cpu=1,mem=4G,node=1,billing=1,gres/gpu=1|{name}"
     );
+    let header = own_header();
     let mut s = slurm_with(
         dir.path(),
-        &format!("printf '%s\\n' \"$@\" > \"$(dirname \"$0\")/argv\"\necho '{row}'"),
+        &format!("printf '%s\\n' \"$@\" > \"$(dirname \"$0\")/argv\"\necho '{header}'\necho '{row}'"),
     );
     s.source = JobSource::Format;
     let r = s.jobs().unwrap();
@@ -500,8 +572,8 @@ fn squeue_format_fallback_end_to_end() {
     );
     let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap();
     assert!(
-        argv.lines().any(|a| a == "--noheader") && argv.lines().any(|a| a == squeue_format::format_arg()),
-        "{argv}"
+        !argv.lines().any(|a| a == "--noheader") && argv.lines().any(|a| a == squeue_format::format_arg()),
+        "the header is asked for (it shows the queue was read): {argv}"
     );
     let mut s = slurm_with(
         dir.path(),

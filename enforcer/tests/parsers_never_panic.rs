@@ -26,6 +26,7 @@ proptest! {
         let _ = smi::no_data(&t);
         let _ = squeue_json::parse(&t);
         let _ = squeue_format::parse(&t, &squeue_format::own_columns(), &chrono::Utc);
+        let _ = squeue_format::parse_own(&t, &chrono::Utc);
         let _ = squeue_format::start_time(&t, &chrono::Utc);
         let _ = scontrol_node::parse(&t);
         let _ = scontrol_node::parse_reason(&t);

@@ -1,10 +1,14 @@
-//! The `squeue --noheader --Format=...` fallback, for sites where `--json` is unavailable.
+//! The `squeue --Format=...` fallback, for sites where `--json` is unavailable.
 //!
 //! Every field but the last is written `Field:|` (width 0: never truncated, `|` after it;
 //! squeue opts.c `_parse_long_token`); the last is `Name:` (width 0, no suffix) so a name
 //! containing `|`, spaces or any unicode is still read whole. A row with too few fields is an
 //! error for that row, never a shifted column. The comment is not read in this mode (it is
 //! free text and cannot share a row with the name safely); use `--json` for the opt-out marker.
+//!
+//! The enforcer asks for the header line and reads its own output with [`parse_own`]: a
+//! header with no rows below it is an empty queue, while empty output, or output with no
+//! header (a controller timeout that still exits 0, samples case B8), is no reading at all.
 //!
 //! StartTime is printed as local time of the host running squeue, with no UTC offset
 //! (`%FT%T`, src/common/parse_time.c); `N/A`, `Unknown` and `None` mean no start time.
@@ -40,6 +44,74 @@ pub fn own_columns() -> Vec<&'static str> {
     let mut v = FIELDS.to_vec();
     v.push("Name");
     v
+}
+
+/// Reads the enforcer's own `squeue --Format=` output ([`format_arg`], header kept) and says
+/// whether it positively shows the queue. The header line (first column `JOBID`, last `NAME`,
+/// as many `|`-separated columns as [`own_columns`]; squeue print.c titles) must come before
+/// any row; rows after it are read by [`parse`] with [`own_columns`], keeping line numbers.
+///
+/// One `CLUSTER: NAME` line before the header (squeue prints it with `-M`, which the enforcer
+/// never passes, so a site wrapper added it) is skipped and its name returned for a note: the
+/// rows below it are still that one cluster's queue. Errors, each meaning "no data", never
+/// "no jobs": empty output; no header line; a line other than the header before it; a second
+/// `CLUSTER:` line, or one after the header (output for several clusters, whose jobs cannot be
+/// told apart).
+pub fn parse_own(text: &str, tz: &dyn LocalTime) -> Result<(JobsRead, Option<String>), String> {
+    let cols = own_columns();
+    let is_header = |line: &str| {
+        let f: Vec<&str> = line.splitn(cols.len(), '|').map(str::trim).collect();
+        f.len() == cols.len() && f[0].eq_ignore_ascii_case("JOBID") && f[cols.len() - 1].eq_ignore_ascii_case("NAME")
+    };
+    let mut cluster: Option<String> = None;
+    let mut header_seen = false;
+    let mut body = String::with_capacity(text.len());
+    for (i, line) in text.lines().enumerate() {
+        if let Some(name) = line.trim().strip_prefix("CLUSTER:") {
+            let name = name.trim().to_string();
+            if let Some(first) = &cluster {
+                return Err(format!(
+                    "line {}: a second CLUSTER: line ({name:?} after {first:?}): output for several clusters, whose jobs cannot be told apart",
+                    i + 1
+                ));
+            }
+            if header_seen {
+                return Err(format!(
+                    "line {}: CLUSTER: {name:?} after the header: output for several clusters, whose jobs cannot be told apart",
+                    i + 1
+                ));
+            }
+            cluster = Some(name);
+            body.push('\n');
+            continue;
+        }
+        if header_seen {
+            body.push_str(line);
+            body.push('\n');
+            continue;
+        }
+        // Before the header: blank lines, one CLUSTER: line, then the header itself.
+        body.push('\n');
+        if line.trim().is_empty() {
+            continue;
+        }
+        if !is_header(line) {
+            return Err(format!(
+                "line {}: expected the header line (JOBID|...|NAME), found {:?}",
+                i + 1,
+                line.chars().take(120).collect::<String>()
+            ));
+        }
+        header_seen = true;
+    }
+    if !header_seen {
+        return Err(match &cluster {
+            _ if text.trim().is_empty() => "empty output, no header line: the queue was not read".to_string(),
+            Some(c) => format!("only CLUSTER: {c:?} and no header line: the queue was not read"),
+            None => "no header line: the queue was not read".to_string(),
+        });
+    }
+    Ok((parse(&body, &cols, tz), cluster))
 }
 
 /// Converts a wall-clock time with no offset to epoch seconds in some time zone.
@@ -275,6 +347,31 @@ mod tests {
     }
 
     proptest! {
+        /// Safety guard: output with no header line is never a queue reading, whatever rows
+        /// or CLUSTER: lines it holds; with a header above the same lines it is one.
+        #[test]
+        fn no_header_is_never_an_empty_or_any_queue(
+            rows in proptest::collection::vec(prop_oneof![
+                Just("CLUSTER: cluster1".to_string()),
+                Just(String::new()),
+                Just("9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|x".to_string()),
+                "[ -~]{0,40}",
+            ], 0..6)
+        ) {
+            let tz = FixedOffset::east_opt(0).unwrap();
+            let text = rows.join("\n");
+            if !rows.iter().any(|r| r.to_ascii_uppercase().starts_with("JOBID")) {
+                prop_assert!(parse_own(&text, &tz).is_err(), "{text:?}");
+            }
+            let header = own_columns().iter().map(|c| c.to_ascii_uppercase()).collect::<Vec<_>>().join("|");
+            let body: Vec<&String> = rows.iter().filter(|r| !r.trim().starts_with("CLUSTER:")).collect();
+            let with = format!("{header}\n{}", body.iter().map(|r| r.as_str()).collect::<Vec<_>>().join("\n"));
+            let (read, cluster) = parse_own(&with, &tz).map_err(TestCaseError::fail)?;
+            prop_assert!(cluster.is_none());
+            prop_assert_eq!(read.jobs.len() + read.row_errors.len() >= 1, body.iter().any(|r| !r.trim().is_empty()));
+        }
+
+
         /// Any JobID text that is accepted is exactly a u32 written in decimal, kept as given.
         #[test]
         fn an_accepted_job_id_text_round_trips_exactly(
