@@ -1039,3 +1039,158 @@ fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("notice channel will fail") && err.contains(VAR), "{err}");
 }
+
+/// Review 4: our drain naming job 102 stands on gpu001, job_source = "format", and squeue
+/// (a script printing `squeue.txt` on stdout and `squeue.err` on stderr, exit 0) prints
+/// something that does not positively show the queue. None of these may resume the node.
+/// Returns the cases that resumed it.
+fn format_outputs_that_resume(cases: &[(&str, String, &str)]) -> Vec<String> {
+    let mut resumed = Vec::new();
+    for (what, stdout, stderr) in cases {
+        let e = plain();
+        e.set("jobs.tsv", "");
+        e.set("node.state", "MIXED+DRAIN\n");
+        e.set("node.reason", "gpu-reaper: idle job 102");
+        e.set("squeue.txt", stdout);
+        e.set("squeue.err", stderr);
+        let prog = e.dir.path().join("squeue-any");
+        std::fs::write(
+            &prog,
+            "#!/bin/sh\ncat \"$FAKE_DIR/squeue.txt\"\ncat \"$FAKE_DIR/squeue.err\" >&2\nexit 0\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let extra = format!(
+            "job_source = \"format\"\nsqueue = \"{}\"\n[policy.exempt]\ncomment_marker = \"\"",
+            prog.display()
+        );
+        let cfg = e.config("enforce", &extra);
+        let (ok, log) = e.run(&cfg, T0, 1);
+        assert!(ok, "{what}: {log}");
+        let resumes = e
+            .argv("scontrol")
+            .into_iter()
+            .filter(|a| a.iter().any(|x| x == "State=RESUME"))
+            .count();
+        if resumes > 0 || log.contains("job 102 gone") {
+            resumed.push(format!("{what}: {stdout:?} / stderr {stderr:?}"));
+        }
+    }
+    resumed
+}
+
+const OWN_HEADER: &str = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME";
+
+/// Outputs that are not a reading of the queue: every one is refused today.
+#[test]
+fn review4_format_outputs_without_the_queue_never_resume() {
+    let h = OWN_HEADER;
+    let h12 = h.rsplit_once("|TRES_ALLOC").map(|(a, _)| format!("{a}|NAME")).unwrap();
+    let h14 = h.replace("|NAME", "|COMMENT|NAME");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("empty", String::new(), ""),
+        ("blank lines", "\n \n\t\n".into(), ""),
+        ("crlf blank", "\r\n\r\n".into(), ""),
+        ("12 columns", format!("{h12}\n"), ""),
+        ("14 columns", format!("{h14}\n"), ""),
+        ("header with a trailing |", format!("{h}|\n"), ""),
+        ("cluster crlf only", "CLUSTER: c1\r\n".into(), ""),
+        ("bom before header", format!("\u{feff}{h}\n"), ""),
+        ("cluster after header", format!("{h}\nCLUSTER: c2\n"), ""),
+        ("cluster after blank after header", format!("{h}\n\n  CLUSTER: c2\n"), ""),
+        ("two clusters", format!("CLUSTER: c1\nCLUSTER: c2\n{h}\n"), ""),
+        ("warning line on stdout", format!("squeue: warning: x\n{h}\n"), ""),
+        ("header twice", format!("{h}\n{h}\n"), ""),
+        (
+            "stderr timeout, exit 0",
+            String::new(),
+            "slurm_load_jobs error: Socket timed out on send/recv operation\n",
+        ),
+        (
+            "stderr warning, exit 0, no header",
+            "CLUSTER: c1\n".into(),
+            "squeue: warning: something\n",
+        ),
+        (
+            "row before header",
+            format!("102|102|N/A|N/A|RUNNING|u|a|p|q|N/A|gpu002|gres/gpu=1|x\n{h}\n"),
+            "",
+        ),
+        (
+            "header and an unreadable row",
+            format!("{h}\n102|102|N/A|N/A|RUNNING|u|a|p|q|not-a-time|gpu001|gres/gpu=1|x\n"),
+            "",
+        ),
+    ];
+    let resumed = format_outputs_that_resume(&cases);
+    assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+}
+
+/// The positive readings of a queue without job 102 do resume (controls that the harness can
+/// see a resume): a header with trailing spaces, CRLF line ends, one CLUSTER: line above it.
+#[test]
+fn review4_format_positive_empty_queues_resume() {
+    let h = OWN_HEADER;
+    for (what, out) in [
+        ("plain", format!("{h}\n")),
+        ("trailing spaces", format!("{h}   \n")),
+        ("crlf", format!("{h}\r\n")),
+        ("bare CRs after the header (whitespace)", format!("{h}\r\r")),
+        ("cluster crlf", format!("CLUSTER: c1\r\n{h}\r\n\r\n")),
+    ] {
+        let resumed = format_outputs_that_resume(&[(what, out, "")]);
+        assert_eq!(resumed.len(), 1, "{what} must resume");
+    }
+}
+
+/// A header with the right column count, `JOBID` first and `NAME` last, but other columns
+/// between (here USER and STATE swapped, as a site wrapper that rewrites `--Format` would
+/// print): the header is accepted, the rows are read by position with the enforcer's own
+/// column list, job 102's state reads "alice" (not RUNNING), and the drain naming the still
+/// running job is resumed.
+#[test]
+#[ignore = "bug: parse_own checks only the first and last header titles; other columns are read by position"]
+fn review4_a_header_with_other_middle_columns_is_not_the_queue() {
+    let swapped = OWN_HEADER.replace("STATE|USER", "USER|STATE");
+    let row = "102|102|N/A|N/A|alice|RUNNING|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|train\n";
+    let resumed = format_outputs_that_resume(&[("swapped middle columns", format!("{swapped}\n{row}"), "")]);
+    assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+}
+
+/// With the format source squeue prints one state word, and a recognized state *flag* is
+/// printed instead of the base state (Slurm job_state_codes.html: "If a recognized flag is
+/// present, it will be reported instead of the base state"): a RUNNING job being signalled
+/// (`--signal=USR1@120`, a preemption notice) shows as `SIGNALING`, one being resized as
+/// `RESIZING`. `split_state` leaves the base state empty, the daemon reads "not RUNNING",
+/// counts job 102 as gone and resumes the drain that names it (and forgets the job's
+/// escalation) while the job still runs on gpu001. A flag with no base state says nothing
+/// about whether the job ended: it must be unknown, never "gone".
+#[test]
+#[ignore = "bug: a format-source state flag (SIGNALING, RESIZING, CONFIGURING) reads as not running, so the drain is resumed"]
+fn review4_a_state_flag_alone_does_not_mean_the_job_ended() {
+    let h = OWN_HEADER;
+    let mut resumed = Vec::new();
+    for state in ["SIGNALING", "RESIZING", "CONFIGURING"] {
+        let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|train\n");
+        resumed.extend(format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]));
+    }
+    assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+}
+
+/// A RUNNING row for job 102 whose NodeList is empty, `(null)` or `N/A` is read as a job
+/// running on no node (nodes = [], no row error), so it is not "running here" and the drain
+/// naming it is resumed. A running job always has nodes: a RUNNING row without them is
+/// unreadable evidence (a row error, which makes the read incomplete), never "elsewhere".
+/// The JSON source does the same with `"nodes": ""` or `null` (`enforcer parse squeue-json`).
+#[test]
+#[ignore = "bug: a RUNNING row with an empty NodeList reads as running nowhere, so the drain is resumed"]
+fn review4_a_running_job_without_nodes_is_not_gone_from_the_node() {
+    let h = OWN_HEADER;
+    let mut resumed = Vec::new();
+    for nodes in ["", "(null)", "N/A"] {
+        let row = format!("102|102|N/A|N/A|RUNNING|alice|ml|gpu|normal|N/A|{nodes}|cpu=8,gres/gpu=2|train\n");
+        resumed.extend(format_outputs_that_resume(&[("running, no nodes", format!("{h}\n{row}"), "")]));
+    }
+    assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+}
