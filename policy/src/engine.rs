@@ -184,6 +184,8 @@ struct Routed {
     key: u64,
     t_s: i64,
     idx: u32,
+    /// Another sample of the same GPU at the same time disagrees with this one.
+    conflict: bool,
 }
 
 /// Per-job window state kept across cycles, shared by every policy of the engine.
@@ -664,6 +666,7 @@ impl Engine {
                     key: (ji as u64) << 32 | slot as u64,
                     t_s: s.t_s,
                     idx: i as u32,
+                    conflict: false,
                 }),
                 None => self.counters.unattributed_samples += 1,
             }
@@ -678,6 +681,29 @@ impl Engine {
             })
         };
         self.routed.sort_unstable_by(cmp);
+        // Two samples of one GPU stamped at the same instant that disagree: that instant has no
+        // usable evidence (which one is right cannot be told), so every one of them is marked,
+        // and `look` takes none of their readings.
+        let mut i = 0;
+        while i < self.routed.len() {
+            let (key, t) = (self.routed[i].key, self.routed[i].t_s);
+            let mut j = i + 1;
+            while j < self.routed.len() && self.routed[j].key == key && self.routed[j].t_s == t {
+                j += 1;
+            }
+            if j - i > 1 {
+                let first = sample_check::raw_key(&samples[self.routed[i].idx as usize]);
+                let differ = self.routed[i + 1..j]
+                    .iter()
+                    .any(|r| sample_check::raw_key(&samples[r.idx as usize]) != first);
+                if differ {
+                    for r in &mut self.routed[i..j] {
+                        r.conflict = true;
+                    }
+                }
+            }
+            i = j;
+        }
         self.ranges.clear();
         self.ranges.resize(self.jobs.len(), (0, 0));
         let mut i = 0;
@@ -724,7 +750,12 @@ impl Engine {
             }
         } else {
             for r in &self.routed[from..to] {
-                st.gpus[(r.key & 0xffff_ffff) as usize].ingest(&obs.samples[r.idx as usize], cyc, &th);
+                let w = &mut st.gpus[(r.key & 0xffff_ffff) as usize];
+                if r.conflict {
+                    w.ingest_unusable(r.t_s, cyc);
+                } else {
+                    w.ingest(&obs.samples[r.idx as usize], cyc, &th);
+                }
             }
         }
         // Ingest everything first, so late samples are always counted.

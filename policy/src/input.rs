@@ -110,6 +110,14 @@ impl Reading {
         (b <= hi.to_bits()) | (b == NEG_ZERO_BITS)
     }
 
+    /// True when present and within `[lo, hi]`, for `0 < lo <= hi`, neither NaN: one
+    /// subtraction and one comparison on the bits (see [`Reading::within`]); values below
+    /// `lo` wrap to above the range.
+    #[inline(always)]
+    pub(crate) fn within_from(self, lo: f64, hi: f64) -> bool {
+        self.0.to_bits().wrapping_sub(lo.to_bits()) <= hi.to_bits() - lo.to_bits()
+    }
+
     /// True when present and within `(0, hi]`, for a positive, non-NaN `hi` (see
     /// [`Reading::within`]).
     #[inline(always)]
@@ -342,6 +350,10 @@ mod tests {
                 proptest::prop_assert_eq!(r.within_positive(hi), x > 0.0 && x <= hi);
             }
             proptest::prop_assert!(!Reading::MISSING.within(hi) && !Reading::MISSING.within_positive(hi));
+            if hi >= 1.0 {
+                proptest::prop_assert_eq!(r.within_from(1.0, hi), x >= 1.0 && x <= hi);
+                proptest::prop_assert!(!Reading::MISSING.within_from(1.0, hi));
+            }
         }
     }
 

@@ -16,6 +16,10 @@ pub const DCGM_FP64_BLANK: f64 = 140_737_488_355_328.0;
 
 /// Upper bound for a plausible board power draw or limit, watts.
 pub const MAX_POWER_W: f64 = 2000.0;
+/// Lower bound for a plausible board power draw or limit, watts: no GPU board draws less than
+/// this while powered (idle datacenter boards draw tens of watts). Exactly 0 is how some
+/// tools print "not supported" (unknown); anything else below this is implausible.
+pub const MIN_POWER_W: f64 = 1.0;
 /// Upper bound for a plausible memory total: 1 TiB in MiB.
 pub const MAX_MEM_MIB: f64 = 1_048_576.0;
 /// Upper bound for a plausible compute-process count on one GPU.
@@ -48,15 +52,15 @@ pub(crate) fn has_implausible_field(s: &Sample) -> bool {
     let bad = |r: crate::input::Reading, ok: bool| r.get().is_some_and(|v| !ok && !is_sentinel(v));
     // A power, power limit or memory total of exactly 0 is how some tools print "not
     // supported": unknown, like a sentinel, not implausible.
-    let bad_positive = |r: crate::input::Reading, hi: f64| r.get().is_some_and(|v| v != 0.0) && bad(r, r.within_positive(hi));
+    let bad_nonzero = |r: crate::input::Reading, ok: bool| r.get().is_some_and(|v| v != 0.0) && bad(r, ok);
     let (mt_ok, mu_ok) = (s.mem_total_mib.within_positive(MAX_MEM_MIB), s.mem_used_mib.within(MAX_MEM_MIB));
     bad(s.util_pct, s.util_pct.within(100.0))
         || bad(s.sm_active, s.sm_active.within(1.0))
-        || bad_positive(s.mem_total_mib, MAX_MEM_MIB)
+        || bad_nonzero(s.mem_total_mib, mt_ok)
         || bad(s.mem_used_mib, mu_ok)
         || (mt_ok && mu_ok && s.mem_used_mib.raw() > s.mem_total_mib.raw())
-        || bad_positive(s.power_w, MAX_POWER_W)
-        || bad_positive(s.power_limit_w, MAX_POWER_W)
+        || bad_nonzero(s.power_w, s.power_w.within_from(MIN_POWER_W, MAX_POWER_W))
+        || bad_nonzero(s.power_limit_w, s.power_limit_w.within_from(MIN_POWER_W, MAX_POWER_W))
         || s.procs.is_some_and(|p| p > MAX_PROCS && p != u32::MAX)
 }
 
@@ -111,8 +115,8 @@ pub(crate) fn check(s: &Sample) -> Checked {
             mem_used = None;
         }
     }
-    let power = keep(s.power_w.get(), 0.0, true, MAX_POWER_W, &mut bad);
-    let limit = keep(s.power_limit_w.get(), 0.0, true, MAX_POWER_W, &mut bad);
+    let power = keep(s.power_w.get(), MIN_POWER_W, false, MAX_POWER_W, &mut bad);
+    let limit = keep(s.power_limit_w.get(), MIN_POWER_W, false, MAX_POWER_W, &mut bad);
     let procs = match s.procs {
         Some(p) if p > MAX_PROCS => {
             bad += 1;
@@ -125,7 +129,9 @@ pub(crate) fn check(s: &Sample) -> Checked {
         (None, Some(f)) => Some(f * 100.0),
         (None, None) => None,
     };
-    let all_zero_raw = s.util_pct.get() == Some(0.0) && s.mem_used_mib.get() == Some(0.0) && s.power_w.get() == Some(0.0);
+    // The broken-exporter pattern on the compute reading in use (util, or SM activity when
+    // util is missing) and the raw memory and power.
+    let all_zero_raw = compute == Some(0.0) && s.mem_used_mib.get() == Some(0.0) && s.power_w.get() == Some(0.0);
     Checked {
         // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
         util_milli: compute.map(|u| (u * 1000.0 + 0.5) as u32),

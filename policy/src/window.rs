@@ -508,6 +508,22 @@ impl GpuWindow {
         }
     }
 
+    /// Takes note of a sample stamped `t_s` whose readings cannot be used (it conflicts with
+    /// another sample of the same instant): like a sample without a compute reading, it
+    /// counts as invalid and as this GPU's newest, so the rest of that instant is late.
+    pub(crate) fn ingest_unusable(&mut self, t_s: i64, cyc: &Cycle) {
+        if t_s > cyc.future_after_s {
+            self.note_invalid(cyc.now_s);
+            return;
+        }
+        if self.newest_t_s != NO_TIME && t_s <= self.newest_t_s {
+            self.late += 1;
+            return;
+        }
+        self.newest_t_s = t_s;
+        self.note_invalid(t_s);
+    }
+
     /// Ingests one sample. Callers hand a GPU's samples of one cycle in (time, readings)
     /// order; a sample not newer than the newest ingested is dropped and counted in `late`.
     ///
@@ -532,7 +548,7 @@ impl GpuWindow {
             self.base_t_s = s.t_s;
             self.grow(th.ring_hint);
         }
-        use sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS};
+        use sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS, MIN_POWER_W};
         let (u, sm, mt, mu, p, l) = (s.util_pct, s.sm_active, s.mem_total_mib, s.mem_used_mib, s.power_w, s.power_limit_w);
         let u_ok = u.within(100.0);
         let sm_ok = sm.within(1.0);
@@ -541,8 +557,8 @@ impl GpuWindow {
         // Memory used above a valid total is rejected too (it counts as a second bad field).
         let mu_over = mu_in & mt_ok & (mu.raw() > mt.raw());
         let mu_ok = mu_in & !mu_over;
-        let p_ok = p.within_positive(MAX_POWER_W);
-        let l_ok = l.within_positive(MAX_POWER_W);
+        let p_ok = p.within_from(MIN_POWER_W, MAX_POWER_W);
+        let l_ok = l.within_from(MIN_POWER_W, MAX_POWER_W);
         let procs = s.procs.unwrap_or(u32::MAX);
         let procs_bad = s.procs.is_some() & (procs > MAX_PROCS);
         let bad = |r: Reading, ok: bool| !r.is_missing() & !ok;
@@ -585,9 +601,10 @@ impl GpuWindow {
             | bit(p_ok & idle, POWER_IDLE)
             | bit(p_ok & spin_low, POWER_SPIN_LOW)
             | bit(util_milli >= th.spin_util_milli, UTIL_SPIN)
-            // The broken-exporter pattern on the raw readings (a missing one is NaN and never
-            // equals 0; −0.0 does, as it did as an `Option<f64>`).
-            | bit((u.raw() == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO);
+            // The broken-exporter pattern on the compute reading in use (util, or SM activity
+            // when util is missing) and the raw memory and power (a missing one is NaN and
+            // never equals 0; −0.0 does, as it did as an `Option<f64>`).
+            | bit((compute == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO);
         let key = sample_check::raw_key(s).mix();
         if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
             flags |= CHANGED;
@@ -816,6 +833,22 @@ mod ingest_agrees_with_check {
     use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS};
     use proptest::prelude::*;
 
+    /// A power or power limit: valid in `[MIN_POWER_W, MAX_POWER_W]`.
+    fn keep_power(v: Option<f64>, bad: &mut u8) -> Option<f64> {
+        let x = v?;
+        if (crate::sample_check::MIN_POWER_W..=MAX_POWER_W).contains(&x) {
+            Some(x)
+        } else {
+            *bad += 1;
+            None
+        }
+    }
+
+    /// A power or limit that discredits its sample: present, not valid, not a sentinel, not 0.
+    fn oob_power(v: Option<f64>) -> bool {
+        v.is_some_and(|x| keep_power(Some(x), &mut 0).is_none() && !crate::sample_check::is_sentinel(x) && x != 0.0)
+    }
+
     /// The old `keep`, on a raw optional value.
     fn keep(v: Option<f64>, open_lo: bool, hi: f64, bad: &mut u8) -> Option<f64> {
         let x = v?;
@@ -852,8 +885,8 @@ mod ingest_agrees_with_check {
                 mem_used = None;
             }
         }
-        let power = keep(r.power, true, MAX_POWER_W, &mut bad);
-        let limit = keep(r.limit, true, MAX_POWER_W, &mut bad);
+        let power = keep_power(r.power, &mut bad);
+        let limit = keep_power(r.limit, &mut bad);
         let procs = match r.procs {
             Some(p) if p > MAX_PROCS => {
                 bad += 1;
@@ -866,7 +899,7 @@ mod ingest_agrees_with_check {
             (None, Some(f)) => Some(f * 100.0),
             (None, None) => None,
         };
-        let all_zero_raw = r.util == Some(0.0) && r.mem_used == Some(0.0) && r.power == Some(0.0);
+        let all_zero_raw = compute == Some(0.0) && r.mem_used == Some(0.0) && r.power == Some(0.0);
         let Some(util_milli) = compute.map(|u| (u * 1000.0 + 0.5) as u32) else {
             return (None, true);
         };
@@ -883,8 +916,8 @@ mod ingest_agrees_with_check {
             || oob(r.mem_total, true, MAX_MEM_MIB)
             || oob(r.mem_used, false, MAX_MEM_MIB)
             || over
-            || oob(r.power, true, MAX_POWER_W)
-            || oob(r.limit, true, MAX_POWER_W)
+            || oob_power(r.power)
+            || oob_power(r.limit)
             || r.procs.is_some_and(|p| p > MAX_PROCS && p != u32::MAX);
         if implausible {
             return (None, true);

@@ -5,39 +5,11 @@
 
 mod harness;
 use harness::*;
-use policy::{
-    DrainConfirmation, Engine, Finding, JobFacts, Mode, NodeId, Observation, Policy, PolicyConfig, Reading, Sample, Scope, Verdict,
-};
+use policy::{DrainConfirmation, Engine, Finding, JobFacts, Mode, NodeId, Observation, Policy, PolicyConfig, Sample, Scope, Verdict};
 use proptest::prelude::*;
 
 fn one_gpu_job() -> JobFacts {
     job("7", 0, &[(0, 1)])
-}
-
-/// One cycle at `t` with every GPU observed and no drains.
-fn step_whole(e: &mut Engine, jobs: &[JobFacts], t: i64, samples: &[Sample], out: &mut Vec<Finding>) {
-    let obs = Observation {
-        jobs,
-        samples,
-        scope: Scope::Whole,
-        drains: &[],
-    };
-    e.step(t, &obs, out);
-}
-
-fn base_sample(t_s: i64) -> Sample {
-    Sample {
-        t_s,
-        node: NodeId(0),
-        gpu: 0,
-        util_pct: Reading::MISSING,
-        mem_used_mib: 0.0.into(),
-        mem_total_mib: 81_920.0.into(),
-        power_w: 60.0.into(),
-        power_limit_w: 400.0.into(),
-        procs: Some(0),
-        sm_active: Reading::MISSING,
-    }
 }
 
 /// Two samples of one GPU stamped at the same time: which one is taken (the other is late) is

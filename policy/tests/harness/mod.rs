@@ -217,3 +217,31 @@ impl Run {
         self.history.iter().find(|(_, f)| f[ji].verdict >= v).map(|(t, _)| *t)
     }
 }
+
+/// One cycle at `t` with every GPU observed and no drains.
+pub fn step_whole(e: &mut Engine, jobs: &[JobFacts], t: i64, samples: &[Sample], out: &mut Vec<Finding>) {
+    let obs = Observation {
+        jobs,
+        samples,
+        scope: Scope::Whole,
+        drains: &[],
+    };
+    e.step(t, &obs, out);
+}
+
+/// An idle-looking sample of GPU 0 on node 0 at `t_s`: util missing, no memory, 60 W of
+/// 400 W, no process.
+pub fn base_sample(t_s: i64) -> Sample {
+    Sample {
+        t_s,
+        node: NodeId(0),
+        gpu: 0,
+        util_pct: Reading::MISSING,
+        mem_used_mib: 0.0.into(),
+        mem_total_mib: 81_920.0.into(),
+        power_w: 60.0.into(),
+        power_limit_w: 400.0.into(),
+        procs: Some(0),
+        sm_active: Reading::MISSING,
+    }
+}

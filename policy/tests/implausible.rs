@@ -1,45 +1,17 @@
-//! Review 4 findings: inputs that get around "an implausible reading makes the whole sample
-//! invalid evidence". Each test states the safe outcome and is ignored while the bug stands.
+//! Inputs that try to get around "an implausible reading makes the whole sample invalid
+//! evidence" and the broken-exporter guard: conflicting same-time samples, vanishing powers,
+//! an all-zero exporter without util. Each test states the safe outcome.
 
 mod harness;
 use harness::*;
-use policy::{Engine, Finding, JobFacts, Mode, NodeId, Observation, Policy, Reading, Sample, Scope, Verdict};
+use policy::{Engine, Mode, Policy, Reading, Sample, Verdict};
 
-fn step_whole(e: &mut Engine, jobs: &[JobFacts], t: i64, samples: &[Sample], out: &mut Vec<Finding>) {
-    let obs = Observation {
-        jobs,
-        samples,
-        scope: Scope::Whole,
-        drains: &[],
-    };
-    e.step(t, &obs, out);
-}
-
-fn base_sample(t_s: i64) -> Sample {
-    Sample {
-        t_s,
-        node: NodeId(0),
-        gpu: 0,
-        util_pct: Reading::MISSING,
-        mem_used_mib: 0.0.into(),
-        mem_total_mib: 81_920.0.into(),
-        power_w: 60.0.into(),
-        power_limit_w: 400.0.into(),
-        procs: Some(0),
-        sm_active: Reading::MISSING,
-    }
-}
-
-/// The mirror of `equivalence::same_time_tie_break_keeps_the_sample_the_old_engine_kept`: the
-/// GPU's collector hands in, at every timestamp, an idle-looking sample and an implausible one
-/// (util 150 %, power −50 W). Here the idle one sorts first (util 0.0 before 150.0), so the
-/// implausible one is dropped as *late*: it is neither kept nor even counted invalid, and the
-/// job is judged on the idle readings alone and reaches cancel. Whether the job is cancelled
-/// thus depends on the bit order of the garbage. Safe outcome: a GPU that reports an
-/// implausible sample and a contradicting one for the same instant has no usable evidence
-/// for that instant (at most insufficient_evidence).
+/// The mirror of `equivalence::same_time_tie_break_keeps_the_sample_the_old_engine_kept`: at
+/// every timestamp the GPU's collector hands in an idle-looking sample and an implausible one
+/// (util 150 %, power −50 W), the idle one sorting first. Two samples of one instant that
+/// disagree leave that instant without usable evidence, whichever sorts first, so the job
+/// never goes above insufficient evidence.
 #[test]
-#[ignore = "bug: a same-time implausible sample is dropped as late, so its idle twin is acted on"]
 fn an_implausible_twin_sorted_second_does_not_discredit_the_idle_sample() {
     let cfg = cfg_with_cancel(90 * 60);
     let mut e = Engine::new(Policy::new(&cfg).unwrap(), Mode::Observe);
@@ -98,14 +70,11 @@ fn spin_at_power(power_w: f64) -> (Verdict, &'static str) {
     worst
 }
 
-/// A power of exactly 0 W is "no value" (unknown), but any positive power however small (a
-/// subnormal 5e-324 W, 1e-9 W, 0.01 W: a unit slip or a broken exporter, never a real board
-/// draw; an idle datacenter GPU draws tens of watts) is taken as a real idle-power reading.
-/// A GPU at ~100 % util with such a power reads as an NCCL spin (alert under the default
-/// ceiling; cancel with `spin = "cancel"`), while the same GPU at 0 W stays healthy. Safe outcome: a power below a
-/// plausible floor is implausible (or at least unknown), like 0.
+/// A power of exactly 0 W is "no value" (unknown); a positive power below a watt (a subnormal,
+/// 1e-9 W, 0.01 W: a unit slip or a broken exporter, never a real board draw) is implausible
+/// and discards its sample. Otherwise a GPU at ~100 % util with such a power would read as an
+/// NCCL spin and, with `spin = "cancel"`, be cancelled, while the same GPU at 0 W stays healthy.
 #[test]
-#[ignore = "bug: a positive power far below any real board draw (subnormal, 1e-9 W) is taken as idle power"]
 fn a_vanishing_power_is_not_idle_power_evidence() {
     let (zero, _) = spin_at_power(0.0);
     eprintln!("zero => {zero:?}");
@@ -138,15 +107,11 @@ fn worst_for(edit: impl Fn(Sample) -> Sample) -> (Verdict, String) {
     worst
 }
 
-/// The all-zero-exporter guard (`ALL_ZERO`: util, memory used and power all exactly 0) looks
-/// at `utilization.gpu` only. An exporter that has no util field (`[N/A]`, a sentinel, or a
-/// DCGM profile that only exports `DCGM_FI_PROF_SM_ACTIVE`) and reads SM activity 0, memory 0
-/// and power 0 on every sample is the same broken exporter, but the compute reading comes from
-/// the SM-activity fallback, the pattern is never seen, power 0 is merely unknown, and the job
-/// is cancelled as idle. Safe outcome: the pattern is checked on the compute reading actually
-/// used (util, or SM activity when util is missing), so this is insufficient evidence.
+/// The all-zero-exporter guard looks at the compute reading in use: `utilization.gpu`, or SM
+/// activity when util is missing (`[N/A]`, a sentinel, or a DCGM profile that only exports
+/// `DCGM_FI_PROF_SM_ACTIVE`). An exporter reading SM activity 0, memory 0 and power 0 on every
+/// sample is the broken exporter, insufficient evidence, never an idle job to cancel.
 #[test]
-#[ignore = "bug: the all-zero pattern ignores the SM-activity fallback, so an all-zero exporter without util is read as idle"]
 fn an_all_zero_exporter_without_util_is_not_idle() {
     let z = |s: Sample| Sample {
         util_pct: Reading::MISSING,
