@@ -229,27 +229,33 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             self.read_error("squeue", "row");
         }
         let complete = read.row_errors.is_empty();
+        let node = self.cfg.node.clone();
+        // A job whose row gives no base state (a flag such as SIGNALING printed in its place)
+        // is of unknown state: while it lists this node it may still hold its allocation, so
+        // it is never "gone" (SlurmJob::may_hold), and never judged (is_judgeable).
         let running: BTreeSet<String> = read
             .jobs
             .iter()
             .filter(|j| j.state == "RUNNING")
             .map(|j| j.job_id.clone())
             .collect();
-        let running_known = complete.then_some(&running);
-        let node = self.cfg.node.clone();
-        // RUNNING jobs on this node, whatever their GPU count: our drain stays while the job it
-        // names runs here, and is resumed once it does not (ended, or requeued elsewhere).
-        let running_here: BTreeSet<String> = read
+        // Jobs not known to have ended: RUNNING anywhere, or of unknown state on this node.
+        // What is kept for a job (alerts, notices, drains, cancels) is forgotten only once
+        // it is out of this set in a complete read.
+        let not_gone: BTreeSet<String> = read
             .jobs
             .iter()
-            .filter(|j| j.state == "RUNNING" && j.nodes.contains(&node))
+            .filter(|j| j.state == "RUNNING" || j.may_hold(&node))
             .map(|j| j.job_id.clone())
             .collect();
-        let on_node: Vec<&SlurmJob> = read
-            .jobs
-            .iter()
-            .filter(|j| j.state == "RUNNING" && j.gpus > 0 && j.nodes.contains(&node))
-            .collect();
+        let not_gone_known = complete.then_some(&not_gone);
+        // Jobs that may hold this node, whatever their GPU count: our drain stays while the
+        // job it names may, and is resumed once it positively does not (ended, or requeued
+        // elsewhere).
+        let running_here: BTreeSet<String> = read.jobs.iter().filter(|j| j.may_hold(&node)).map(|j| j.job_id.clone()).collect();
+        // GPU jobs that may hold this node's GPUs, for attribution (only RUNNING ones that are
+        // not CONFIGURING are judged below).
+        let on_node: Vec<&SlurmJob> = read.jobs.iter().filter(|j| j.gpus > 0 && j.may_hold(&node)).collect();
 
         // 2. Telemetry.
         let tel = self.telemetry.read(now_s);
@@ -540,10 +546,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         rep.skips = p.skips;
 
-        // 8. Cancel follow-up: has each cancelled job left RUNNING?
-        if let Some(r) = running_known.filter(|_| mode == RunMode::Enforce) {
+        // 8. Cancel follow-up: has each cancelled job left RUNNING? One of unknown state on
+        // this node (COMPLETING printed alone, say) is neither still RUNNING nor gone yet.
+        if let Some(r) = not_gone_known.filter(|_| mode == RunMode::Enforce) {
             for (job, t) in &self.actions.cancels {
-                if *t < now_s && r.contains(job) {
+                if *t < now_s && running.contains(job) {
                     tracing::error!(job_id = %job, "job still RUNNING after cancel");
                     Metrics::inc(&mut self.metrics.action_errors, "cancel_not_effective".to_string());
                 }
@@ -553,7 +560,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 self.audit(json!({"t_s": now_s, "mode": mode.as_str(), "record": "cancel_confirmed", "job_id": j}));
             }
         }
-        self.actions.prune(now_s, running_known);
+        self.actions.prune(now_s, not_gone_known);
         drop(views);
         log_cycle_summary(&rep, read.jobs.len(), on_node.len(), samples.len());
         self.findings = findings;

@@ -1045,6 +1045,11 @@ fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when
 /// something that does not positively show the queue. None of these may resume the node.
 /// Returns the cases that resumed it.
 fn format_outputs_that_resume(cases: &[(&str, String, &str)]) -> Vec<String> {
+    outputs_that_resume("format", cases)
+}
+
+/// [`format_outputs_that_resume`] for any `job_source` (`format` or `json`).
+fn outputs_that_resume(source: &str, cases: &[(&str, String, &str)]) -> Vec<String> {
     let mut resumed = Vec::new();
     for (what, stdout, stderr) in cases {
         let e = plain();
@@ -1062,7 +1067,7 @@ fn format_outputs_that_resume(cases: &[(&str, String, &str)]) -> Vec<String> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
         let extra = format!(
-            "job_source = \"format\"\nsqueue = \"{}\"\n[policy.exempt]\ncomment_marker = \"\"",
+            "job_source = \"{source}\"\nsqueue = \"{}\"\n[policy.exempt]\ncomment_marker = \"\"",
             prog.display()
         );
         let cfg = e.config("enforce", &extra);
@@ -1146,51 +1151,110 @@ fn review4_format_positive_empty_queues_resume() {
 
 /// A header with the right column count, `JOBID` first and `NAME` last, but other columns
 /// between (here USER and STATE swapped, as a site wrapper that rewrites `--Format` would
-/// print): the header is accepted, the rows are read by position with the enforcer's own
-/// column list, job 102's state reads "alice" (not RUNNING), and the drain naming the still
-/// running job is resumed.
+/// print; or any one middle title replaced) is not the queue: read by position, job 102's
+/// state would read "alice" and the drain naming the still running job would be resumed.
+/// Every title must be squeue's own for its field.
 #[test]
-#[ignore = "bug: parse_own checks only the first and last header titles; other columns are read by position"]
-fn review4_a_header_with_other_middle_columns_is_not_the_queue() {
+fn a_header_with_other_middle_columns_is_not_the_queue() {
     let swapped = OWN_HEADER.replace("STATE|USER", "USER|STATE");
     let row = "102|102|N/A|N/A|alice|RUNNING|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|train\n";
-    let resumed = format_outputs_that_resume(&[("swapped middle columns", format!("{swapped}\n{row}"), "")]);
+    let mut cases = vec![("swapped middle columns", format!("{swapped}\n{row}"), "")];
+    // Every other single title replaced, with no rows below: no queue either.
+    let titles: Vec<&str> = OWN_HEADER.split('|').collect();
+    for i in 1..titles.len() - 1 {
+        let mut t = titles.clone();
+        t[i] = "COMMENT";
+        cases.push(("one middle title replaced", format!("{}\n", t.join("|")), ""));
+    }
+    let resumed = format_outputs_that_resume(&cases);
     assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+    // Control: the right header over a row that puts job 102 elsewhere does resume.
+    let row = "102|102|N/A|N/A|RUNNING|alice|ml|gpu|normal|N/A|gpu002|cpu=8,gres/gpu=2|train\n";
+    let resumed = format_outputs_that_resume(&[("elsewhere", format!("{OWN_HEADER}\n{row}"), "")]);
+    assert_eq!(resumed.len(), 1, "job 102 on gpu002 must resume");
 }
 
 /// With the format source squeue prints one state word, and a recognized state *flag* is
 /// printed instead of the base state (Slurm job_state_codes.html: "If a recognized flag is
 /// present, it will be reported instead of the base state"): a RUNNING job being signalled
 /// (`--signal=USR1@120`, a preemption notice) shows as `SIGNALING`, one being resized as
-/// `RESIZING`. `split_state` leaves the base state empty, the daemon reads "not RUNNING",
-/// counts job 102 as gone and resumes the drain that names it (and forgets the job's
-/// escalation) while the job still runs on gpu001. A flag with no base state says nothing
-/// about whether the job ended: it must be unknown, never "gone".
+/// `RESIZING`. Such a row has no base state, and a flag with no base state says nothing
+/// about whether the job ended: the state is unknown, never "gone", so while the row lists
+/// gpu001 the drain naming job 102 stays (review 4 found it resumed). A base state that says
+/// the job left (PENDING, COMPLETED, CANCELLED) still resumes it.
 #[test]
-#[ignore = "bug: a format-source state flag (SIGNALING, RESIZING, CONFIGURING) reads as not running, so the drain is resumed"]
-fn review4_a_state_flag_alone_does_not_mean_the_job_ended() {
+fn a_state_flag_alone_does_not_mean_the_job_ended() {
     let h = OWN_HEADER;
     let mut resumed = Vec::new();
-    for state in ["SIGNALING", "RESIZING", "CONFIGURING"] {
+    for state in ["SIGNALING", "RESIZING", "CONFIGURING", "COMPLETING", "SOME_NEW_FLAG"] {
         let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|train\n");
         resumed.extend(format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]));
     }
     assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+    // Control: a base state that says the job left the node does resume.
+    for state in ["PENDING", "COMPLETED", "CANCELLED"] {
+        let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A||cpu=8,gres/gpu=2|train\n");
+        let resumed = format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]);
+        assert_eq!(resumed.len(), 1, "{state} must resume");
+    }
 }
 
-/// A RUNNING row for job 102 whose NodeList is empty, `(null)` or `N/A` is read as a job
-/// running on no node (nodes = [], no row error), so it is not "running here" and the drain
-/// naming it is resumed. A running job always has nodes: a RUNNING row without them is
-/// unreadable evidence (a row error, which makes the read incomplete), never "elsewhere".
-/// The JSON source does the same with `"nodes": ""` or `null` (`enforcer parse squeue-json`).
+/// A RUNNING (or SIGNALING) row for job 102 whose NodeList is empty, `(null)` or `N/A` must
+/// not read as a job running on no node, which would resume the drain naming it (review 4).
+/// A running job always has nodes: a RUNNING row without them is unreadable evidence (a row
+/// error, which makes the read incomplete), never "elsewhere". The JSON source is checked by
+/// the next test.
 #[test]
-#[ignore = "bug: a RUNNING row with an empty NodeList reads as running nowhere, so the drain is resumed"]
-fn review4_a_running_job_without_nodes_is_not_gone_from_the_node() {
+fn a_running_job_without_nodes_is_not_gone_from_the_node() {
     let h = OWN_HEADER;
     let mut resumed = Vec::new();
     for nodes in ["", "(null)", "N/A"] {
-        let row = format!("102|102|N/A|N/A|RUNNING|alice|ml|gpu|normal|N/A|{nodes}|cpu=8,gres/gpu=2|train\n");
-        resumed.extend(format_outputs_that_resume(&[("running, no nodes", format!("{h}\n{row}"), "")]));
+        for state in ["RUNNING", "SIGNALING"] {
+            let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|{nodes}|cpu=8,gres/gpu=2|train\n");
+            resumed.extend(format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]));
+        }
     }
     assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+}
+
+/// The JSON source, same drain: job 102 RUNNING with `nodes` empty, `null`, absent, `(null)`
+/// or `N/A` is a row error (the read is incomplete, no job is gone), and a `job_state` that is
+/// a flag alone (the string form older data parsers print, or a list without a base state)
+/// is of unknown state, never ended, while the job lists gpu001. Controls: job 102 RUNNING
+/// on gpu002, or PENDING with no nodes, does resume.
+#[test]
+fn json_a_running_job_without_nodes_or_with_a_flag_alone_is_not_gone_from_the_node() {
+    let job = |state: &str, nodes: &str| {
+        let nodes = if nodes.is_empty() {
+            String::new()
+        } else {
+            format!(", \"nodes\": {nodes}")
+        };
+        format!(
+            r#"{{"jobs": [{{"job_id": 102, "job_state": {state}, "user_name": "alice", "start_time": 1700000000, "tres_alloc_str": "cpu=8,gres/gpu=2", "name": "train"{nodes}}}], "errors": []}}"#
+        )
+    };
+    let mut cases = Vec::new();
+    for nodes in [r#""""#, "null", "", r#""(null)""#, r#""N/A""#] {
+        cases.push(("running, no nodes", job(r#"["RUNNING"]"#, nodes), ""));
+        cases.push(("running string, no nodes", job(r#""RUNNING""#, nodes), ""));
+    }
+    for state in [
+        r#""SIGNALING""#,
+        r#""RESIZING""#,
+        r#""CONFIGURING""#,
+        r#""COMPLETING""#,
+        r#"["SIGNALING"]"#,
+    ] {
+        cases.push(("flag alone on gpu001", job(state, r#""gpu001""#), ""));
+    }
+    let resumed = outputs_that_resume("json", &cases);
+    assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
+    for (what, out) in [
+        ("running elsewhere", job(r#"["RUNNING"]"#, r#""gpu002""#)),
+        ("pending", job(r#"["PENDING"]"#, r#""""#)),
+    ] {
+        let resumed = outputs_that_resume("json", &[(what, out, "")]);
+        assert_eq!(resumed.len(), 1, "{what} must resume");
+    }
 }

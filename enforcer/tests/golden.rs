@@ -315,7 +315,7 @@ fn squeue_json_v0040_shape() {
     // a start time, whatever its `number` says.
     for (set, inf) in [(false, false), (true, true), (false, true)] {
         let t = format!(
-            r#"{{"jobs": [{{"job_id": 8, "job_state": ["RUNNING"], "start_time": {{"set": {set}, "infinite": {inf}, "number": 1700000000}}}}]}}"#
+            r#"{{"jobs": [{{"job_id": 8, "job_state": ["RUNNING"], "nodes": "n1", "start_time": {{"set": {set}, "infinite": {inf}, "number": 1700000000}}}}]}}"#
         );
         assert_eq!(squeue_json::parse(&t).unwrap().jobs[0].start_s, None, "set {set}, infinite {inf}");
     }
@@ -443,22 +443,7 @@ fn squeue_name_with_pipe_never_shifts_columns() {
 
 /// The header squeue prints for the enforcer's own `--Format` (print.c titles, width 0).
 fn own_header() -> String {
-    [
-        "JOBID",
-        "JOBID",
-        "HET_JOB_ID",
-        "HET_JOB_OFFSET",
-        "STATE",
-        "USER",
-        "ACCOUNT",
-        "PARTITION",
-        "QOS",
-        "START_TIME",
-        "NODELIST",
-        "TRES_ALLOC",
-        "NAME",
-    ]
-    .join("|")
+    "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME".to_string()
 }
 
 /// B8 with the stderr gone (a wrapper that drops it, or a squeue that printed nothing there):
@@ -508,6 +493,8 @@ fn squeue_timeout_stdout_alone_is_no_data_in_both_sources() {
         let r = s.jobs().unwrap_or_else(|e| panic!("{body}: {e}"));
         assert!(r.jobs.is_empty() && r.row_errors.is_empty(), "{r:?}");
     }
+    // The enforcer expects exactly the titles written out above.
+    assert_eq!(squeue_format::own_header(), own_header());
     let mut s = slurm_with(dir.path(), "echo '{\"jobs\": []}'");
     assert!(s.jobs().unwrap().jobs.is_empty());
 }

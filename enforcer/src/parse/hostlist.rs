@@ -5,7 +5,8 @@
 //! expressions; an expression is text with zero or more `[...]` groups, each group a
 //! comma-separated list of numbers or `lo-hi` ranges. Leading zeros fix the width. Several
 //! groups expand as a cartesian product, leftmost group outermost; order is kept as written.
-//! `""`, `(null)` and `None assigned` mean no nodes.
+//! `""`, `(null)`, `None assigned` and `N/A` (what Slurm prints for an unset text field; no
+//! node name contains `/`) mean no nodes.
 
 use serde::Serialize;
 
@@ -28,7 +29,7 @@ pub struct HostlistError {
 /// Expands a hostlist into node names, in order. Errors name the offending byte offset.
 pub fn parse(text: &str) -> Result<Vec<String>, HostlistError> {
     let t = text.trim();
-    if t.is_empty() || t == "(null)" || t == "None assigned" {
+    if t.is_empty() || t == "(null)" || t == "None assigned" || t == "N/A" {
         return Ok(Vec::new());
     }
     let err = |at: usize, p: &str| HostlistError {
@@ -160,6 +161,13 @@ mod tests {
         assert_eq!(parse("gpu[001-002],node5").unwrap(), vec!["gpu001", "gpu002", "node5"]);
         assert_eq!(parse("lx[32-33,15]").unwrap(), vec!["lx32", "lx33", "lx15"]);
         assert_eq!(parse("a[1-2]b[3-4]").unwrap(), vec!["a1b3", "a1b4", "a2b3", "a2b4"]);
+    }
+
+    #[test]
+    fn the_empty_forms_are_no_nodes() {
+        for empty in ["", "  ", "(null)", "None assigned", "N/A", " N/A "] {
+            assert_eq!(parse(empty).unwrap(), Vec::<String>::new(), "{empty:?}");
+        }
     }
 
     #[test]

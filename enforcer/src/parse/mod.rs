@@ -34,7 +34,8 @@ pub struct SlurmJob {
     pub raw_id: Option<u64>,
     /// The Slurm 26.05 SLUID (`s` + 13 Crockford base32 characters), when the source has it.
     pub sluid: Option<String>,
-    /// Base state, e.g. `RUNNING`, `PENDING`.
+    /// Base state, e.g. `RUNNING`, `PENDING`; empty when the source gave none (see
+    /// [`SlurmJob::state_unknown`]).
     #[serde(serialize_with = "empty_as_null")]
     pub state: String,
     /// State flags, e.g. `CONFIGURING`, `COMPLETING`.
@@ -71,6 +72,24 @@ impl SlurmJob {
     pub fn is_judgeable(&self) -> bool {
         self.state == "RUNNING" && !self.state_flags.iter().any(|f| f == "CONFIGURING")
     }
+
+    /// True when the row gave no base state. squeue's `--Format` State, and the string
+    /// `job_state` of older JSON, print one word: a recognised flag (`SIGNALING`, `RESIZING`,
+    /// `CONFIGURING`, `COMPLETING`...) "will be reported instead of the base state" (Slurm
+    /// job_state_codes.html), so a running job being signalled shows only `SIGNALING`. A
+    /// word that is neither a base state nor a known flag lands here too. Such a job's state
+    /// is unknown: never judged, and never read as ended while it lists the node (see
+    /// [`SlurmJob::may_hold`]).
+    pub fn state_unknown(&self) -> bool {
+        self.state.is_empty()
+    }
+
+    /// True when the job may still hold its allocation on `node`: it lists `node` and is
+    /// RUNNING or of unknown state ([`SlurmJob::state_unknown`]). A job for which this is
+    /// false has positively left `node` (ended, pending, requeued, or running elsewhere).
+    pub fn may_hold(&self, node: &str) -> bool {
+        (self.state == "RUNNING" || self.state_unknown()) && self.nodes.iter().any(|n| n == node)
+    }
 }
 
 /// True when `job_id` names a component of a heterogeneous job: the `N+K` form (het job `N`,
@@ -99,7 +118,31 @@ pub const BASE_JOB_STATES: [&str; 12] = [
     "DEADLINE",
 ];
 
-/// Splits state words into (base, flags). `OUT_OF_MEMORY` counts as a base state too.
+/// Flags squeue prints only for a job that holds its allocation (Slurm job_state_codes.html):
+/// CONFIGURING (allocated nodes booting), RESIZING (a running job changing size), SIGNALING
+/// (a running job being signalled). COMPLETING is left out on purpose: a job stuck
+/// completing can stay listed for hours, whether squeue still names its nodes then is not
+/// confirmed here, and a row error would keep every read incomplete (no resume anywhere on
+/// the node) for that long.
+pub const ALLOCATED_FLAGS: [&str; 3] = ["CONFIGURING", "RESIZING", "SIGNALING"];
+
+/// Checks that a row which says its job holds an allocation names where: a base state of
+/// RUNNING, or no base state and a flag from [`ALLOCATED_FLAGS`], with no node is an error
+/// (a running job always has nodes; read as "no node" it would look gone from every node).
+/// `given` says what the source gave for the node list (`NodeList ""`, `nodes null`), for the
+/// message. Other states (PENDING, a finished job, COMPLETING alone) may have no nodes.
+pub fn check_nodes(state: &str, flags: &[String], nodes: &[String], given: &str) -> Result<(), String> {
+    let holds = state == "RUNNING" || (state.is_empty() && flags.iter().any(|f| ALLOCATED_FLAGS.contains(&f.as_str())));
+    if holds && nodes.is_empty() {
+        let shown = if state.is_empty() { flags.join("+") } else { state.to_string() };
+        return Err(format!("state {shown} but no nodes ({given}): where the job runs is unknown"));
+    }
+    Ok(())
+}
+
+/// Splits state words into (base, flags). `OUT_OF_MEMORY` counts as a base state too. The
+/// base is empty when no word is a base state (a flag printed in its place; see
+/// [`SlurmJob::state_unknown`]).
 pub fn split_state<'a>(words: impl IntoIterator<Item = &'a str>) -> (String, Vec<String>) {
     let mut base = String::new();
     let mut flags = Vec::new();

@@ -13,7 +13,7 @@
 //! StartTime is printed as local time of the host running squeue, with no UTC offset
 //! (`%FT%T`, src/common/parse_time.c); `N/A`, `Unknown` and `None` mean no start time.
 
-use super::{hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
+use super::{check_nodes, hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
 use chrono::{LocalResult, NaiveDateTime, TimeZone};
 
 /// The fields the enforcer asks for, in order. `Name` must stay last.
@@ -32,6 +32,62 @@ pub const FIELDS: [&str; 12] = [
     "tres-alloc",
 ];
 
+/// The column titles squeue prints in its header for [`FIELDS`] and then `Name`, in the same
+/// order. Each is the text the field's print function writes when it prints the header
+/// (SchedMD/slurm `src/squeue/print.c`; field to function in `src/squeue/opts.c`
+/// `_parse_format_long`), checked there for every entry:
+///
+/// | field | print.c function | title |
+/// |---|---|---|
+/// | JobID | `_print_job_job_id2` | `JOBID` |
+/// | JobArrayID | `_print_job_job_id` | `JOBID` |
+/// | HetJobID | `_print_job_het_job_id` | `HET_JOB_ID` |
+/// | HetJobOffset | `_print_job_het_job_offset` | `HET_JOB_OFFSET` |
+/// | State | `_print_job_job_state` | `STATE` |
+/// | UserName | `_print_job_user_name` | `USER` |
+/// | Account | `_print_job_account` | `ACCOUNT` |
+/// | Partition | `_print_job_partition` | `PARTITION` |
+/// | QOS | `_print_job_qos` | `QOS` |
+/// | StartTime | `_print_job_time_start` | `START_TIME` |
+/// | NodeList | `_print_job_nodes` | `NODELIST` |
+/// | tres-alloc | `_print_job_tres_alloc` | `TRES_ALLOC` |
+/// | Name | `_print_job_name` | `NAME` |
+///
+/// JobID and JobArrayID share the title `JOBID`, so those two columns cannot be told apart by
+/// the header; every other column can.
+pub const TITLES: [&str; 13] = [
+    "JOBID",
+    "JOBID",
+    "HET_JOB_ID",
+    "HET_JOB_OFFSET",
+    "STATE",
+    "USER",
+    "ACCOUNT",
+    "PARTITION",
+    "QOS",
+    "START_TIME",
+    "NODELIST",
+    "TRES_ALLOC",
+    "NAME",
+];
+
+const _: () = assert!(TITLES.len() == FIELDS.len() + 1, "one title per field, then NAME");
+
+/// The header line squeue prints for [`format_arg`]: [`TITLES`] joined by `|` (every field
+/// has width 0, so no title is padded or cut).
+pub fn own_header() -> String {
+    TITLES.join("|")
+}
+
+/// True when `line` is the header of [`format_arg`] output: exactly [`TITLES`] in order, `|`
+/// between them, each compared without surrounding blanks and ignoring ASCII case. Any other
+/// title in any position (a wrapper that reorders or replaces `--Format` fields, whose rows
+/// would be read by position under the wrong names) is not the header.
+pub fn is_own_header(line: &str) -> bool {
+    let f: Vec<&str> = line.split('|').map(str::trim).collect();
+    f.len() == TITLES.len() && f.iter().zip(TITLES).all(|(got, want)| got.eq_ignore_ascii_case(want))
+}
+
 /// The `--Format=` argument for [`FIELDS`] plus `Name` last.
 pub fn format_arg() -> String {
     let mut s: Vec<String> = FIELDS.iter().map(|f| format!("{f}:|")).collect();
@@ -47,9 +103,9 @@ pub fn own_columns() -> Vec<&'static str> {
 }
 
 /// Reads the enforcer's own `squeue --Format=` output ([`format_arg`], header kept) and says
-/// whether it positively shows the queue. The header line (first column `JOBID`, last `NAME`,
-/// as many `|`-separated columns as [`own_columns`]; squeue print.c titles) must come before
-/// any row; rows after it are read by [`parse`] with [`own_columns`], keeping line numbers.
+/// whether it positively shows the queue. The header line (every title as in [`TITLES`], see
+/// [`is_own_header`]) must come before any row; rows after it are read by [`parse`] with
+/// [`own_columns`], keeping line numbers.
 ///
 /// One `CLUSTER: NAME` line before the header (squeue prints it with `-M`, which the enforcer
 /// never passes, so a site wrapper added it) is skipped and its name returned for a note: the
@@ -59,10 +115,6 @@ pub fn own_columns() -> Vec<&'static str> {
 /// told apart).
 pub fn parse_own(text: &str, tz: &dyn LocalTime) -> Result<(JobsRead, Option<String>), String> {
     let cols = own_columns();
-    let is_header = |line: &str| {
-        let f: Vec<&str> = line.splitn(cols.len(), '|').map(str::trim).collect();
-        f.len() == cols.len() && f[0].eq_ignore_ascii_case("JOBID") && f[cols.len() - 1].eq_ignore_ascii_case("NAME")
-    };
     let mut cluster: Option<String> = None;
     let mut header_seen = false;
     let mut body = String::with_capacity(text.len());
@@ -95,11 +147,12 @@ pub fn parse_own(text: &str, tz: &dyn LocalTime) -> Result<(JobsRead, Option<Str
         if line.trim().is_empty() {
             continue;
         }
-        if !is_header(line) {
+        if !is_own_header(line) {
             return Err(format!(
-                "line {}: expected the header line (JOBID|...|NAME), found {:?}",
+                "line {}: expected the header line {:?}, found {:?}",
                 i + 1,
-                line.chars().take(120).collect::<String>()
+                own_header(),
+                line.chars().take(160).collect::<String>()
             ));
         }
         header_seen = true;
@@ -263,7 +316,9 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
     let fail = |p: String| (Some(job_id.clone()), p);
     let state_text = field("state");
     let (state, state_flags) = split_state(state_text.split('+'));
-    let nodes = hostlist::parse(&field("nodelist")).map_err(|e| fail(e.to_string()))?;
+    let nodes_text = field("nodelist");
+    let nodes = hostlist::parse(&nodes_text).map_err(|e| fail(e.to_string()))?;
+    check_nodes(&state, &state_flags, &nodes, &format!("NodeList {nodes_text:?}")).map_err(fail)?;
     let gpus = tres::parse(&field("tres-alloc")).map_err(|e| fail(e.to_string()))?.gpus;
     let start_s = match get("starttime") {
         Some(s) => start_time(s, tz).map_err(fail)?,
@@ -346,7 +401,96 @@ mod tests {
         assert!(crate::parse::is_het_component(&ok("1230", "1229+1", "1229", "1")));
     }
 
+    fn state_nodes(state: &str, nodes: &str) -> JobsRead {
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let line = format!("9|9|N/A|N/A|{state}|u|a|p|q|N/A|{nodes}|gres/gpu=1|name");
+        parse(&line, &own_columns(), &tz)
+    }
+
+    #[test]
+    fn the_header_must_carry_every_title_in_order() {
+        let h = own_header();
+        assert!(is_own_header(&h));
+        assert!(is_own_header(&format!("{h}  \r")));
+        assert!(is_own_header(&h.to_ascii_lowercase()));
+        assert!(!is_own_header(&h.replace("STATE|USER", "USER|STATE")));
+        assert!(!is_own_header(&format!("{h}|")));
+        assert!(!is_own_header(&h.replace("|NAME", "|COMMENT|NAME")));
+        let titles: Vec<&str> = h.split('|').collect();
+        for i in 0..titles.len() {
+            let mut t = titles.clone();
+            t[i] = "X";
+            assert!(!is_own_header(&t.join("|")), "title {i} replaced");
+        }
+        let swapped = h.replace("STATE|USER", "USER|STATE");
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let e = parse_own(&format!("{swapped}\n9|9|N/A|N/A|u|RUNNING|a|p|q|N/A|n1|gres/gpu=1|x\n"), &tz).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("USER|STATE"), "{e}");
+    }
+
+    #[test]
+    fn a_flag_alone_is_an_unknown_state_that_may_hold_its_nodes() {
+        for flag in ["SIGNALING", "RESIZING", "CONFIGURING", "COMPLETING", "STAGE_OUT", "NEW_WORD"] {
+            let r = state_nodes(flag, "n[1-2]");
+            assert!(r.row_errors.is_empty(), "{flag}: {r:?}");
+            let j = &r.jobs[0];
+            assert!(j.state_unknown() && !j.is_judgeable(), "{flag}");
+            assert_eq!(j.state_flags, [flag]);
+            assert!(j.may_hold("n2") && !j.may_hold("n3"), "{flag}");
+        }
+        let r = state_nodes("RUNNING", "n1");
+        assert!(r.jobs[0].may_hold("n1") && !r.jobs[0].state_unknown());
+        for ended in ["PENDING", "COMPLETED", "CANCELLED", "FAILED"] {
+            assert!(!state_nodes(ended, "n1").jobs[0].may_hold("n1"), "{ended}");
+        }
+    }
+
+    #[test]
+    fn a_running_row_without_nodes_is_a_row_error() {
+        for nodes in ["", " ", "(null)", "N/A", "None assigned"] {
+            for state in ["RUNNING", "SIGNALING", "RESIZING", "CONFIGURING"] {
+                let r = state_nodes(state, nodes);
+                assert!(r.jobs.is_empty(), "{state} {nodes:?}: {r:?}");
+                assert_eq!(r.row_errors[0].job_id.as_deref(), Some("9"));
+                assert!(r.row_errors[0].problem.contains("no nodes"), "{}", r.row_errors[0].problem);
+            }
+            // A job that holds no allocation may have none.
+            for state in ["PENDING", "COMPLETED", "COMPLETING"] {
+                let r = state_nodes(state, nodes);
+                assert!(r.row_errors.is_empty() && r.jobs[0].nodes.is_empty(), "{state} {nodes:?}: {r:?}");
+            }
+        }
+    }
+
     proptest! {
+        /// Safety guard: a row is read either as an error or as a job that is RUNNING on at
+        /// least one node, of unknown state (and then it may hold every node it lists), or in
+        /// a base state other than RUNNING; never as RUNNING nowhere.
+        #[test]
+        fn a_row_is_never_running_nowhere_and_a_flag_alone_never_ends_a_job(
+            words in proptest::collection::vec(prop_oneof![
+                proptest::sample::select(crate::parse::BASE_JOB_STATES.to_vec()).prop_map(str::to_string),
+                proptest::sample::select(vec!["SIGNALING", "RESIZING", "CONFIGURING", "COMPLETING", "REQUEUED", "STAGE_OUT"]).prop_map(str::to_string),
+                "[A-Z_]{1,12}",
+            ], 0..3),
+            nodes in proptest::sample::select(vec!["", "(null)", "N/A", "n1", "n[1-3]", "m1"]),
+        ) {
+            let r = state_nodes(&words.join("+"), nodes);
+            if let Some(j) = r.jobs.first() {
+                if j.state == "RUNNING" {
+                    prop_assert!(!j.nodes.is_empty());
+                }
+                if j.state_unknown() {
+                    prop_assert!(!j.is_judgeable());
+                    for n in &j.nodes {
+                        prop_assert!(j.may_hold(n));
+                    }
+                }
+            } else {
+                prop_assert_eq!(r.row_errors.len(), 1);
+            }
+        }
+
         /// Safety guard: output with no header line is never a queue reading, whatever rows
         /// or CLUSTER: lines it holds; with a header above the same lines it is one.
         #[test]
@@ -363,7 +507,7 @@ mod tests {
             if !rows.iter().any(|r| r.to_ascii_uppercase().starts_with("JOBID")) {
                 prop_assert!(parse_own(&text, &tz).is_err(), "{text:?}");
             }
-            let header = own_columns().iter().map(|c| c.to_ascii_uppercase()).collect::<Vec<_>>().join("|");
+            let header = own_header();
             let body: Vec<&String> = rows.iter().filter(|r| !r.trim().starts_with("CLUSTER:")).collect();
             let with = format!("{header}\n{}", body.iter().map(|r| r.as_str()).collect::<Vec<_>>().join("\n"));
             let (read, cluster) = parse_own(&with, &tz).map_err(TestCaseError::fail)?;

@@ -5,7 +5,7 @@
 //! numbers as plain numbers or `{set, infinite, number}` (only `set && !infinite` is a value).
 //! Slurm 23.02–24.05.0 ignore filters with `--json`, so every state appears; callers filter.
 
-use super::{hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
+use super::{check_nodes, hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
 use serde_json::Value;
 
 /// Why a whole `squeue --json` output was rejected.
@@ -188,6 +188,8 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         Some(other) => return Err(fail(format!("nodes is not a string: {other}"))),
     };
     let nodes = hostlist::parse(&nodes_text).map_err(|e| fail(e.to_string()))?;
+    let given = j.get("nodes").map_or("nodes absent".to_string(), |v| format!("nodes {v}"));
+    check_nodes(&state, &state_flags, &nodes, &given).map_err(fail)?;
     // The comment may carry the user's opt-out marker: one we cannot read is never read as
     // "no comment" (sacct's JSON, for one, makes it an object).
     let comment = match j.get("comment") {
@@ -228,7 +230,12 @@ mod tests {
 
     #[test]
     fn never_a_base_or_raw_id_for_an_array_task_or_het_component() {
-        let one = |fields: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], {fields}}}]}}"#)).unwrap();
+        let one = |fields: &str| {
+            parse(&format!(
+                r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], "nodes": "n1", {fields}}}]}}"#
+            ))
+            .unwrap()
+        };
         let r = one(r#""het_job_id": {"set": true, "number": 1229}, "het_job_offset": {"set": false, "number": 0}"#);
         assert!(r.jobs.is_empty() && r.row_errors[0].problem.contains("het_job_offset"), "{r:?}");
         let r = one(r#""array_job_id": {"set": true, "number": 1230}, "array_task_id": {"set": false, "number": 0}"#);
@@ -245,7 +252,12 @@ mod tests {
 
     #[test]
     fn a_comment_that_cannot_be_read_is_a_row_error_not_an_empty_comment() {
-        let one = |c: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 5, "job_state": "RUNNING", "comment": {c}}}]}}"#)).unwrap();
+        let one = |c: &str| {
+            parse(&format!(
+                r#"{{"jobs": [{{"job_id": 5, "job_state": "RUNNING", "nodes": "n1", "comment": {c}}}]}}"#
+            ))
+            .unwrap()
+        };
         assert_eq!(one(r#""gpu-reaper:exempt""#).jobs[0].comment, "gpu-reaper:exempt");
         assert_eq!(one("null").jobs[0].comment, "");
         for bad in [r#"{"job": "gpu-reaper:exempt"}"#, r#"["gpu-reaper:exempt"]"#, "7"] {
@@ -254,9 +266,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_running_job_without_nodes_is_a_row_error_and_a_flag_alone_an_unknown_state() {
+        let one = |state: &str, nodes: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 5, "job_state": {state}{nodes}}}]}}"#)).unwrap();
+        for nodes in [
+            r#", "nodes": """#,
+            r#", "nodes": null"#,
+            "",
+            r#", "nodes": "(null)""#,
+            r#", "nodes": "N/A""#,
+        ] {
+            for state in [
+                r#"["RUNNING"]"#,
+                r#""RUNNING""#,
+                r#"["RUNNING", "SIGNALING"]"#,
+                r#""SIGNALING""#,
+                r#"["CONFIGURING"]"#,
+            ] {
+                let r = one(state, nodes);
+                assert!(r.jobs.is_empty(), "{state}{nodes}: {r:?}");
+                assert!(r.row_errors[0].problem.contains("no nodes"), "{state}{nodes}: {r:?}");
+                assert_eq!(r.row_errors[0].job_id.as_deref(), Some("5"));
+            }
+            assert!(one(r#"["PENDING"]"#, nodes).row_errors.is_empty(), "{nodes}");
+            assert!(one(r#""COMPLETING""#, nodes).row_errors.is_empty(), "{nodes}");
+        }
+        for state in [r#""SIGNALING""#, r#""RESIZING""#, r#""COMPLETING""#, r#"["SIGNALING"]"#] {
+            let r = one(state, r#", "nodes": "gpu[001-002]""#);
+            let j = &r.jobs[0];
+            assert!(j.state_unknown() && !j.is_judgeable(), "{state}");
+            assert!(j.may_hold("gpu002") && !j.may_hold("gpu003"), "{state}");
+        }
+        let r = one(r#"["RUNNING", "SIGNALING"]"#, r#", "nodes": "gpu001""#);
+        assert_eq!(
+            (r.jobs[0].state.as_str(), r.jobs[0].state_flags.as_slice()),
+            ("RUNNING", ["SIGNALING".to_string()].as_slice())
+        );
+    }
+
     fn try_id(id: &str) -> Result<JobsRead, SqueueJsonError> {
         parse(&format!(
-            r#"{{"jobs": [{{"job_id": 3, "job_state": ["RUNNING"]}}, {{"job_id": {id}, "job_state": ["RUNNING"], "nodes": "n1"}}]}}"#
+            r#"{{"jobs": [{{"job_id": 3, "job_state": ["RUNNING"], "nodes": "n0"}}, {{"job_id": {id}, "job_state": ["RUNNING"], "nodes": "n1"}}]}}"#
         ))
     }
 
@@ -296,7 +346,12 @@ mod tests {
 
     #[test]
     fn array_and_het_ids_are_read_as_strictly_as_the_job_id() {
-        let one = |fields: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], {fields}}}]}}"#)).unwrap();
+        let one = |fields: &str| {
+            parse(&format!(
+                r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], "nodes": "n1", {fields}}}]}}"#
+            ))
+            .unwrap()
+        };
         for (fields, field) in [
             (r#""array_job_id": 1229.5, "array_task_id": 4"#, "array_job_id 1229.5"),
             (r#""array_job_id": 1229, "array_task_id": -1"#, "array_task_id -1"),
