@@ -1089,7 +1089,7 @@ const OWN_HEADER: &str = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOU
 
 /// Outputs that are not a reading of the queue: every one is refused today.
 #[test]
-fn review4_format_outputs_without_the_queue_never_resume() {
+fn format_outputs_without_the_queue_never_resume() {
     let h = OWN_HEADER;
     let h12 = h.rsplit_once("|TRES_ALLOC").map(|(a, _)| format!("{a}|NAME")).unwrap();
     let h14 = h.replace("|NAME", "|COMMENT|NAME");
@@ -1135,7 +1135,7 @@ fn review4_format_outputs_without_the_queue_never_resume() {
 /// The positive readings of a queue without job 102 do resume (controls that the harness can
 /// see a resume): a header with trailing spaces, CRLF line ends, one CLUSTER: line above it.
 #[test]
-fn review4_format_positive_empty_queues_resume() {
+fn format_positive_empty_queues_resume() {
     let h = OWN_HEADER;
     for (what, out) in [
         ("plain", format!("{h}\n")),
