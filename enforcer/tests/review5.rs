@@ -207,6 +207,60 @@ fn busy_job_is_never_judged_on_a_free_gpu_when_its_own_gpu_row_is_unreadable() {
     }
 }
 
+/// The same node, but GPU 1's row is unreadable in one cycle only (the 6th nvidia-smi call
+/// prints it cut short), and job 1000's process is not listed at all (samples A9, "GPU is busy
+/// although no process is listed": a container's PID namespace). Before that cycle the job
+/// cannot be placed (1 of 2 GPUs, no process): it is rightly ambiguous. In that one cycle the
+/// node-exclusive rule places it on GPU 0, and the kept attribution then holds it there for
+/// the rest of the run, although GPU 1's row is readable again and busy.
+#[test]
+#[ignore = "review5: one transient unreadable GPU row permanently re-attributes a busy job (no listed process) to the free idle GPU via the kept attribution; it is then drained and cancelled"]
+fn one_unreadable_row_never_pins_a_busy_job_to_a_free_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = common::script(
+        dir.path(),
+        "nvidia-smi",
+        &format!(
+            r#"D="{d}"
+case "$1" in --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; exit 0;; esac
+n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n + 1)) > "$D/n"
+echo 'index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]'
+echo "0, GPU-0, 0, 3, 81920, 6$((n % 3)).25, 400.00"
+if [ "$n" = 5 ]; then echo '1, GPU-1, 97'; else echo "1, GPU-1, 97, 40000, 81920, 31$((n % 3)).5, 400.00"; fi"#,
+            d = dir.path().display()
+        ),
+    );
+    let telemetry = enforcer::telemetry::NvidiaSmi {
+        program: smi,
+        timeout: std::time::Duration::from_secs(5),
+        kill: enforcer::run::KillMode::Ignore,
+    };
+    let c = cluster(vec![job("1000", 1000, 1, &[NODE])]);
+    let state = dir.path().join("state");
+    let mut d = Daemon::new(
+        config(&state, "enforce"),
+        FakeSlurm(c.clone()),
+        telemetry,
+        real_exec(&c),
+        Box::new(Procs(BTreeMap::new())),
+        T0,
+    );
+    let mut placed = Vec::new();
+    for i in 0..120 {
+        d.cycle(T0 + i * 60);
+        if let Some(k) = d.kept.get("1000") {
+            placed.push((i, k.gpus.clone()));
+        }
+    }
+    let calls = c.borrow().calls.clone();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
+        "job 1000 is busy at 97 % on GPU 1 all along; calls {calls:?}; kept placements {:?}",
+        &placed[..placed.len().min(3)]
+    );
+    assert!(placed.iter().all(|(_, g)| g != &vec![0u16]), "placed on the free GPU 0: {:?}", &placed[..placed.len().min(3)]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Finding 2: `attribute` sums per-node GPU counts in u32 with `u32::MAX / 4` standing for a
 // count that does not divide over the job's nodes: four such jobs plus any job on the node
