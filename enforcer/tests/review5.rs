@@ -304,3 +304,49 @@ fn app(uuid: &str, pid: u32) -> ComputeApp {
 
 #[allow(dead_code)]
 fn unused(_: &dyn Telemetry, _: TelemetryRead) {}
+
+// ---------------------------------------------------------------------------------------
+// Finding: the runner keeps at most 64 MiB of a child's stdout and drops the rest without a
+// word (run::MAX_OUTPUT_BYTES); the caller gets `Exited { code: 0, .. }` as for a whole
+// answer. With `job_source = "format"`, a cut that falls on a line boundary leaves a valid
+// header and whole rows: the queue reads as complete, and every job below the cut is gone
+// (its drain is resumed, its records forgotten, its windows dropped).
+
+#[test]
+#[ignore = "review5: squeue --Format output over 64 MiB is silently truncated by run(); a cut on a line boundary reads as a complete queue missing the jobs below it"]
+fn a_truncated_squeue_answer_is_never_a_complete_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every line is exactly 128 bytes, so the 64 MiB cut falls on a line boundary: the header
+    // and 524,287 pending jobs, then job 4242 running on gpu001.
+    let header = enforcer::parse::squeue_format::own_header();
+    let squeue = common::script(
+        dir.path(),
+        "squeue",
+        &format!(
+            r#"awk 'BEGIN {{
+  printf "%-127s\n", "{header}";
+  for (i = 1; i < 524288; i++) printf "%-127s\n", (100000 + i) "|" (100000 + i) "|0|N/A|PENDING|bob|ml|gpu|normal|N/A|||filler";
+  printf "%-127s\n", "4242|4242|0|N/A|RUNNING|alice|ml|gpu|normal|2030-03-17T10:00:00|gpu001|cpu=8,gres/gpu=1|train";
+}}'"#
+        ),
+    );
+    let mut cli = enforcer::slurm::SlurmCli {
+        squeue,
+        scontrol: "false".into(),
+        scancel: "false".into(),
+        source: enforcer::slurm::JobSource::Format,
+        timeout: std::time::Duration::from_secs(60),
+    };
+    match cli.jobs() {
+        Err(_) => {}
+        Ok(read) => {
+            let complete = read.row_errors.is_empty();
+            let has = read.jobs.iter().any(|j| j.job_id == "4242");
+            assert!(
+                has || !complete,
+                "squeue printed job 4242 RUNNING on gpu001, but the read is complete ({} jobs, no row error) without it: the daemon takes 4242 as gone from gpu001",
+                read.jobs.len()
+            );
+        }
+    }
+}
