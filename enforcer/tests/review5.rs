@@ -8,10 +8,9 @@ use enforcer::config::Config;
 use enforcer::daemon::Daemon;
 use enforcer::executor::RealExecutor;
 use enforcer::parse::scontrol_node::{self, NodeState};
-use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
+use enforcer::parse::smi::{AppsTable, GpuReading};
 use enforcer::parse::{JobsRead, SlurmJob};
 use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
-use enforcer::telemetry::{Telemetry, TelemetryRead};
 use policy::Verdict;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -258,7 +257,11 @@ if [ "$n" = 5 ]; then echo '1, GPU-1, 97'; else echo "1, GPU-1, 97, 40000, 81920
         "job 1000 is busy at 97 % on GPU 1 all along; calls {calls:?}; kept placements {:?}",
         &placed[..placed.len().min(3)]
     );
-    assert!(placed.iter().all(|(_, g)| g != &vec![0u16]), "placed on the free GPU 0: {:?}", &placed[..placed.len().min(3)]);
+    assert!(
+        placed.iter().all(|(_, g)| g != &vec![0u16]),
+        "placed on the free GPU 0: {:?}",
+        &placed[..placed.len().min(3)]
+    );
 }
 
 /// The elimination rule has the same hole: a 3-GPU node, job 2000 busy on GPU 0 (its process
@@ -291,7 +294,14 @@ echo "[Unknown Error], GPU-2, 97, 40000, 81920, 31$((n % 3)).5, 400.00""#,
     let c = cluster(vec![job("2000", 2000, 1, &[NODE]), job("3000", 3000, 1, &[NODE])]);
     let procs = Procs([(4242, "0::/system.slice/slurmstepd.scope/job_2000/step_0/user/task_0\n".to_string())].into());
     let state = dir.path().join("state");
-    let mut d = Daemon::new(config(&state, "enforce"), FakeSlurm(c.clone()), telemetry, real_exec(&c), Box::new(procs), T0);
+    let mut d = Daemon::new(
+        config(&state, "enforce"),
+        FakeSlurm(c.clone()),
+        telemetry,
+        real_exec(&c),
+        Box::new(procs),
+        T0,
+    );
     let mut placed = None;
     for i in 0..100 {
         d.cycle(T0 + i * 60);
@@ -331,24 +341,11 @@ fn attribution_never_panics_with_uneven_multi_node_jobs() {
     let mut jobs: Vec<&SlurmJob> = uneven.iter().collect();
     jobs.push(&idle);
     let apps = AppsTable::default();
-    let r = std::panic::catch_unwind(|| attribution::attribute(&jobs, &gpus(8), Some(&apps), &Procs(BTreeMap::new()), true, &KeptMap::new()));
+    let r =
+        std::panic::catch_unwind(|| attribution::attribute(&jobs, &gpus(8), Some(&apps), &Procs(BTreeMap::new()), true, &KeptMap::new()));
     let r = r.expect("attribute panicked (attempt to add with overflow)");
     assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
 }
-
-// Keep ComputeApp imported for the tests below that build process tables.
-#[allow(dead_code)]
-fn app(uuid: &str, pid: u32) -> ComputeApp {
-    ComputeApp {
-        gpu_uuid: Some(uuid.into()),
-        pid: Some(pid),
-        used_memory_mib: Some(1.0),
-        process_name: None,
-    }
-}
-
-#[allow(dead_code)]
-fn unused(_: &dyn Telemetry, _: TelemetryRead) {}
 
 // ---------------------------------------------------------------------------------------
 // Finding: the runner keeps at most 64 MiB of a child's stdout and drops the rest without a
