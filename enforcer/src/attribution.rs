@@ -92,9 +92,10 @@ pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
 }
 
 /// Attributes this node's GPUs. `jobs` are the GPU jobs running on this node (CONFIGURING
-/// ones included, since they hold GPUs too); `complete` says the job list is known to be
-/// whole (no squeue row errors); `kept` is the previous cycle's result (used only for the same
-/// run of a job, see [`kept_for`]).
+/// ones included, since they hold GPUs too); `complete` says both the job list (no squeue
+/// row error) and `gpus`, the node's GPU list (no row unread, none missing), are known to be
+/// whole: elimination (rule 3) runs only then. `kept` is the previous cycle's result (used
+/// only for the same run of a job, see [`kept_for`]).
 pub fn attribute(
     jobs: &[&SlurmJob],
     gpus: &[GpuReading],
@@ -183,13 +184,15 @@ pub fn attribute(
         let pos = short[0];
         let job = jobs[pos];
         let want = per_node_gpus(job).unwrap_or(0) as usize;
-        let total: u32 = jobs.iter().map(|j| per_node_gpus(j).unwrap_or(u32::MAX / 4)).sum();
+        // A job whose count does not divide over its nodes counts as more GPUs than any node
+        // has, so the total can never match (u64: no overflow, whatever the counts).
+        let total: u64 = jobs.iter().map(|j| per_node_gpus(j).map_or(u64::from(u32::MAX), u64::from)).sum();
         if jobs.len() == 1 && want == visible.len() && claims.values().all(|c| c.iter().all(|p| *p == pos)) {
             // Node-exclusive: the only GPU job holds every GPU, and no process of another job
             // shows on any of them (with no process list there are no claims at all).
             assigned.insert(pos, visible.iter().copied().collect());
             short.clear();
-        } else if apps.is_some() && total as usize == visible.len() {
+        } else if apps.is_some() && total == visible.len() as u64 {
             let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
             let mut mine: Vec<u16> = visible
                 .iter()

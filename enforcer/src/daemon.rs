@@ -81,6 +81,11 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// When this process first saw each standing drain of ours (by job). Not persisted: after
     /// a restart a drain counts as confirmed from the moment it is found again.
     pub drain_found: BTreeMap<String, i64>,
+    /// The most GPUs nvidia-smi has listed with a readable index in one cycle since this
+    /// process started. Fewer than that means a GPU is missing from the list (fallen off the
+    /// bus, or its row unreadable), and attribution then never places a job by elimination.
+    /// Not persisted: a GPU removed for good stops counting at the next restart.
+    pub most_gpus_seen: usize,
     findings: Vec<Finding>,
 }
 
@@ -169,6 +174,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             kept,
             metrics,
             drain_found: BTreeMap::new(),
+            most_gpus_seen: 0,
             findings: Vec::new(),
         }
     }
@@ -305,7 +311,22 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .filter_map(|j| attribution::kept_for(&self.kept, j).map(|g| (j.job_id.clone(), Attributed::Gpus(g.to_vec()))))
                 .collect()
         } else {
-            let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), complete, &self.kept);
+            // Placing a job by elimination needs the node's whole GPU list: with a row that
+            // could not be read, or fewer GPUs than this node has shown, a busy job whose own
+            // GPU is missing from the list would be placed on a free one.
+            let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
+            let missing = tel.gpus.len() < self.most_gpus_seen;
+            self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
+            if rows_unread || missing {
+                tracing::info!(
+                    gpus_listed = tel.gpus.len(),
+                    most_gpus_seen = self.most_gpus_seen,
+                    rows_unread,
+                    "GPU list incomplete this cycle; no job is placed by elimination"
+                );
+            }
+            let whole = complete && !rows_unread && !missing;
+            let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), whole, &self.kept);
             a.jobs
         };
         // A job placed on other GPUs than were kept for the same run (its own processes showed

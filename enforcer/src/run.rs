@@ -79,11 +79,15 @@ pub enum RunOutcome {
     SpawnFailed(String),
     /// Not started: an abandoned child of the same program is still alive.
     Refused,
+    /// The child wrote more than [`MAX_OUTPUT_BYTES`] to stdout or stderr. What was kept is
+    /// cut off somewhere, so none of it is returned: a cut answer must never read as a whole
+    /// one (a queue missing the jobs below the cut).
+    OutputTooLarge,
 }
 
 impl RunOutcome {
     /// A short label for logs and metrics: `ok`, `exit_N`, `signal`, `timeout`, `abandoned`,
-    /// `spawn_failed`, `refused`.
+    /// `spawn_failed`, `refused`, `output_too_large`.
     pub fn label(&self) -> String {
         match self {
             RunOutcome::Exited { code: Some(0), .. } => "ok".into(),
@@ -93,6 +97,7 @@ impl RunOutcome {
             RunOutcome::TimedOut { abandoned: true } => "abandoned".into(),
             RunOutcome::SpawnFailed(_) => "spawn_failed".into(),
             RunOutcome::Refused => "refused".into(),
+            RunOutcome::OutputTooLarge => "output_too_large".into(),
         }
     }
 }
@@ -122,14 +127,15 @@ pub fn abandoned_total() -> u64 {
     ABANDONED_TOTAL.load(Ordering::Relaxed)
 }
 
-fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+/// Reads a pipe to its end: the first [`MAX_OUTPUT_BYTES`], and whether there was more.
+fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<(Vec<u8>, bool)> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = (&mut r).take(MAX_OUTPUT_BYTES).read_to_end(&mut buf);
         // Drain the rest so the child never blocks on a full pipe.
-        let _ = std::io::copy(&mut r, &mut std::io::sink());
-        let _ = tx.send(buf);
+        let more = std::io::copy(&mut r, &mut std::io::sink()).unwrap_or(0) > 0;
+        let _ = tx.send((buf, more));
     });
     rx
 }
@@ -207,9 +213,10 @@ pub fn run(program: &str, args: &[String], opts: &RunOptions) -> RunOutcome {
     // The child is gone; a grandchild may still hold the pipes. Wait briefly, then treat the
     // output as incomplete.
     let grace = Duration::from_millis(500);
-    let take = |rx: Option<mpsc::Receiver<Vec<u8>>>| rx.and_then(|r| r.recv_timeout(grace).ok());
+    let take = |rx: Option<mpsc::Receiver<(Vec<u8>, bool)>>| rx.and_then(|r| r.recv_timeout(grace).ok());
     match (take(out_rx), take(err_rx)) {
-        (Some(o), Some(e)) => RunOutcome::Exited {
+        (Some((_, true)), Some(_)) | (Some(_), Some((_, true))) => RunOutcome::OutputTooLarge,
+        (Some((o, false)), Some((e, false))) => RunOutcome::Exited {
             code: status.code(),
             stdout: String::from_utf8_lossy(&o).into_owned(),
             stderr: String::from_utf8_lossy(&e).into_owned(),
@@ -241,6 +248,20 @@ mod tests {
             }
         );
         assert_eq!(run("/nonexistent/prog", &[], &o).label(), "spawn_failed");
+    }
+
+    #[test]
+    fn output_over_the_limit_is_never_returned_as_a_whole_answer() {
+        let o = RunOptions::new(Duration::from_secs(60));
+        // One byte over the limit, on stdout, then on stderr; exactly the limit is kept whole.
+        let over = format!("head -c {} /dev/zero", MAX_OUTPUT_BYTES + 1);
+        assert_eq!(run("/bin/sh", &sh(&over), &o), RunOutcome::OutputTooLarge);
+        assert_eq!(run("/bin/sh", &sh(&format!("{over} >&2")), &o), RunOutcome::OutputTooLarge);
+        assert_eq!(RunOutcome::OutputTooLarge.label(), "output_too_large");
+        match run("/bin/sh", &sh(&format!("head -c {MAX_OUTPUT_BYTES} /dev/zero")), &o) {
+            RunOutcome::Exited { code: Some(0), stdout, .. } => assert_eq!(stdout.len() as u64, MAX_OUTPUT_BYTES),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! review5: failing tests for suspected bugs, each `#[ignore = "review5: ..."]` so the suite
-//! stays green. Run them with `cargo test -p enforcer --test review5 -- --ignored`.
+//! Attribution never guesses from an incomplete GPU list, and a cut-off squeue answer is never
+//! a complete queue. Each case is a bug found by an adversarial review (a busy job placed on a
+//! free idle GPU, then drained and cancelled; an overflow; a 64 MiB cut read as the queue).
 
 mod common;
 
@@ -164,7 +165,6 @@ echo '{gpu1}'"#,
 }
 
 #[test]
-#[ignore = "review5: a busy job whose own GPU row is unreadable is attributed the free idle GPU (node-exclusive rule on an incomplete GPU list) and is drained and cancelled"]
 fn busy_job_is_never_judged_on_a_free_gpu_when_its_own_gpu_row_is_unreadable() {
     for variant in ["index", "cut"] {
         let dir = tempfile::tempdir().unwrap();
@@ -213,7 +213,6 @@ fn busy_job_is_never_judged_on_a_free_gpu_when_its_own_gpu_row_is_unreadable() {
 /// node-exclusive rule places it on GPU 0, and the kept attribution then holds it there for
 /// the rest of the run, although GPU 1's row is readable again and busy.
 #[test]
-#[ignore = "review5: one transient unreadable GPU row permanently re-attributes a busy job (no listed process) to the free idle GPU via the kept attribution; it is then drained and cancelled"]
 fn one_unreadable_row_never_pins_a_busy_job_to_a_free_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let smi = common::script(
@@ -264,12 +263,56 @@ if [ "$n" = 5 ]; then echo '1, GPU-1, 97'; else echo "1, GPU-1, 97, 40000, 81920
     );
 }
 
+/// The same, but in that one cycle GPU 1 is missing from the list altogether, with no row
+/// error (a GPU fallen off the bus that nvidia-smi leaves out): fewer GPUs than the node has
+/// shown is an incomplete list too.
+#[test]
+fn a_gpu_missing_from_the_list_never_lets_a_busy_job_be_placed_on_a_free_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = common::script(
+        dir.path(),
+        "nvidia-smi",
+        &format!(
+            r#"D="{d}"
+case "$1" in --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; exit 0;; esac
+n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n + 1)) > "$D/n"
+echo 'index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]'
+echo "0, GPU-0, 0, 3, 81920, 6$((n % 3)).25, 400.00"
+if [ "$n" != 5 ]; then echo "1, GPU-1, 97, 40000, 81920, 31$((n % 3)).5, 400.00"; fi"#,
+            d = dir.path().display()
+        ),
+    );
+    let telemetry = enforcer::telemetry::NvidiaSmi {
+        program: smi,
+        timeout: std::time::Duration::from_secs(5),
+        kill: enforcer::run::KillMode::Ignore,
+    };
+    let c = cluster(vec![job("1000", 1000, 1, &[NODE])]);
+    let state = dir.path().join("state");
+    let mut d = Daemon::new(
+        config(&state, "enforce"),
+        FakeSlurm(c.clone()),
+        telemetry,
+        real_exec(&c),
+        Box::new(Procs(BTreeMap::new())),
+        T0,
+    );
+    for i in 0..120 {
+        d.cycle(T0 + i * 60);
+        assert_eq!(d.kept.get("1000"), None, "cycle {i}: placed on {:?}", d.kept.get("1000"));
+    }
+    let calls = c.borrow().calls.clone();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
+        "{calls:?}"
+    );
+}
+
 /// The elimination rule has the same hole: a 3-GPU node, job 2000 busy on GPU 0 (its process
 /// listed and resolved), job 3000 busy at 97 % on GPU 2 with no process listed (A9), GPU 1
 /// free. GPU 2's row has an unreadable index, so the visible GPUs are 0 and 1; the jobs' counts
 /// (1 + 1) equal the visible count, and 3000 is "eliminated" onto the free GPU 1.
 #[test]
-#[ignore = "review5: elimination over an incomplete GPU list places a busy job on the free idle GPU; it is drained and cancelled"]
 fn elimination_never_uses_an_incomplete_gpu_list() {
     let dir = tempfile::tempdir().unwrap();
     let smi = common::script(
@@ -332,7 +375,6 @@ fn gpus(n: u16) -> Vec<GpuReading> {
 }
 
 #[test]
-#[ignore = "review5: attribution's elimination total overflows u32 (panics in debug) with four multi-node jobs whose GPU count does not divide over their nodes"]
 fn attribution_never_panics_with_uneven_multi_node_jobs() {
     // An 8-GPU node: four 2-node jobs of 3 GPUs each (--gpus=3 -N2: 1 here, 2 there, or 2
     // and 1), and one idle single-node 4-GPU job with no process listed.
@@ -355,7 +397,6 @@ fn attribution_never_panics_with_uneven_multi_node_jobs() {
 // (its drain is resumed, its records forgotten, its windows dropped).
 
 #[test]
-#[ignore = "review5: squeue --Format output over 64 MiB is silently truncated by run(); a cut on a line boundary reads as a complete queue missing the jobs below it"]
 fn a_truncated_squeue_answer_is_never_a_complete_queue() {
     let dir = tempfile::tempdir().unwrap();
     // Every line is exactly 128 bytes, so the 64 MiB cut falls on a line boundary: the header
