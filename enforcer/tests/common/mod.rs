@@ -1,6 +1,8 @@
 //! Helpers shared by the enforcer's integration tests.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::path::PathBuf;
 
 /// `../shared` relative to the workspace root, or `None` (test skipped, with a message) when

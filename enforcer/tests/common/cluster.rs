@@ -1,0 +1,103 @@
+//! A fake Slurm cluster shared by the in-process end-to-end tests: jobs, one node's state and
+//! reason, and every call the daemon made, in order.
+
+use enforcer::parse::scontrol_node::{self, NodeState};
+use enforcer::parse::{JobsRead, SlurmJob};
+use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The node under test.
+pub const NODE: &str = "gpu001";
+/// A cycle time, epoch seconds.
+pub const T0: i64 = 1_900_000_000;
+
+#[derive(Default)]
+pub struct Cluster {
+    pub jobs: Vec<SlurmJob>,
+    pub node_state: String,
+    pub node_reason: Option<String>,
+    pub honour_drain: bool,
+    pub scancel_fails: bool,
+    pub squeue_fails: bool,
+    pub calls: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct FakeSlurm(pub Rc<RefCell<Cluster>>);
+
+pub fn err(what: &str) -> CommandError {
+    CommandError {
+        command: what.into(),
+        kind: "exit_1".into(),
+        problem: "fake failure".into(),
+    }
+}
+
+impl SlurmClient for FakeSlurm {
+    fn jobs(&mut self) -> Result<JobsRead, CommandError> {
+        let c = self.0.borrow();
+        if c.squeue_fails {
+            return Err(err("squeue"));
+        }
+        Ok(JobsRead {
+            jobs: c.jobs.clone(),
+            row_errors: vec![],
+        })
+    }
+    fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
+        let c = self.0.borrow();
+        let mut t = format!("NodeName={node} State={}\n", c.node_state);
+        if let Some(r) = &c.node_reason {
+            t.push_str(&format!("   Reason={r} [root@2026-01-01T00:00:00]\n"));
+        }
+        Ok(scontrol_node::parse(&t).unwrap())
+    }
+    fn drain(&mut self, node: &str, reason: &str) -> Result<(), CommandError> {
+        let mut c = self.0.borrow_mut();
+        c.calls.push(format!("drain {node} {reason}"));
+        if c.honour_drain {
+            c.node_state = "MIXED+DRAIN".into();
+            c.node_reason = Some(reason.into());
+        }
+        Ok(())
+    }
+    fn resume(&mut self, node: &str) -> Result<(), CommandError> {
+        let mut c = self.0.borrow_mut();
+        c.calls.push(format!("resume {node}"));
+        c.node_state = "MIXED".into();
+        c.node_reason = None;
+        Ok(())
+    }
+    fn set_admin_comment(&mut self, job_id: &str, text: &str) -> Result<(), CommandError> {
+        self.0.borrow_mut().calls.push(format!("admincomment {job_id} {text}"));
+        Ok(())
+    }
+    fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError> {
+        let mut c = self.0.borrow_mut();
+        c.calls.push(format!("scancel {job_id}"));
+        if c.scancel_fails {
+            return Err(err("scancel"));
+        }
+        c.jobs.retain(|j| j.job_id != job_id);
+        Ok(CancelOutcome::Cancelled)
+    }
+}
+
+/// A RUNNING job of alice's, started two hours before [`T0`].
+pub fn job(id: &str, raw: u64, gpus: u32, nodes: &[&str]) -> SlurmJob {
+    SlurmJob {
+        job_id: id.into(),
+        raw_id: Some(raw),
+        state: "RUNNING".into(),
+        user: "alice".into(),
+        account: "ml".into(),
+        partition: "gpu".into(),
+        qos: "normal".into(),
+        name: "train".into(),
+        start_s: Some(T0 - 7200),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        gpus,
+        ..Default::default()
+    }
+}
