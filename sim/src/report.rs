@@ -1,7 +1,7 @@
 //! Reports from sweep rows alone (so `sim merge` can write them from shard CSVs):
 //! `summary.md`, `frontier.svg` and the short table printed at the end of a sweep.
 
-use crate::score::{round3, Row, SIG_COLUMNS};
+use crate::score::{round3, Row, RowParams, SIG_COLUMNS};
 use crate::sweep::policy_rank;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -136,7 +136,7 @@ fn dur(v: Option<i64>) -> String {
 }
 
 /// Describes a configuration's parameters in one line.
-pub fn describe(r: &Row) -> String {
+pub fn describe(r: &RowParams) -> String {
     format!(
         "util_threshold_pct {}, window {}, warmup {}, max_sample_gap {}, drain after {}, cancel after {}, notice {}, spin ceiling {}, exempt qos {}",
         r.util_threshold_pct.map_or("–".into(), |u| u.to_string()),
@@ -246,7 +246,7 @@ pub fn summary_md(rows: &[Row]) -> String {
                  every workload.\n\n**{}**: {}.\n\nOver all rows it recovers {:.1} GPU-hours of the oracle's {:.1} ({:.1} %), with {} \
                  false cancels, {} false drains, {} true and {} false alerts.\n",
                 a.config_id,
-                describe(&a.first),
+                describe(&a.first.params()),
                 a.recovered_gpu_h,
                 a.oracle_gpu_h,
                 if a.oracle_gpu_h > 0.0 {
@@ -475,7 +475,7 @@ pub fn summary_md(rows: &[Row]) -> String {
             a.config_id,
             a.false_cancels,
             a.recovered_gpu_h,
-            describe(&a.first)
+            describe(&a.first.params())
         );
     }
     let _ = writeln!(s);

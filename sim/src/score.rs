@@ -331,6 +331,23 @@ impl RowParams {
 }
 
 impl Row {
+    /// The parameter columns of this row.
+    pub fn params(&self) -> RowParams {
+        RowParams {
+            policy: self.policy.clone(),
+            config_id: self.config_id.clone(),
+            util_threshold_pct: self.util_threshold_pct,
+            window_s: self.window_s,
+            warmup_s: self.warmup_s,
+            max_sample_gap_s: self.max_sample_gap_s,
+            drain_after_s: self.drain_after_s,
+            cancel_after_s: self.cancel_after_s,
+            notice_s: self.notice_s,
+            spin_ceiling: self.spin_ceiling.clone(),
+            exempt_qos: self.exempt_qos.clone(),
+        }
+    }
+
     /// Checks the value columns of a row read back from a `sweep.csv`: GPU-hours, days and
     /// latencies finite and non-negative (days positive), `recovered_share` in [0, 1],
     /// `util_threshold_pct` in [0, 100] and the durations non-negative. Counts are integral
