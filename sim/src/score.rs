@@ -264,6 +264,36 @@ pub struct Row {
 /// The signature names of the per-signature columns, in column order.
 pub const SIG_COLUMNS: [&str; 6] = ["spin", "hung", "idle", "starved", "partial", "unknown"];
 
+/// The `cancels_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_CANCEL_COLUMNS: [&str; 6] = [
+    "cancels_spin",
+    "cancels_hung",
+    "cancels_idle",
+    "cancels_starved",
+    "cancels_partial",
+    "cancels_unknown",
+];
+
+/// The `false_cancels_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_FALSE_CANCEL_COLUMNS: [&str; 6] = [
+    "false_cancels_spin",
+    "false_cancels_hung",
+    "false_cancels_idle",
+    "false_cancels_starved",
+    "false_cancels_partial",
+    "false_cancels_unknown",
+];
+
+/// The `recovered_gpu_h_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_RECOVERED_COLUMNS: [&str; 6] = [
+    "recovered_gpu_h_spin",
+    "recovered_gpu_h_hung",
+    "recovered_gpu_h_idle",
+    "recovered_gpu_h_starved",
+    "recovered_gpu_h_partial",
+    "recovered_gpu_h_unknown",
+];
+
 /// A column of a `sweep.csv` row that is not what it must be: (column, value as read, what is
 /// wrong).
 pub type BadColumn = (&'static str, String, String);
@@ -350,8 +380,10 @@ impl Row {
 
     /// Checks the value columns of a row read back from a `sweep.csv`: GPU-hours, days and
     /// latencies finite and non-negative (days positive), `recovered_share` in [0, 1],
-    /// `util_threshold_pct` in [0, 100] and the durations non-negative. Counts are integral
-    /// by type (`u64`). Returns the first bad column.
+    /// `util_threshold_pct` in [0, 100] and the durations non-negative, then the relations
+    /// between columns that hold by construction ([`Row::check_relations`]). Counts are
+    /// integral and non-negative by type (`u64`; [`crate::sweep::read_csv`] names a count that
+    /// is not). Returns the first bad column.
     pub fn check_values(&self) -> Result<(), BadColumn> {
         let hours: [(&'static str, f64); 12] = [
             ("wasted_gpu_h", self.wasted_gpu_h),
@@ -400,6 +432,133 @@ impl Row {
         for (name, v) in seconds {
             if let Some(v) = v.filter(|v| *v < 0) {
                 return Err((name, v.to_string(), "a duration must be ≥ 0 seconds".into()));
+            }
+        }
+        self.check_relations()
+    }
+
+    /// Checks the relations between columns that every row [`Row::new`] writes obeys, for
+    /// policies, baselines and the oracle alike (see [`Tally::observe`], [`Tally::oracle`]):
+    ///
+    /// * `recovered_gpu_h` ≤ `oracle_recovered_gpu_h` ≤ `wasted_gpu_h`: a correct cancel
+    ///   recovers a wholly wasted job's GPUs from the cancel to the job's end, the oracle the
+    ///   same from the onset of whole waste, and both are wasted GPU-time (each side is rounded
+    ///   from GPU-ticks the same way, so rounding keeps the order);
+    /// * each `recovered_gpu_h_<sig>` ≤ `recovered_gpu_h`;
+    /// * `false_cancels` ≤ `cancels` ≤ `jobs` (a cancelled job is no longer judged), and
+    ///   `cancels` ≤ `true_alerts + false_alerts` (a job's verdict reaches alert, counted as an
+    ///   alert, no later than its cancel); `false_drains` ≤ `drains`;
+    /// * `false_cancels_serving` and the sum of `false_cancels_<sig>` ≤ `false_cancels`; each
+    ///   `false_cancels_<sig>` ≤ `cancels_<sig>`; the sum of `cancels_<sig>` ≤ `cancels`; the
+    ///   sum of `alerts_<sig>` ≤ `true_alerts + false_alerts` (a finding with no signature
+    ///   counts in the totals only);
+    /// * `recovered_gpu_h` above 0 only with a correct cancel (`cancels` > `false_cancels`),
+    ///   `false_cancel_lost_gpu_h` only with a false cancel, `drained_gpu_h` only with a drain;
+    /// * `recovered_share` present exactly when `wasted_gpu_h` is above 0 (one GPU-tick is
+    ///   1/60 GPU-hour, written as 0.017);
+    /// * latencies: p50 and p95 both present or both empty, p50 ≤ p95; alert latencies present
+    ///   exactly when `true_alerts` > 0, cancel latencies exactly when a cancel was correct.
+    ///
+    /// Returns the first column that breaks one, with its value and the relation.
+    pub fn check_relations(&self) -> Result<(), BadColumn> {
+        fn at_most<T: PartialOrd + std::fmt::Display>(col: &'static str, v: T, limit_col: &str, limit: T) -> Result<(), BadColumn> {
+            if v <= limit {
+                Ok(())
+            } else {
+                Err((col, v.to_string(), format!("must not exceed {limit_col} ({limit})")))
+            }
+        }
+        at_most("recovered_gpu_h", self.recovered_gpu_h, "wasted_gpu_h", self.wasted_gpu_h)?;
+        at_most(
+            "recovered_gpu_h",
+            self.recovered_gpu_h,
+            "oracle_recovered_gpu_h",
+            self.oracle_recovered_gpu_h,
+        )?;
+        at_most(
+            "oracle_recovered_gpu_h",
+            self.oracle_recovered_gpu_h,
+            "wasted_gpu_h",
+            self.wasted_gpu_h,
+        )?;
+        for (name, x) in SIG_RECOVERED_COLUMNS.iter().zip(self.by_signature()) {
+            at_most(name, x.3, "recovered_gpu_h", self.recovered_gpu_h)?;
+        }
+        at_most("false_cancels", self.false_cancels, "cancels", self.cancels)?;
+        at_most("cancels", self.cancels, "jobs", self.jobs)?;
+        let alerts = self.true_alerts.saturating_add(self.false_alerts);
+        at_most("cancels", self.cancels, "true_alerts + false_alerts", alerts)?;
+        at_most("false_drains", self.false_drains, "drains", self.drains)?;
+        at_most(
+            "false_cancels_serving",
+            self.false_cancels_serving,
+            "false_cancels",
+            self.false_cancels,
+        )?;
+        let by = self.by_signature();
+        for (i, name) in SIG_FALSE_CANCEL_COLUMNS.iter().enumerate() {
+            at_most(name, by[i].2, SIG_CANCEL_COLUMNS[i], by[i].1)?;
+        }
+        let sum = |f: fn(&(u64, u64, u64, f64)) -> u64| by.iter().map(f).fold(0u64, u64::saturating_add);
+        at_most("cancels_<sig> (summed)", sum(|x| x.1), "cancels", self.cancels)?;
+        at_most("false_cancels_<sig> (summed)", sum(|x| x.2), "false_cancels", self.false_cancels)?;
+        at_most("alerts_<sig> (summed)", sum(|x| x.0), "true_alerts + false_alerts", alerts)?;
+        let correct_cancels = self.cancels - self.false_cancels;
+        let only_with = |col: &'static str, v: f64, count: u64, what: &str| -> Result<(), BadColumn> {
+            if v > 0.0 && count == 0 {
+                Err((col, v.to_string(), format!("is above 0 without {what}")))
+            } else {
+                Ok(())
+            }
+        };
+        only_with(
+            "recovered_gpu_h",
+            self.recovered_gpu_h,
+            correct_cancels,
+            "a correct cancel (cancels equals false_cancels)",
+        )?;
+        only_with(
+            "false_cancel_lost_gpu_h",
+            self.false_cancel_lost_gpu_h,
+            self.false_cancels,
+            "a false cancel (false_cancels is 0)",
+        )?;
+        only_with("drained_gpu_h", self.drained_gpu_h, self.drains, "a drain (drains is 0)")?;
+        if self.recovered_share.is_some() != (self.wasted_gpu_h > 0.0) {
+            return Err((
+                "recovered_share",
+                self.recovered_share.map_or_else(|| "(empty)".to_string(), |v| v.to_string()),
+                format!("must be given exactly when wasted_gpu_h is above 0 (it is {})", self.wasted_gpu_h),
+            ));
+        }
+        let latencies = [
+            (
+                "alert_latency_p50_s",
+                self.alert_latency_p50_s,
+                "alert_latency_p95_s",
+                self.alert_latency_p95_s,
+                self.true_alerts > 0,
+                "true_alerts is above 0",
+            ),
+            (
+                "cancel_latency_p50_s",
+                self.cancel_latency_p50_s,
+                "cancel_latency_p95_s",
+                self.cancel_latency_p95_s,
+                correct_cancels > 0,
+                "a cancel was correct (cancels above false_cancels)",
+            ),
+        ];
+        for (p50_col, p50, p95_col, p95, expected, when) in latencies {
+            let show = |v: Option<i64>| v.map_or_else(|| "(empty)".to_string(), |v| v.to_string());
+            if p50.is_some() != expected {
+                return Err((p50_col, show(p50), format!("must be given exactly when {when}")));
+            }
+            if p95.is_some() != expected {
+                return Err((p95_col, show(p95), format!("must be given exactly when {when}")));
+            }
+            if let (Some(a), Some(b)) = (p50, p95) {
+                at_most(p50_col, a, p95_col, b)?;
             }
         }
         Ok(())
