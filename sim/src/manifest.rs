@@ -449,8 +449,13 @@ mod tests {
                 |r| r.false_cancels_idle = 1,
                 "column false_cancels_<sig> (summed) is 2: must not exceed false_cancels (1)",
             ),
+            (|r| r.alerts_idle = 0, "column cancels_idle is 1: must not exceed alerts_idle (0)"),
             (
-                |r| r.cancels_spin = 1,
+                |r| {
+                    r.cancels_spin = 1;
+                    r.alerts_spin = 1;
+                    r.alerts_hung = 1;
+                },
                 "column cancels_<sig> (summed) is 3: must not exceed cancels (2)",
             ),
             (

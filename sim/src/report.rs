@@ -347,6 +347,13 @@ pub fn summary_md(rows: &[Row]) -> String {
 
     if let Some(a) = rec {
         let _ = writeln!(s, "## Per-signature breakdown of the recommended configuration\n");
+        let _ = writeln!(
+            s,
+            "Summed over seeds. A cancel, its recovered or lost GPU-hours count under the signature its finding named. \
+             All of a job's alerts count under one signature: the one its latest finding at its highest verdict named \
+             (for a cancelled job, the cancel's). So a job alerted as idle and cancelled as hung counts under hung, and \
+             no signature shows more cancels than alerts.\n"
+        );
         let _ = writeln!(s, "| workload | signature | alerts | cancels | false cancels | recovered GPU-h |");
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
         for w in &workloads {

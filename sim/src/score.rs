@@ -11,11 +11,17 @@
 //!   them (to its end, within the simulated span).
 //! * Latency: onset of the non-productive episode to the alert (true alerts), onset of whole
 //!   waste to the cancel (correct cancels).
+//! * By signature: a cancel (and its recovery or loss) counts under the signature its
+//!   finding named. A job's alerts all count under one signature: the one named by its latest
+//!   finding at its highest verdict (for a cancelled job, the cancel's). So a signature never
+//!   shows more cancels than alerts, though a job alerted as `idle` and cancelled as `hung`
+//!   counts its alert under `hung`.
 
 use crate::drive::Judgement;
 use crate::world::{World, TICK_S};
 use policy::{signature::REGISTRY, Verdict};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The QOS of the simulated inference servers (`serving` kind of `sim/workloads/*.toml`); their
 /// false cancels get their own column, `false_cancels_serving`.
@@ -59,8 +65,10 @@ pub struct Tally {
     pub alert_latency: Vec<u32>,
     /// Onset-to-cancel latencies of correct cancels, ticks.
     pub cancel_latency: Vec<u32>,
-    /// Alerts by signature bucket (registry index; last = none).
-    pub alerts_by_sig: [u64; SIG_BUCKETS],
+    /// Per job (index into the world's jobs) whose verdict reached alert: its alerts, its
+    /// highest verdict and the signature bucket of its latest finding at that verdict. See
+    /// [`Tally::alerts_by_sig`].
+    pub job_alerts: BTreeMap<u32, JobAlerts>,
     /// Cancels by signature bucket.
     pub cancels_by_sig: [u64; SIG_BUCKETS],
     /// False cancels by signature bucket.
@@ -71,7 +79,30 @@ pub struct Tally {
     pub recovered_by_sig: [u64; SIG_BUCKETS],
 }
 
+/// The alerts of one job, and the signature they count under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobAlerts {
+    /// Times its verdict reached alert or above from below.
+    pub alerts: u64,
+    /// Its highest verdict so far.
+    pub highest: Verdict,
+    /// Signature bucket (registry index; last = none) of its latest finding at `highest`.
+    pub bucket: usize,
+}
+
 impl Tally {
+    /// Alerts by signature bucket (registry index; last = none): each job's alerts count under
+    /// the signature of its latest finding at its highest verdict, so that a signature's cancels
+    /// (counted under the cancel's signature, a cancel being a job's last and highest verdict)
+    /// never exceed its alerts.
+    pub fn alerts_by_sig(&self) -> [u64; SIG_BUCKETS] {
+        let mut by = [0u64; SIG_BUCKETS];
+        for a in self.job_alerts.values() {
+            by[a.bucket] += a.alerts;
+        }
+        by
+    }
+
     /// An empty tally carrying the world's ground-truth totals.
     pub fn new(world: &World) -> Tally {
         Tally {
@@ -89,8 +120,19 @@ impl Tally {
         let job = &world.jobs[j as usize];
         let v = jd.verdict;
         let sig = jd.signature.map_or(SIG_BUCKETS - 1, |s| (s.0 as usize).min(SIG_BUCKETS - 2));
+        if v >= Verdict::Alert {
+            let a = self.job_alerts.entry(j).or_insert(JobAlerts {
+                alerts: 0,
+                highest: v,
+                bucket: sig,
+            });
+            if v >= a.highest {
+                a.highest = v;
+                a.bucket = sig;
+            }
+            a.alerts += u64::from(before < Verdict::Alert);
+        }
         if before < Verdict::Alert && v >= Verdict::Alert {
-            self.alerts_by_sig[sig] += 1;
             if job.nonproductive_at(tick) {
                 self.true_alerts += 1;
                 self.alert_latency.push(tick - job.episode_onset(tick).min(tick));
@@ -263,6 +305,16 @@ pub struct Row {
 
 /// The signature names of the per-signature columns, in column order.
 pub const SIG_COLUMNS: [&str; 6] = ["spin", "hung", "idle", "starved", "partial", "unknown"];
+
+/// The `alerts_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_ALERT_COLUMNS: [&str; 6] = [
+    "alerts_spin",
+    "alerts_hung",
+    "alerts_idle",
+    "alerts_starved",
+    "alerts_partial",
+    "alerts_unknown",
+];
 
 /// The `cancels_<sig>` column names, in [`SIG_COLUMNS`] order.
 const SIG_CANCEL_COLUMNS: [&str; 6] = [
@@ -449,7 +501,7 @@ impl Row {
     ///   `cancels` ≤ `true_alerts + false_alerts` (a job's verdict reaches alert, counted as an
     ///   alert, no later than its cancel); `false_drains` ≤ `drains`;
     /// * `false_cancels_serving` and the sum of `false_cancels_<sig>` ≤ `false_cancels`; each
-    ///   `false_cancels_<sig>` ≤ `cancels_<sig>`; the sum of `cancels_<sig>` ≤ `cancels`; the
+    ///   `false_cancels_<sig>` ≤ `cancels_<sig>` ≤ `alerts_<sig>` (see [`Tally::alerts_by_sig`]); the sum of `cancels_<sig>` ≤ `cancels`; the
     ///   sum of `alerts_<sig>` ≤ `true_alerts + false_alerts` (a finding with no signature
     ///   counts in the totals only);
     /// * `recovered_gpu_h` above 0 only with a correct cancel (`cancels` > `false_cancels`),
@@ -498,6 +550,7 @@ impl Row {
         let by = self.by_signature();
         for (i, name) in SIG_FALSE_CANCEL_COLUMNS.iter().enumerate() {
             at_most(name, by[i].2, SIG_CANCEL_COLUMNS[i], by[i].1)?;
+            at_most(SIG_CANCEL_COLUMNS[i], by[i].1, SIG_ALERT_COLUMNS[i], by[i].0)?;
         }
         let sum = |f: fn(&(u64, u64, u64, f64)) -> u64| by.iter().map(f).fold(0u64, u64::saturating_add);
         at_most("cancels_<sig> (summed)", sum(|x| x.1), "cancels", self.cancels)?;
@@ -574,6 +627,7 @@ impl Row {
                 .position(|s| s.name() == name)
                 .map_or(0, |i| arr[i.min(SIG_BUCKETS - 2)])
         };
+        let alerts_by_sig = t.alerts_by_sig();
         let wasted = gpu_h(t.wasted_gpu_ticks);
         let recovered = gpu_h(t.recovered_gpu_ticks);
         Row {
@@ -610,12 +664,12 @@ impl Row {
             drains: t.drains,
             starved_gpu_h: gpu_h(t.starved_gpu_ticks),
             job_gpu_ticks: t.job_gpu_ticks,
-            alerts_spin: by(&t.alerts_by_sig, "spin"),
-            alerts_hung: by(&t.alerts_by_sig, "hung"),
-            alerts_idle: by(&t.alerts_by_sig, "idle"),
-            alerts_starved: by(&t.alerts_by_sig, "starved"),
-            alerts_partial: by(&t.alerts_by_sig, "partial"),
-            alerts_unknown: by(&t.alerts_by_sig, "unknown"),
+            alerts_spin: by(&alerts_by_sig, "spin"),
+            alerts_hung: by(&alerts_by_sig, "hung"),
+            alerts_idle: by(&alerts_by_sig, "idle"),
+            alerts_starved: by(&alerts_by_sig, "starved"),
+            alerts_partial: by(&alerts_by_sig, "partial"),
+            alerts_unknown: by(&alerts_by_sig, "unknown"),
             cancels_spin: by(&t.cancels_by_sig, "spin"),
             cancels_hung: by(&t.cancels_by_sig, "hung"),
             cancels_idle: by(&t.cancels_by_sig, "idle"),
