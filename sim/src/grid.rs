@@ -322,12 +322,34 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                                         }
                                         cfg.ceilings.insert("spin".into(), spin.clone());
                                         let policy = Policy::new(&cfg).map_err(|e| {
+                                            if e.key == "policy.starved_mean_util_pct" && b.util_threshold_pct.is_some() {
+                                                // Refused against this block's threshold: name
+                                                // the swept value and the base key both.
+                                                // The policy's reason, after its own "is at or
+                                                // above policy.util_threshold_pct (…): ".
+                                                let why = e.problem.split_once("): ").map_or(e.problem.as_str(), |x| x.1);
+                                                return inv(
+                                                    "util_threshold_pct",
+                                                    u.to_string(),
+                                                    &format!("is at or below the [policy] starved_mean_util_pct ({}): {why}", e.value),
+                                                );
+                                            }
                                             let key = e.key.trim_start_matches("policy.");
                                             let key = match key {
                                                 "stages" | "stages[1].after" | "stages[2].after" => "drain_after/cancel_after",
                                                 "ceilings.spin" => "spin_ceiling",
                                                 k if k.starts_with("exempt.qos") => "exempt_qos",
-                                                k => k,
+                                                k @ ("util_threshold_pct" | "window" | "warmup" | "max_sample_gap" | "notice") => k,
+                                                // A key no [[sweep]] block sets: it comes from
+                                                // the [policy] section.
+                                                _ => {
+                                                    return GridError::Invalid {
+                                                        file: file.to_string(),
+                                                        key: format!("{} (in sweep[{bi}])", e.key),
+                                                        value: e.value.clone(),
+                                                        problem: e.problem.clone(),
+                                                    }
+                                                }
                                             };
                                             inv(key, e.value.clone(), &e.problem)
                                         })?;
@@ -415,7 +437,7 @@ mod tests {
         assert!(e.contains("6400000 configurations") && e.contains("10000"), "{e}");
         // Two blocks of 6,000 each: 12,000 together is above the limit too.
         let six = SweepBlock {
-            util_threshold_pct: Some((1..=60).map(f64::from).collect()),
+            util_threshold_pct: Some((2..=61).map(f64::from).collect()),
             warmup: Some((1..=100).map(|m| DurationS(m * 60)).collect()),
             ..SweepBlock::default()
         };
@@ -509,6 +531,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("util_threshold_pct") && e.contains("150"), "{e}");
+        // A swept threshold at or below the base's starved_mean_util_pct (1 by default).
+        let e = from_toml("[[sweep]]\nutil_threshold_pct = [5, 1]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("g.toml: `sweep[0].util_threshold_pct` = 1: is at or below the [policy] starved_mean_util_pct (1)"),
+            "{e}"
+        );
+        let e = from_toml("[policy]\nstarved_mean_util_pct = 20\n[[sweep]]\nwindow = [\"20m\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`policy.starved_mean_util_pct (in sweep[0])` = 20") && e.contains("policy.util_threshold_pct (15)"),
+            "{e}"
+        );
+        let e = from_toml("[policy]\nspin_util_pct = 0\n[[sweep]]\nwindow = [\"20m\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("g.toml: `policy.spin_util_pct (in sweep[0])` = 0"), "{e}");
     }
 
     #[test]
