@@ -49,6 +49,9 @@ pub struct CycleReport {
     pub skips: Vec<Skip>,
     /// Jobs skipped for ambiguous attribution.
     pub ambiguous: Vec<String>,
+    /// Slurm showed jobs on this node but none holding GPUs, while compute processes ran on
+    /// its GPUs (see the warning in [`Daemon::cycle`]).
+    pub gpu_jobs_unseen: bool,
 }
 
 /// The daemon's state and its three collaborators.
@@ -279,6 +282,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             rep.telemetry_no_data = Some(k.clone());
         }
         self.metrics.abandoned_children = crate::run::abandoned_total();
+
+        // Jobs here, none with GPUs in Slurm's view, yet processes on the GPUs: most likely
+        // squeue's TRES carry no GPUs on this cluster. Nothing can be judged; say so loudly.
+        let processes = tel.apps.as_ref().map_or(0, |a| a.apps.len());
+        if tel.no_data.is_none() && on_node.is_empty() && !running_here.is_empty() && processes > 0 {
+            tracing::warn!(
+                jobs_here = running_here.len(),
+                compute_processes = processes,
+                "Slurm shows jobs on this node but none holding GPUs, yet compute processes run on its GPUs; no job can be judged. Is gres/gpu missing from AccountingStorageTRES (squeue's TRES then carry no GPUs)? job_source = \"json\" reads the GPUs from gres_detail instead"
+            );
+            Metrics::inc(&mut self.metrics.skipped, "gpu_jobs_unseen".to_string());
+            rep.gpu_jobs_unseen = true;
+        }
 
         // 3. Attribution.
         // Without telemetry only what is kept for the same run of a job carries over (a

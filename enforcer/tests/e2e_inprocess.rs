@@ -1074,3 +1074,25 @@ fn requeued_job_elsewhere_gets_our_node_resumed() {
     assert!(!c.calls.iter().any(|c| c.starts_with("scancel")), "{:?}", c.calls);
     assert_eq!(c.node_state, "MIXED");
 }
+
+#[test]
+fn jobs_without_gpus_in_slurm_while_processes_use_the_gpus_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    // Slurm's TRES shows no GPUs for the job (no gres/gpu in AccountingStorageTRES).
+    let mut w = world(vec![job("501", 501, 0, &[NODE])], 2);
+    w.gpus.with_procs = true;
+    let mut d = enforce_daemon(&w, config(dir.path(), "observe", ""), T0);
+    let rep = d.cycle(T0);
+    assert!(rep.gpu_jobs_unseen, "{:?}", rep.findings);
+    assert!(rep.findings.is_empty());
+    // No process on the GPUs: a CPU job on a GPU node, nothing to report.
+    w.gpus.with_procs = false;
+    let mut d = enforce_daemon(&w, config(dir.path(), "observe", ""), T0 + 60);
+    assert!(!d.cycle(T0 + 60).gpu_jobs_unseen);
+    // The job's GPUs known: attributed and judged, nothing to report.
+    let mut w = world(vec![job("502", 502, 2, &[NODE])], 2);
+    w.gpus.with_procs = true;
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = enforce_daemon(&w, config(dir.path(), "observe", ""), T0);
+    assert!(!d.cycle(T0).gpu_jobs_unseen);
+}

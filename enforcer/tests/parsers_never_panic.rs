@@ -1,6 +1,6 @@
 //! Arbitrary bytes never make a parser panic (they may return errors).
 
-use enforcer::parse::{cgroup, hostlist, scontrol_node, smi, squeue_format, squeue_json, tres};
+use enforcer::parse::{cgroup, gres_detail, hostlist, scontrol_node, smi, squeue_format, squeue_json, tres};
 use proptest::prelude::*;
 
 fn text() -> impl Strategy<Value = String> {
@@ -19,6 +19,7 @@ proptest! {
     fn no_parser_panics(t in text()) {
         let _ = hostlist::parse(&t);
         let _ = tres::parse(&t);
+        let _ = gres_detail::gpu_count(&t);
         let _ = smi::parse_gpus(&t, None);
         let _ = smi::parse_gpus(&t, Some(&smi::GPU_QUERY));
         let _ = smi::parse_apps(&t, None);
@@ -41,6 +42,29 @@ proptest! {
         let got = hostlist::parse(&expr).unwrap();
         prop_assert_eq!(got.len() as u32, span + 1);
         prop_assert!(got.iter().all(|h| h.starts_with(&prefix)));
+    }
+
+    #[test]
+    fn gres_detail_counts_every_index_of_every_gpu_item(
+        items in proptest::collection::vec((proptest::collection::vec((0u32..40, 0u32..4), 1..4), "[a-z0-9]{0,5}"), 1..4),
+        big in prop_oneof![Just(0u32), Just(u32::MAX - 1), Just(u32::MAX)],
+    ) {
+        // Each item: `gpu[:TYPE]:N(IDX:a-b,c,…)` with N printed as the true count, plus a
+        // non-GPU item that must be skipped.
+        let mut want = 0u32;
+        let mut parts = Vec::new();
+        for (ranges, ty) in &items {
+            let list: Vec<String> = ranges.iter().map(|(lo, span)| if *span == 0 { lo.to_string() } else { format!("{lo}-{}", lo + span) }).collect();
+            let n: u32 = ranges.iter().map(|(_, span)| span + 1).sum();
+            want += n;
+            let head = if ty.is_empty() { format!("gpu:{n}") } else { format!("gpu:{ty}:{n}") };
+            parts.push(format!("{head}(IDX:{})", list.join(",")));
+        }
+        parts.push("gg:g0(CNT:1)".to_string());
+        prop_assert_eq!(gres_detail::gpu_count(&parts.join(",")).unwrap(), want);
+        // A range reaching u32::MAX is an error or a count, never a panic.
+        let _ = gres_detail::gpu_count(&format!("gpu(IDX:{big}-{})", u32::MAX));
+        let _ = gres_detail::gpu_count(&format!("gpu(IDX:0-{big},0-{big})"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! [`crate::slurm`] and [`crate::telemetry`] do that and hand the text over.
 
 pub mod cgroup;
+pub mod gres_detail;
 pub mod hostlist;
 pub mod scontrol_node;
 pub mod smi;
@@ -62,7 +63,9 @@ pub struct SlurmJob {
     pub start_s: Option<i64>,
     /// Allocated nodes, expanded from the hostlist, in order.
     pub nodes: Vec<String>,
-    /// Whole GPUs allocated across all nodes, from the TRES string (see [`tres`]).
+    /// Whole GPUs allocated across all nodes, from the TRES string (see [`tres`]); with squeue
+    /// JSON, from `gres_detail` (see [`gres_detail`]) when the TRES string has no GPU entry
+    /// (a cluster without `gres/gpu` in `AccountingStorageTRES`).
     pub gpus: u32,
 }
 

@@ -5,7 +5,7 @@
 //! numbers as plain numbers or `{set, infinite, number}` (only `set && !infinite` is a value).
 //! Slurm 23.02–24.05.0 ignore filters with `--json`, so every state appears; callers filter.
 
-use super::{check_nodes, hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
+use super::{check_nodes, gres_detail, hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
 use serde_json::Value;
 
 /// Why a whole `squeue --json` output was rejected.
@@ -203,7 +203,8 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         }
     };
     let tres_text = string(j.get("tres_alloc_str"));
-    let gpus = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?.gpus;
+    let tres = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?;
+    let gpus = gpus_of(&tres, j.get("gres_detail")).map_err(fail)?;
     let sluid = j.get("sluid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     Ok(SlurmJob {
         raw_id: Some(raw),
@@ -221,6 +222,40 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         gpus,
         job_id,
     })
+}
+
+/// The job's GPU count. The TRES string's GPU entry when it has one; otherwise the sum over
+/// `gres_detail` (one string per node), which Slurm fills whether or not it accounts GPUs as
+/// TRES. When both are given they must agree: a job whose GPUs cannot be told is a row error,
+/// never a job without GPUs.
+fn gpus_of(tres: &tres::Tres, detail: Option<&Value>) -> Result<u32, String> {
+    let per_node: Vec<u32> = match detail {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut v = Vec::with_capacity(items.len());
+            for item in items {
+                let Some(text) = item.as_str() else {
+                    return Err(format!(
+                        "gres_detail holds a non-string: {}",
+                        policy::one_line(&item.to_string(), 80)
+                    ));
+                };
+                v.push(gres_detail::gpu_count(text).map_err(|e| e.to_string())?);
+            }
+            v
+        }
+        Some(other) => return Err(format!("gres_detail is not a list: {}", policy::one_line(&other.to_string(), 80))),
+    };
+    let detail_gpus = per_node.iter().try_fold(0u32, |a, n| a.checked_add(*n));
+    let Some(detail_gpus) = detail_gpus else {
+        return Err("gres_detail's GPU counts overflow".to_string());
+    };
+    let tres_has_gpus = tres.entries.keys().any(|k| k == "gres/gpu" || k.starts_with("gres/gpu:"));
+    match (tres_has_gpus, per_node.is_empty()) {
+        (true, false) if detail_gpus != tres.gpus => Err(format!("tres_alloc_str gives {} GPUs but gres_detail {detail_gpus}", tres.gpus)),
+        (true, _) => Ok(tres.gpus),
+        (false, _) => Ok(detail_gpus),
+    }
 }
 
 #[cfg(test)]
@@ -248,6 +283,46 @@ mod tests {
         assert_eq!(r.jobs[0].job_id, "1230");
         let r = one(r#""array_job_id": 0, "array_task_id": 4294967294, "het_job_id": 0, "het_job_offset": 4294967294"#);
         assert_eq!(r.jobs[0].job_id, "1230");
+    }
+
+    #[test]
+    fn gpus_come_from_tres_or_else_gres_detail_and_must_agree() {
+        let one = |fields: &str| {
+            parse(&format!(
+                r#"{{"jobs": [{{"job_id": 5, "job_state": ["RUNNING"], "nodes": "n[1-2]", {fields}}}]}}"#
+            ))
+            .unwrap()
+        };
+        // TRES without GPUs (no gres/gpu in AccountingStorageTRES): gres_detail, summed over nodes.
+        let r = one(r#""tres_alloc_str": "cpu=2,node=2", "gres_detail": ["gpu:2(IDX:0-1)", "gpu:2(IDX:4-5)"]"#);
+        assert_eq!(r.jobs[0].gpus, 4, "{r:?}");
+        // Both, agreeing.
+        let r = one(r#""tres_alloc_str": "cpu=2,gres/gpu=4", "gres_detail": ["gpu:2(IDX:0-1)", "gpu:2(IDX:4-5)"]"#);
+        assert_eq!(r.jobs[0].gpus, 4, "{r:?}");
+        // TRES only (older JSON without gres_detail, or an empty list).
+        for detail in ["", r#", "gres_detail": []"#, r#", "gres_detail": null"#] {
+            let r = one(&format!(r#""tres_alloc_str": "gres/gpu=8"{detail}"#));
+            assert_eq!(r.jobs[0].gpus, 8, "{detail}: {r:?}");
+        }
+        // Neither: no GPUs.
+        assert_eq!(one(r#""tres_alloc_str": "cpu=1", "gres_detail": [""]"#).jobs[0].gpus, 0);
+        // Disagreeing, unreadable or misshapen: a row error naming the field, never 0 GPUs.
+        for (fields, says) in [
+            (
+                r#""tres_alloc_str": "gres/gpu=8", "gres_detail": ["gpu:2(IDX:0-1)", "gpu:2(IDX:4-5)"]"#,
+                "gives 8 GPUs but gres_detail 4",
+            ),
+            (r#""tres_alloc_str": "cpu=1", "gres_detail": ["gpu(IDX:N/A)"]"#, "index list"),
+            (
+                r#""tres_alloc_str": "cpu=1", "gres_detail": "gpu:2(IDX:0-1)""#,
+                "gres_detail is not a list",
+            ),
+            (r#""tres_alloc_str": "cpu=1", "gres_detail": [2]"#, "non-string"),
+        ] {
+            let r = one(fields);
+            assert!(r.jobs.is_empty(), "{fields}: {r:?}");
+            assert!(r.row_errors[0].problem.contains(says), "{fields}: {r:?}");
+        }
     }
 
     #[test]

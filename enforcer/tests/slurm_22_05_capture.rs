@@ -1,0 +1,69 @@
+//! Golden tests over our own captures from a real Slurm 22.05.8 on a loopback cluster
+//! (`tests/data/slurm-22.05-loopback/README.md` says how they were made).
+
+use enforcer::parse::{scontrol_node, squeue_format, squeue_json, SlurmJob};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/slurm-22.05-loopback");
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(format!("{DIR}/{name}")).unwrap_or_else(|e| panic!("{DIR}/{name}: {e}"))
+}
+
+fn job<'a>(jobs: &'a [SlurmJob], id: &str) -> &'a SlurmJob {
+    jobs.iter()
+        .find(|j| j.job_id == id)
+        .unwrap_or_else(|| panic!("job {id} not read: {jobs:?}"))
+}
+
+#[test]
+fn squeue_json_without_gpu_tres_takes_gpus_from_gres_detail() {
+    let r = squeue_json::parse(&read("squeue.json")).unwrap();
+    assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
+    assert_eq!(r.jobs.len(), 7);
+    let train = job(&r.jobs, "5");
+    assert_eq!(
+        (train.state.as_str(), train.gpus, train.nodes.as_slice()),
+        ("RUNNING", 2, &["node1".to_string()][..])
+    );
+    assert_eq!(
+        (train.name.as_str(), train.user.as_str(), train.partition.as_str()),
+        ("train", "root", "gpu")
+    );
+    assert!(train.is_judgeable());
+    let idle = job(&r.jobs, "6");
+    assert_eq!((idle.state.as_str(), idle.gpus), ("RUNNING", 1));
+    // The pending array's record and the cancelled jobs are read but never judged.
+    let arr = job(&r.jobs, "7");
+    assert_eq!((arr.state.as_str(), arr.gpus), ("PENDING", 0));
+    for id in ["1", "2", "3", "4", "7"] {
+        assert!(!job(&r.jobs, id).is_judgeable(), "{id}");
+    }
+    assert_eq!(r.jobs.iter().filter(|j| j.state == "CANCELLED").count(), 4);
+}
+
+#[test]
+fn squeue_format_header_is_ours_on_22_05_and_tres_shows_no_gpus() {
+    let text = read("squeue-format.txt");
+    assert_eq!(text.lines().next().unwrap(), squeue_format::own_header());
+    let (r, cluster) = squeue_format::parse_own(&text, &chrono::Utc).unwrap();
+    assert_eq!(cluster, None);
+    assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
+    assert_eq!(r.jobs.len(), 3);
+    let train = job(&r.jobs, "5");
+    assert_eq!(
+        (train.state.as_str(), train.nodes.as_slice()),
+        ("RUNNING", &["node1".to_string()][..])
+    );
+    // No `gres/gpu` in the TRES: the --Format source cannot see this job's GPUs.
+    assert_eq!(train.gpus, 0);
+    assert_eq!(job(&r.jobs, "7_[0-1]").state, "PENDING");
+}
+
+#[test]
+fn scontrol_show_node_reads_the_idle_node() {
+    let n = scontrol_node::parse(&read("scontrol-show-node.txt")).unwrap();
+    assert_eq!(n.name, "node1");
+    assert_eq!(n.state, ["ALLOCATED"]);
+    assert!(!n.is_special(), "{n:?}");
+    assert_eq!(n.reason, None);
+}
