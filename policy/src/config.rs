@@ -199,7 +199,10 @@ impl Policy {
 
     /// Validates `cfg`. Errors name the key and the value: a zero window or one above
     /// [`MAX_WINDOW_S`], a duration above [`MAX_SPAN_S`], an interval longer than the window, a gap not shorter than the window, an out-of-range threshold, a stage
-    /// with an unknown verdict, a ceiling for an unknown signature, a bad regex.
+    /// with an unknown verdict, a verdict given two stages, a ceiling for an unknown signature,
+    /// a bad regex, and thresholds under which a signature could never match or would match
+    /// what it does not mean: `hung_util_pct` of 0, `starved_mean_util_pct` at or above
+    /// `util_threshold_pct` (a window's mean never exceeds its peak), `spin_util_pct` of 0.
     pub fn new(cfg: &PolicyConfig) -> Result<Policy, ConfigError> {
         let c = cfg;
         if c.window.0 <= 0 {
@@ -279,6 +282,37 @@ impl Policy {
         pct("policy.hung_util_pct", c.hung_util_pct, 0.0, 100.0)?;
         pct("policy.starved_mean_util_pct", c.starved_mean_util_pct, 0.0, 100.0)?;
         pct("policy.spin_util_pct", c.spin_util_pct, 0.0, 100.0)?;
+        // Settings that leave a signature meaningless. Each refusal below is proved from the
+        // signature's own test (`signature/*.rs`), not assumed.
+        if c.hung_util_pct <= 0.0 {
+            // `hung` needs a peak below `hung_util_pct`; no reading is below 0.
+            return Err(err(
+                "policy.hung_util_pct",
+                c.hung_util_pct,
+                "must be above 0: hung needs a window's peak util below it, and no reading is below 0 %, so hung could never match (to keep hung jobs from being cancelled, set ceilings.hung instead)",
+            ));
+        }
+        if c.starved_mean_util_pct >= c.util_threshold_pct {
+            // `starved` needs a peak below the threshold and a mean at or above
+            // `starved_mean_util_pct`; a window's mean never exceeds its peak.
+            return Err(err(
+                "policy.starved_mean_util_pct",
+                c.starved_mean_util_pct,
+                format!(
+                    "is at or above policy.util_threshold_pct ({}): starved needs a window's mean util at least starved_mean_util_pct while its peak stays below util_threshold_pct, and a mean never exceeds its peak, so starved could never match; set starved_mean_util_pct below {}",
+                    c.util_threshold_pct, c.util_threshold_pct
+                ),
+            ));
+        }
+        if (c.spin_util_pct * 1000.0).round() < 1.0 {
+            // Util is kept in thousandths of a percent; at 0 every sample, 0 % included,
+            // counts as spinning.
+            return Err(err(
+                "policy.spin_util_pct",
+                c.spin_util_pct,
+                "must be above 0 (at least 0.0005, util being read in thousandths of a percent): spin means high util at low, flat power, and at 0 every sample, 0 % included, counts as high util, so an idle GPU at flat low power would be called spin",
+            ));
+        }
         pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0)?;
         pct("policy.spin_power_frac", c.spin_power_frac, 0.0, 1.0)?;
         pct("policy.mem_held_frac", c.mem_held_frac, 0.0, 1.0)?;
@@ -293,7 +327,7 @@ impl Policy {
                 "needs at least one stage; with none no job is ever alerted (to only watch, keep the alert stage and run the enforcer in observe mode)",
             ));
         }
-        let mut stages = Vec::with_capacity(c.stages.len());
+        let mut stages: Vec<Stage> = Vec::with_capacity(c.stages.len());
         for (i, s) in c.stages.iter().enumerate() {
             let v = match Verdict::from_name(&s.verdict) {
                 Some(v @ (Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => v,
@@ -305,6 +339,17 @@ impl Policy {
                     ));
                 }
             };
+            // Stages are pushed in config order, so index k of `stages` is `c.stages[k]`.
+            if let Some(k) = stages.iter().position(|st| st.verdict == v) {
+                return Err(err(
+                    format!("policy.stages[{i}].verdict"),
+                    format!("{:?}", s.verdict),
+                    format!(
+                        "policy.stages[{k}] already gives {v} (after {}, here after {}); each verdict may have one stage: the shorter dwell alone decides",
+                        c.stages[k].after, s.after
+                    ),
+                ));
+            }
             if s.after.0 < 0 {
                 return Err(err(format!("policy.stages[{i}].after"), s.after, "must not be negative"));
             }
@@ -529,6 +574,94 @@ mod tests {
         let e =
             parse("[policy]\nstages = [{ after = \"0s\", verdict = \"cancel\" }, { after = \"1h\", verdict = \"alert\" }]").unwrap_err();
         assert!(e.contains("policy.stages"), "{e}");
+    }
+
+    #[test]
+    fn a_verdict_given_two_stages_is_refused_naming_both() {
+        let e = parse("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"drain\" }]").unwrap_err();
+        assert!(
+            e.contains("policy.stages[2].verdict")
+                && e.contains("\"drain\"")
+                && e.contains("policy.stages[1] already gives drain (after 1h, here after 2h)"),
+            "{e}"
+        );
+        let e = parse("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"0s\", verdict = \"alert\" }]").unwrap_err();
+        assert!(
+            e.contains("policy.stages[1].verdict") && e.contains("policy.stages[0] already gives alert"),
+            "{e}"
+        );
+        // One stage per verdict, in any order, is fine.
+        assert!(parse("[policy]\nstages = [{ after = \"2h\", verdict = \"cancel\" }, { after = \"0s\", verdict = \"alert\" }]").is_ok());
+    }
+
+    #[test]
+    fn thresholds_that_leave_a_signature_meaningless_are_refused_naming_the_keys() {
+        let e = parse("[policy]\nspin_util_pct = 0").unwrap_err();
+        assert!(
+            e.contains("policy.spin_util_pct") && e.contains("= 0:") && e.contains("spin"),
+            "{e}"
+        );
+        // Below the engine's resolution of 0.001 % it is 0 too; at 0.0005 it is not.
+        assert!(parse("[policy]\nspin_util_pct = 0.0004")
+            .unwrap_err()
+            .contains("policy.spin_util_pct"));
+        assert!(parse("[policy]\nspin_util_pct = 0.0005").is_ok());
+        let e = parse("[policy]\nhung_util_pct = 0").unwrap_err();
+        assert!(
+            e.contains("policy.hung_util_pct") && e.contains("= 0:") && e.contains("ceilings.hung"),
+            "{e}"
+        );
+        assert!(parse("[policy]\nhung_util_pct = 0.001").is_ok());
+        // starved: mean at least starved_mean_util_pct, peak below util_threshold_pct.
+        let e = parse("[policy]\nutil_threshold_pct = 10\nstarved_mean_util_pct = 10").unwrap_err();
+        assert!(
+            e.contains("policy.starved_mean_util_pct` = 10") && e.contains("policy.util_threshold_pct (10)"),
+            "{e}"
+        );
+        let e = parse("[policy]\nutil_threshold_pct = 0.5").unwrap_err();
+        assert!(
+            e.contains("policy.starved_mean_util_pct` = 1") && e.contains("policy.util_threshold_pct (0.5)"),
+            "{e}"
+        );
+        assert!(parse("[policy]\nutil_threshold_pct = 10\nstarved_mean_util_pct = 9.99").is_ok());
+        // hung_util_pct at or above the threshold is not refused: hung still matches (the
+        // threshold bounds its peak), the key just adds nothing.
+        assert!(parse("[policy]\nutil_threshold_pct = 10\nhung_util_pct = 50").is_ok());
+    }
+
+    proptest::proptest! {
+        /// The refusals above are sound: for any window of readings, `starved` cannot match
+        /// when `starved_mean_util_pct` is at or above `util_threshold_pct` (a mean never
+        /// exceeds its peak, in the engine's own arithmetic), nor `hung` at a `hung_util_pct`
+        /// of 0.
+        #[test]
+        fn refused_thresholds_really_leave_the_signature_unreachable(
+            utils in proptest::collection::vec(0u32..=100_000, 1..200),
+            threshold in 0.001f64..=100.0,
+            over in 0.0f64..=100.0,
+        ) {
+            let n = utils.len() as u32;
+            let g = crate::window::GpuStats {
+                samples: n,
+                peak_util_milli: *utils.iter().max().unwrap(),
+                sum_util_milli: utils.iter().map(|&u| u as u64).sum(),
+                mem_known: n,
+                mem_held: n,
+                procs_pos: n,
+                power_known: n,
+                ..Default::default()
+            };
+            let cfg = PolicyConfig {
+                util_threshold_pct: threshold,
+                starved_mean_util_pct: (threshold + over).min(100.0).max(threshold),
+                hung_util_pct: 0.0,
+                ..PolicyConfig::default()
+            };
+            let name = crate::signature::classify(&[g], &cfg).map(|(id, _)| id.name());
+            proptest::prop_assert_ne!(name, Some("starved"));
+            proptest::prop_assert_ne!(name, Some("hung"));
+            proptest::prop_assert!(g.mean_util_pct() <= g.peak_util_pct());
+        }
     }
 
     #[test]

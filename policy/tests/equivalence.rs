@@ -126,6 +126,9 @@ fn policy_cfg() -> impl Strategy<Value = PolicyConfig> {
                 None => PolicyConfig::default(),
             };
             if drain_stage {
+                // One stage per verdict: the 20m drain replaces the default's 60m one (the
+                // shorter dwell decided when both were given).
+                c.stages.retain(|s| s.verdict != "drain");
                 c.stages.push(policy::StageConfig {
                     after: policy::DurationS(20 * 60),
                     verdict: "drain".into(),

@@ -3,9 +3,11 @@
 //!
 //! A grid file has an optional `[policy]` section (any `[policy]` key; the base every
 //! configuration starts from) and one or more `[[sweep]]` blocks. Each block lists values per
-//! parameter; its configurations are the cartesian product. Blocks are concatenated in order
-//! and repeated configurations dropped. Configuration ids (`c000`, `c001`, …) follow that
-//! order, so they are stable for a given grid file (and shards of one sweep agree on them).
+//! parameter; its configurations are the cartesian product. Blocks are concatenated in order.
+//! A value given twice in one list, and a configuration that two blocks both give, are errors:
+//! each configuration comes from exactly one place in the file. Configuration ids (`c000`,
+//! `c001`, …) follow that order, so they are stable for a given grid file (and shards of one
+//! sweep agree on them).
 
 use crate::score::RowParams;
 use policy::{DurationS, Policy, PolicyConfig, StageConfig};
@@ -54,6 +56,19 @@ pub enum GridError {
         count: u64,
         /// [`MAX_CONFIGS`].
         limit: usize,
+    },
+    /// Two `[[sweep]]` blocks give the same configuration (it would be scored twice under two
+    /// ids).
+    #[error("{file}: [[sweep]] block {first} (sweep[{first_index}]) and block {second} (sweep[{second_index}]) both give the configuration {config}; each configuration may come from one block only: remove it from one of them", first_index = first - 1, second_index = second - 1)]
+    RepeatedAcrossBlocks {
+        /// The file (or `flags`).
+        file: String,
+        /// The earlier block, 1-based.
+        first: usize,
+        /// The later block, 1-based.
+        second: usize,
+        /// The configuration's values, as the summary describes a configuration.
+        config: String,
     },
     /// The grid holds no configuration.
     #[error("{file}: the grid has no configurations; add a [[sweep]] block with at least one value per list")]
@@ -151,7 +166,8 @@ pub fn builtin_default() -> Vec<GridConfig> {
 /// of more than [`MAX_CONFIGS`] configurations; [`GridError::Empty`].
 pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<Vec<GridConfig>, GridError> {
     let mut out: Vec<GridConfig> = Vec::new();
-    let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    // Each configuration's fingerprint, and the block (0-based) that gave it first.
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let base_drain = base
         .stages
         .iter()
@@ -239,10 +255,9 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
         if let Some(v) = first_repeat(&spins, |a, b| a == b) {
             return Err(twice("spin_ceiling", v.clone()));
         }
-        if let Some(v) = first_repeat(&exempts, |a, b| {
-            let set = |v: &Vec<String>| v.iter().cloned().collect::<std::collections::BTreeSet<String>>();
-            set(a) == set(b)
-        }) {
+        // The policy matches QOS names case-insensitively, so an exemption list is a set of
+        // lowercase names.
+        if let Some(v) = first_repeat(&exempts, |a, b| qos_set(a) == qos_set(b)) {
             return Err(twice("exempt_qos", format!("{v:?}")));
         }
         for e in &exempts {
@@ -251,6 +266,13 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                     "exempt_qos",
                     format!("{bad:?}"),
                     "a QOS name must be non-empty and must not contain '+'",
+                ));
+            }
+            if let Some(name) = first_repeat(e, |a, b| a.to_lowercase() == b.to_lowercase()) {
+                return Err(inv(
+                    "exempt_qos",
+                    format!("{e:?}"),
+                    &format!("names QOS {name:?} twice in one exemption list (names match case-insensitively); each name may appear once"),
                 ));
             }
         }
@@ -300,19 +322,37 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                                         }
                                         cfg.ceilings.insert("spin".into(), spin.clone());
                                         let policy = Policy::new(&cfg).map_err(|e| {
+                                            if e.key == "policy.starved_mean_util_pct" && b.util_threshold_pct.is_some() {
+                                                // Refused against this block's threshold: name
+                                                // the swept value and the base key both.
+                                                // The policy's reason, after its own "is at or
+                                                // above policy.util_threshold_pct (…): ".
+                                                let why = e.problem.split_once("): ").map_or(e.problem.as_str(), |x| x.1);
+                                                return inv(
+                                                    "util_threshold_pct",
+                                                    u.to_string(),
+                                                    &format!("is at or below the [policy] starved_mean_util_pct ({}): {why}", e.value),
+                                                );
+                                            }
                                             let key = e.key.trim_start_matches("policy.");
                                             let key = match key {
                                                 "stages" | "stages[1].after" | "stages[2].after" => "drain_after/cancel_after",
                                                 "ceilings.spin" => "spin_ceiling",
                                                 k if k.starts_with("exempt.qos") => "exempt_qos",
-                                                k => k,
+                                                k @ ("util_threshold_pct" | "window" | "warmup" | "max_sample_gap" | "notice") => k,
+                                                // A key no [[sweep]] block sets: it comes from
+                                                // the [policy] section.
+                                                _ => {
+                                                    return GridError::Invalid {
+                                                        file: file.to_string(),
+                                                        key: format!("{} (in sweep[{bi}])", e.key),
+                                                        value: e.value.clone(),
+                                                        problem: e.problem.clone(),
+                                                    }
+                                                }
                                             };
                                             inv(key, e.value.clone(), &e.problem)
                                         })?;
-                                        let fingerprint = format!("{cfg:?}");
-                                        if !seen.insert(fingerprint) {
-                                            continue;
-                                        }
                                         let params = RowParams {
                                             policy: "gpu-reaper".into(),
                                             config_id: format!("c{:03}", out.len()),
@@ -326,6 +366,19 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
                                             spin_ceiling: spin.clone(),
                                             exempt_qos: exempt.join("+"),
                                         };
+                                        // The same configuration whatever the order and case
+                                        // of its exempt QOS names.
+                                        let mut canonical = cfg;
+                                        canonical.exempt.qos = qos_set(exempt).into_iter().collect();
+                                        if let Some(&first) = seen.get(&format!("{canonical:?}")) {
+                                            return Err(GridError::RepeatedAcrossBlocks {
+                                                file: file.to_string(),
+                                                first: first + 1,
+                                                second: bi + 1,
+                                                config: crate::report::describe(&params),
+                                            });
+                                        }
+                                        seen.insert(format!("{canonical:?}"), bi);
                                         out.push(GridConfig { params, policy });
                                     }
                                 }
@@ -340,6 +393,11 @@ pub fn expand(base: &PolicyConfig, blocks: &[SweepBlock], file: &str) -> Result<
         return Err(GridError::Empty { file: file.to_string() });
     }
     Ok(out)
+}
+
+/// An exemption list as the policy matches it: a set of lowercase QOS names.
+fn qos_set(names: &[String]) -> std::collections::BTreeSet<String> {
+    names.iter().map(|q| q.to_lowercase()).collect()
 }
 
 /// The first value of `list` equal (by `eq`) to an earlier one.
@@ -379,7 +437,7 @@ mod tests {
         assert!(e.contains("6400000 configurations") && e.contains("10000"), "{e}");
         // Two blocks of 6,000 each: 12,000 together is above the limit too.
         let six = SweepBlock {
-            util_threshold_pct: Some((1..=60).map(f64::from).collect()),
+            util_threshold_pct: Some((2..=61).map(f64::from).collect()),
             warmup: Some((1..=100).map(|m| DurationS(m * 60)).collect()),
             ..SweepBlock::default()
         };
@@ -473,17 +531,96 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("util_threshold_pct") && e.contains("150"), "{e}");
+        // A swept threshold at or below the base's starved_mean_util_pct (1 by default).
+        let e = from_toml("[[sweep]]\nutil_threshold_pct = [5, 1]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("g.toml: `sweep[0].util_threshold_pct` = 1: is at or below the [policy] starved_mean_util_pct (1)"),
+            "{e}"
+        );
+        let e = from_toml("[policy]\nstarved_mean_util_pct = 20\n[[sweep]]\nwindow = [\"20m\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`policy.starved_mean_util_pct (in sweep[0])` = 20") && e.contains("policy.util_threshold_pct (15)"),
+            "{e}"
+        );
+        let e = from_toml("[policy]\nspin_util_pct = 0\n[[sweep]]\nwindow = [\"20m\"]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("g.toml: `policy.spin_util_pct (in sweep[0])` = 0"), "{e}");
     }
 
     #[test]
-    fn blocks_concatenate_and_repeats_are_dropped() {
+    fn blocks_concatenate_in_order() {
         let g = from_toml(
-            "[[sweep]]\nutil_threshold_pct = [5, 15]\n[[sweep]]\nutil_threshold_pct = [15, 30]",
+            "[[sweep]]\nutil_threshold_pct = [5, 15]\n[[sweep]]\nutil_threshold_pct = [30]\nwindow = [\"40m\"]",
             "g.toml",
         )
         .unwrap();
         let u: Vec<_> = g.iter().map(|c| c.params.util_threshold_pct.unwrap()).collect();
         assert_eq!(u, vec![5.0, 15.0, 30.0]);
         assert_eq!(g[2].params.config_id, "c002");
+        assert_eq!(g[2].params.window_s, Some(2400));
+    }
+
+    #[test]
+    fn a_configuration_two_blocks_give_is_an_error_naming_both_blocks_and_its_values() {
+        let e = from_toml(
+            "[[sweep]]\nutil_threshold_pct = [5, 15]\n[[sweep]]\nwindow = [\"40m\"]\n[[sweep]]\nutil_threshold_pct = [15, 30]",
+            "g.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("g.toml")
+                && e.contains("block 1 (sweep[0])")
+                && e.contains("block 3 (sweep[2])")
+                && e.contains("util_threshold_pct 15, window 20m, warmup 15m, max_sample_gap 3m, drain after 1h, cancel after none"),
+            "{e}"
+        );
+        // The same values written differently are the same configuration: "1h" is "60m", and
+        // exempt QOS names match in any order and case.
+        let e = from_toml(
+            "[[sweep]]\nwindow = [\"1h\"]\nexempt_qos = [[\"serving\", \"infer\"]]\n[[sweep]]\nwindow = [\"60m\"]\nexempt_qos = [[\"Infer\", \"serving\"]]",
+            "g.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("block 1 (sweep[0]) and block 2 (sweep[1])") && e.contains("window 1h"),
+            "{e}"
+        );
+        // A block that repeats the base configuration (no lists at all) next to one that
+        // sweeps it.
+        let e = from_toml("[[sweep]]\n[[sweep]]\nutil_threshold_pct = [5, 15]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("block 1 (sweep[0]) and block 2 (sweep[1])") && e.contains("util_threshold_pct 15,"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_qos_named_twice_in_one_exemption_list_is_an_error() {
+        for (list, name) in [
+            ("[\"serving\", \"serving\"]", "serving"),
+            ("[\"a\", \"serving\", \"SERVING\"]", "SERVING"),
+        ] {
+            let e = from_toml(&format!("[[sweep]]\nexempt_qos = [[], {list}]"), "g.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("g.toml") && e.contains("sweep[0].exempt_qos") && e.contains(&format!("QOS {name:?} twice")),
+                "{e}"
+            );
+        }
+        // Two lists that differ only in case are one exemption given twice.
+        let e = from_toml("[[sweep]]\nexempt_qos = [[\"serving\"], [\"Serving\"]]", "g.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sweep[0].exempt_qos") && e.contains("twice"), "{e}");
     }
 }

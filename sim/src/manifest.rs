@@ -151,8 +151,9 @@ impl ShardManifest {
     /// [`crate::sweep::merge_rows`], this makes the rows exactly the shard's.
     ///
     /// # Errors
-    /// The first row that is not, naming the shard folder, the line and the row's key.
-    pub fn check_rows(&self, dir: &Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
+    /// The first row that is not, naming the shard folder, the file (`file`, the shard's
+    /// `sweep.csv` as given), the line and the column or the row's key.
+    pub fn check_rows(&self, dir: &Path, file: &Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
         let expected: std::collections::BTreeSet<(String, String, String, u64)> = self.expected_keys().into_iter().collect();
         let runners: std::collections::BTreeMap<(&str, &str), &crate::score::RowParams> = self
             .runners
@@ -181,8 +182,11 @@ impl ShardManifest {
                 None
             };
             if let Some(why) = bad {
+                let name = file
+                    .file_name()
+                    .map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned());
                 bail!(
-                    "shard {}: sweep.csv line {}: {why}; was sweep.csv edited or overwritten?",
+                    "shard {}: {name} line {}: {why}; was {name} edited or overwritten?",
                     dir.display(),
                     i + 2
                 );
@@ -342,14 +346,18 @@ mod tests {
             window_s: Some(600),
             ..Default::default()
         };
-        m1.check_rows(&dir, &[row("c001", "default", 0.2, 5)]).unwrap();
+        m1.check_rows(&dir, &dir.join("sweep.csv"), &[row("c001", "default", 0.2, 5)])
+            .unwrap();
         for (bad, want) in [
             (row("c000", "default", 0.2, 5), "config c000"),
             (row("c001", "defaultX", 0.2, 5), "workload defaultX"),
             (row("c001", "default", 0.1, 5), "days is 0.1"),
             (row("c001", "default", 0.2, 0), "0 jobs"),
         ] {
-            let e = m1.check_rows(&dir, &[row("c001", "default", 0.2, 5), bad]).unwrap_err().to_string();
+            let e = m1
+                .check_rows(&dir, &dir.join("sweep.csv"), &[row("c001", "default", 0.2, 5), bad])
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("shard sh1: sweep.csv line 3") && e.contains(want), "{e}");
         }
     }
@@ -367,11 +375,31 @@ mod tests {
             util_threshold_pct: Some(5.0),
             window_s: Some(600),
             wasted_gpu_h: 2.0,
+            oracle_recovered_gpu_h: 1.5,
             recovered_gpu_h: 1.0,
             recovered_share: Some(0.5),
+            recovered_gpu_h_idle: 1.0,
+            cancels: 2,
+            cancels_hung: 1,
+            cancels_idle: 1,
+            false_cancels: 1,
+            false_cancels_hung: 1,
+            false_cancels_serving: 1,
+            false_cancel_lost_gpu_h: 0.3,
+            drains: 2,
+            false_drains: 1,
+            drained_gpu_h: 0.5,
+            true_alerts: 2,
+            false_alerts: 1,
+            alerts_hung: 2,
+            alerts_idle: 1,
+            alert_latency_p50_s: Some(60),
+            alert_latency_p95_s: Some(120),
+            cancel_latency_p50_s: Some(60),
+            cancel_latency_p95_s: Some(60),
             ..Default::default()
         };
-        m1.check_rows(&dir, std::slice::from_ref(&good)).unwrap();
+        m1.check_rows(&dir, &dir.join("sweep.csv"), std::slice::from_ref(&good)).unwrap();
         type Edit = fn(&mut crate::score::Row);
         let cases: Vec<(Edit, &str)> = vec![
             (|r| r.recovered_gpu_h = f64::NAN, "column recovered_gpu_h is NaN"),
@@ -385,11 +413,107 @@ mod tests {
             ),
             (|r| r.window_s = None, "column window_s is (empty)"),
             (|r| r.exempt_qos = "serving".into(), "column exempt_qos is serving"),
+            // Relations between columns that every row the sweep writes obeys.
+            (
+                |r| r.recovered_gpu_h = 2.5,
+                "column recovered_gpu_h is 2.5: must not exceed wasted_gpu_h (2)",
+            ),
+            (
+                |r| r.recovered_gpu_h = 1.8,
+                "column recovered_gpu_h is 1.8: must not exceed oracle_recovered_gpu_h (1.5)",
+            ),
+            (
+                |r| r.oracle_recovered_gpu_h = 2.5,
+                "column oracle_recovered_gpu_h is 2.5: must not exceed wasted_gpu_h (2)",
+            ),
+            (
+                |r| r.recovered_gpu_h_idle = 1.2,
+                "column recovered_gpu_h_idle is 1.2: must not exceed recovered_gpu_h (1)",
+            ),
+            (|r| r.false_cancels = 3, "column false_cancels is 3: must not exceed cancels (2)"),
+            (|r| r.cancels = 6, "column cancels is 6: must not exceed jobs (5)"),
+            (
+                |r| r.true_alerts = 0,
+                "column cancels is 2: must not exceed true_alerts + false_alerts (1)",
+            ),
+            (|r| r.false_drains = 3, "column false_drains is 3: must not exceed drains (2)"),
+            (
+                |r| r.false_cancels_serving = 2,
+                "column false_cancels_serving is 2: must not exceed false_cancels (1)",
+            ),
+            (
+                |r| r.false_cancels_spin = 1,
+                "column false_cancels_spin is 1: must not exceed cancels_spin (0)",
+            ),
+            (
+                |r| r.false_cancels_idle = 1,
+                "column false_cancels_<sig> (summed) is 2: must not exceed false_cancels (1)",
+            ),
+            (|r| r.alerts_idle = 0, "column cancels_idle is 1: must not exceed alerts_idle (0)"),
+            (
+                |r| {
+                    r.cancels_spin = 1;
+                    r.alerts_spin = 1;
+                    r.alerts_hung = 1;
+                },
+                "column cancels_<sig> (summed) is 3: must not exceed cancels (2)",
+            ),
+            (
+                |r| r.alerts_unknown = 1,
+                "column alerts_<sig> (summed) is 4: must not exceed true_alerts + false_alerts (3)",
+            ),
+            (
+                |r| {
+                    r.false_cancels = 2;
+                    r.false_cancels_idle = 1;
+                },
+                "column recovered_gpu_h is 1: is above 0 without a correct cancel",
+            ),
+            (
+                |r| {
+                    r.false_cancels = 0;
+                    r.false_cancels_hung = 0;
+                    r.false_cancels_serving = 0;
+                },
+                "column false_cancel_lost_gpu_h is 0.3: is above 0 without a false cancel",
+            ),
+            (
+                |r| {
+                    r.drains = 0;
+                    r.false_drains = 0;
+                },
+                "column drained_gpu_h is 0.5: is above 0 without a drain",
+            ),
+            (
+                |r| r.recovered_share = None,
+                "column recovered_share is (empty): must be given exactly when wasted_gpu_h is above 0",
+            ),
+            (
+                |r| r.alert_latency_p95_s = None,
+                "column alert_latency_p95_s is (empty): must be given exactly when true_alerts is above 0",
+            ),
+            (
+                |r| r.alert_latency_p50_s = Some(200),
+                "column alert_latency_p50_s is 200: must not exceed alert_latency_p95_s (120)",
+            ),
+            (
+                |r| {
+                    r.recovered_gpu_h = 0.0;
+                    r.recovered_gpu_h_idle = 0.0;
+                    r.false_cancels = 2;
+                    r.false_cancels_idle = 1;
+                    r.false_cancels_serving = 0;
+                },
+                "column cancel_latency_p50_s is 60: must be given exactly when a cancel was correct",
+            ),
         ];
         for (edit, want) in cases {
             let mut bad = good.clone();
             edit(&mut bad);
-            let e = m1.check_rows(&dir, &[good.clone(), bad]).unwrap_err().to_string();
+            let e = m1
+                .check_rows(&dir, &dir.join("sweep.csv"), &[good.clone(), bad])
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("shard sh1: sweep.csv line 3") && e.contains(want), "{e}");
         }
     }

@@ -1,7 +1,7 @@
 //! Reports from sweep rows alone (so `sim merge` can write them from shard CSVs):
 //! `summary.md`, `frontier.svg` and the short table printed at the end of a sweep.
 
-use crate::score::{round3, Row, SIG_COLUMNS};
+use crate::score::{round3, Row, RowParams, SIG_COLUMNS};
 use crate::sweep::policy_rank;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -136,7 +136,7 @@ fn dur(v: Option<i64>) -> String {
 }
 
 /// Describes a configuration's parameters in one line.
-pub fn describe(r: &Row) -> String {
+pub fn describe(r: &RowParams) -> String {
     format!(
         "util_threshold_pct {}, window {}, warmup {}, max_sample_gap {}, drain after {}, cancel after {}, notice {}, spin ceiling {}, exempt qos {}",
         r.util_threshold_pct.map_or("–".into(), |u| u.to_string()),
@@ -246,7 +246,7 @@ pub fn summary_md(rows: &[Row]) -> String {
                  every workload.\n\n**{}**: {}.\n\nOver all rows it recovers {:.1} GPU-hours of the oracle's {:.1} ({:.1} %), with {} \
                  false cancels, {} false drains, {} true and {} false alerts.\n",
                 a.config_id,
-                describe(&a.first),
+                describe(&a.first.params()),
                 a.recovered_gpu_h,
                 a.oracle_gpu_h,
                 if a.oracle_gpu_h > 0.0 {
@@ -347,6 +347,13 @@ pub fn summary_md(rows: &[Row]) -> String {
 
     if let Some(a) = rec {
         let _ = writeln!(s, "## Per-signature breakdown of the recommended configuration\n");
+        let _ = writeln!(
+            s,
+            "Summed over seeds. A cancel, its recovered or lost GPU-hours count under the signature its finding named. \
+             All of a job's alerts count under one signature: the one its latest finding at its highest verdict named \
+             (for a cancelled job, the cancel's). So a job alerted as idle and cancelled as hung counts under hung, and \
+             no signature shows more cancels than alerts.\n"
+        );
         let _ = writeln!(s, "| workload | signature | alerts | cancels | false cancels | recovered GPU-h |");
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
         for w in &workloads {
@@ -475,7 +482,7 @@ pub fn summary_md(rows: &[Row]) -> String {
             a.config_id,
             a.false_cancels,
             a.recovered_gpu_h,
-            describe(&a.first)
+            describe(&a.first.params())
         );
     }
     let _ = writeln!(s);

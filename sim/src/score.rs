@@ -11,11 +11,17 @@
 //!   them (to its end, within the simulated span).
 //! * Latency: onset of the non-productive episode to the alert (true alerts), onset of whole
 //!   waste to the cancel (correct cancels).
+//! * By signature: a cancel (and its recovery or loss) counts under the signature its
+//!   finding named. A job's alerts all count under one signature: the one named by its latest
+//!   finding at its highest verdict (for a cancelled job, the cancel's). So a signature never
+//!   shows more cancels than alerts, though a job alerted as `idle` and cancelled as `hung`
+//!   counts its alert under `hung`.
 
 use crate::drive::Judgement;
 use crate::world::{World, TICK_S};
 use policy::{signature::REGISTRY, Verdict};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The QOS of the simulated inference servers (`serving` kind of `sim/workloads/*.toml`); their
 /// false cancels get their own column, `false_cancels_serving`.
@@ -59,8 +65,10 @@ pub struct Tally {
     pub alert_latency: Vec<u32>,
     /// Onset-to-cancel latencies of correct cancels, ticks.
     pub cancel_latency: Vec<u32>,
-    /// Alerts by signature bucket (registry index; last = none).
-    pub alerts_by_sig: [u64; SIG_BUCKETS],
+    /// Per job (index into the world's jobs) whose verdict reached alert: its alerts, its
+    /// highest verdict and the signature bucket of its latest finding at that verdict. See
+    /// [`Tally::alerts_by_sig`].
+    pub job_alerts: BTreeMap<u32, JobAlerts>,
     /// Cancels by signature bucket.
     pub cancels_by_sig: [u64; SIG_BUCKETS],
     /// False cancels by signature bucket.
@@ -71,7 +79,30 @@ pub struct Tally {
     pub recovered_by_sig: [u64; SIG_BUCKETS],
 }
 
+/// The alerts of one job, and the signature they count under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobAlerts {
+    /// Times its verdict reached alert or above from below.
+    pub alerts: u64,
+    /// Its highest verdict so far.
+    pub highest: Verdict,
+    /// Signature bucket (registry index; last = none) of its latest finding at `highest`.
+    pub bucket: usize,
+}
+
 impl Tally {
+    /// Alerts by signature bucket (registry index; last = none): each job's alerts count under
+    /// the signature of its latest finding at its highest verdict, so that a signature's cancels
+    /// (counted under the cancel's signature, a cancel being a job's last and highest verdict)
+    /// never exceed its alerts.
+    pub fn alerts_by_sig(&self) -> [u64; SIG_BUCKETS] {
+        let mut by = [0u64; SIG_BUCKETS];
+        for a in self.job_alerts.values() {
+            by[a.bucket] += a.alerts;
+        }
+        by
+    }
+
     /// An empty tally carrying the world's ground-truth totals.
     pub fn new(world: &World) -> Tally {
         Tally {
@@ -89,8 +120,19 @@ impl Tally {
         let job = &world.jobs[j as usize];
         let v = jd.verdict;
         let sig = jd.signature.map_or(SIG_BUCKETS - 1, |s| (s.0 as usize).min(SIG_BUCKETS - 2));
+        if v >= Verdict::Alert {
+            let a = self.job_alerts.entry(j).or_insert(JobAlerts {
+                alerts: 0,
+                highest: v,
+                bucket: sig,
+            });
+            if v >= a.highest {
+                a.highest = v;
+                a.bucket = sig;
+            }
+            a.alerts += u64::from(before < Verdict::Alert);
+        }
         if before < Verdict::Alert && v >= Verdict::Alert {
-            self.alerts_by_sig[sig] += 1;
             if job.nonproductive_at(tick) {
                 self.true_alerts += 1;
                 self.alert_latency.push(tick - job.episode_onset(tick).min(tick));
@@ -264,6 +306,46 @@ pub struct Row {
 /// The signature names of the per-signature columns, in column order.
 pub const SIG_COLUMNS: [&str; 6] = ["spin", "hung", "idle", "starved", "partial", "unknown"];
 
+/// The `alerts_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_ALERT_COLUMNS: [&str; 6] = [
+    "alerts_spin",
+    "alerts_hung",
+    "alerts_idle",
+    "alerts_starved",
+    "alerts_partial",
+    "alerts_unknown",
+];
+
+/// The `cancels_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_CANCEL_COLUMNS: [&str; 6] = [
+    "cancels_spin",
+    "cancels_hung",
+    "cancels_idle",
+    "cancels_starved",
+    "cancels_partial",
+    "cancels_unknown",
+];
+
+/// The `false_cancels_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_FALSE_CANCEL_COLUMNS: [&str; 6] = [
+    "false_cancels_spin",
+    "false_cancels_hung",
+    "false_cancels_idle",
+    "false_cancels_starved",
+    "false_cancels_partial",
+    "false_cancels_unknown",
+];
+
+/// The `recovered_gpu_h_<sig>` column names, in [`SIG_COLUMNS`] order.
+const SIG_RECOVERED_COLUMNS: [&str; 6] = [
+    "recovered_gpu_h_spin",
+    "recovered_gpu_h_hung",
+    "recovered_gpu_h_idle",
+    "recovered_gpu_h_starved",
+    "recovered_gpu_h_partial",
+    "recovered_gpu_h_unknown",
+];
+
 /// A column of a `sweep.csv` row that is not what it must be: (column, value as read, what is
 /// wrong).
 pub type BadColumn = (&'static str, String, String);
@@ -331,10 +413,29 @@ impl RowParams {
 }
 
 impl Row {
+    /// The parameter columns of this row.
+    pub fn params(&self) -> RowParams {
+        RowParams {
+            policy: self.policy.clone(),
+            config_id: self.config_id.clone(),
+            util_threshold_pct: self.util_threshold_pct,
+            window_s: self.window_s,
+            warmup_s: self.warmup_s,
+            max_sample_gap_s: self.max_sample_gap_s,
+            drain_after_s: self.drain_after_s,
+            cancel_after_s: self.cancel_after_s,
+            notice_s: self.notice_s,
+            spin_ceiling: self.spin_ceiling.clone(),
+            exempt_qos: self.exempt_qos.clone(),
+        }
+    }
+
     /// Checks the value columns of a row read back from a `sweep.csv`: GPU-hours, days and
     /// latencies finite and non-negative (days positive), `recovered_share` in [0, 1],
-    /// `util_threshold_pct` in [0, 100] and the durations non-negative. Counts are integral
-    /// by type (`u64`). Returns the first bad column.
+    /// `util_threshold_pct` in [0, 100] and the durations non-negative, then the relations
+    /// between columns that hold by construction ([`Row::check_relations`]). Counts are
+    /// integral and non-negative by type (`u64`; [`crate::sweep::read_csv`] names a count that
+    /// is not). Returns the first bad column.
     pub fn check_values(&self) -> Result<(), BadColumn> {
         let hours: [(&'static str, f64); 12] = [
             ("wasted_gpu_h", self.wasted_gpu_h),
@@ -385,6 +486,134 @@ impl Row {
                 return Err((name, v.to_string(), "a duration must be ≥ 0 seconds".into()));
             }
         }
+        self.check_relations()
+    }
+
+    /// Checks the relations between columns that every row [`Row::new`] writes obeys, for
+    /// policies, baselines and the oracle alike (see [`Tally::observe`], [`Tally::oracle`]):
+    ///
+    /// * `recovered_gpu_h` ≤ `oracle_recovered_gpu_h` ≤ `wasted_gpu_h`: a correct cancel
+    ///   recovers a wholly wasted job's GPUs from the cancel to the job's end, the oracle the
+    ///   same from the onset of whole waste, and both are wasted GPU-time (each side is rounded
+    ///   from GPU-ticks the same way, so rounding keeps the order);
+    /// * each `recovered_gpu_h_<sig>` ≤ `recovered_gpu_h`;
+    /// * `false_cancels` ≤ `cancels` ≤ `jobs` (a cancelled job is no longer judged), and
+    ///   `cancels` ≤ `true_alerts + false_alerts` (a job's verdict reaches alert, counted as an
+    ///   alert, no later than its cancel); `false_drains` ≤ `drains`;
+    /// * `false_cancels_serving` and the sum of `false_cancels_<sig>` ≤ `false_cancels`; each
+    ///   `false_cancels_<sig>` ≤ `cancels_<sig>` ≤ `alerts_<sig>` (see [`Tally::alerts_by_sig`]); the sum of `cancels_<sig>` ≤ `cancels`; the
+    ///   sum of `alerts_<sig>` ≤ `true_alerts + false_alerts` (a finding with no signature
+    ///   counts in the totals only);
+    /// * `recovered_gpu_h` above 0 only with a correct cancel (`cancels` > `false_cancels`),
+    ///   `false_cancel_lost_gpu_h` only with a false cancel, `drained_gpu_h` only with a drain;
+    /// * `recovered_share` present exactly when `wasted_gpu_h` is above 0 (one GPU-tick is
+    ///   1/60 GPU-hour, written as 0.017);
+    /// * latencies: p50 and p95 both present or both empty, p50 ≤ p95; alert latencies present
+    ///   exactly when `true_alerts` > 0, cancel latencies exactly when a cancel was correct.
+    ///
+    /// Returns the first column that breaks one, with its value and the relation.
+    pub fn check_relations(&self) -> Result<(), BadColumn> {
+        fn at_most<T: PartialOrd + std::fmt::Display>(col: &'static str, v: T, limit_col: &str, limit: T) -> Result<(), BadColumn> {
+            if v <= limit {
+                Ok(())
+            } else {
+                Err((col, v.to_string(), format!("must not exceed {limit_col} ({limit})")))
+            }
+        }
+        at_most("recovered_gpu_h", self.recovered_gpu_h, "wasted_gpu_h", self.wasted_gpu_h)?;
+        at_most(
+            "recovered_gpu_h",
+            self.recovered_gpu_h,
+            "oracle_recovered_gpu_h",
+            self.oracle_recovered_gpu_h,
+        )?;
+        at_most(
+            "oracle_recovered_gpu_h",
+            self.oracle_recovered_gpu_h,
+            "wasted_gpu_h",
+            self.wasted_gpu_h,
+        )?;
+        for (name, x) in SIG_RECOVERED_COLUMNS.iter().zip(self.by_signature()) {
+            at_most(name, x.3, "recovered_gpu_h", self.recovered_gpu_h)?;
+        }
+        at_most("false_cancels", self.false_cancels, "cancels", self.cancels)?;
+        at_most("cancels", self.cancels, "jobs", self.jobs)?;
+        let alerts = self.true_alerts.saturating_add(self.false_alerts);
+        at_most("cancels", self.cancels, "true_alerts + false_alerts", alerts)?;
+        at_most("false_drains", self.false_drains, "drains", self.drains)?;
+        at_most(
+            "false_cancels_serving",
+            self.false_cancels_serving,
+            "false_cancels",
+            self.false_cancels,
+        )?;
+        let by = self.by_signature();
+        for (i, name) in SIG_FALSE_CANCEL_COLUMNS.iter().enumerate() {
+            at_most(name, by[i].2, SIG_CANCEL_COLUMNS[i], by[i].1)?;
+            at_most(SIG_CANCEL_COLUMNS[i], by[i].1, SIG_ALERT_COLUMNS[i], by[i].0)?;
+        }
+        let sum = |f: fn(&(u64, u64, u64, f64)) -> u64| by.iter().map(f).fold(0u64, u64::saturating_add);
+        at_most("cancels_<sig> (summed)", sum(|x| x.1), "cancels", self.cancels)?;
+        at_most("false_cancels_<sig> (summed)", sum(|x| x.2), "false_cancels", self.false_cancels)?;
+        at_most("alerts_<sig> (summed)", sum(|x| x.0), "true_alerts + false_alerts", alerts)?;
+        let correct_cancels = self.cancels - self.false_cancels;
+        let only_with = |col: &'static str, v: f64, count: u64, what: &str| -> Result<(), BadColumn> {
+            if v > 0.0 && count == 0 {
+                Err((col, v.to_string(), format!("is above 0 without {what}")))
+            } else {
+                Ok(())
+            }
+        };
+        only_with(
+            "recovered_gpu_h",
+            self.recovered_gpu_h,
+            correct_cancels,
+            "a correct cancel (cancels equals false_cancels)",
+        )?;
+        only_with(
+            "false_cancel_lost_gpu_h",
+            self.false_cancel_lost_gpu_h,
+            self.false_cancels,
+            "a false cancel (false_cancels is 0)",
+        )?;
+        only_with("drained_gpu_h", self.drained_gpu_h, self.drains, "a drain (drains is 0)")?;
+        if self.recovered_share.is_some() != (self.wasted_gpu_h > 0.0) {
+            return Err((
+                "recovered_share",
+                self.recovered_share.map_or_else(|| "(empty)".to_string(), |v| v.to_string()),
+                format!("must be given exactly when wasted_gpu_h is above 0 (it is {})", self.wasted_gpu_h),
+            ));
+        }
+        let latencies = [
+            (
+                "alert_latency_p50_s",
+                self.alert_latency_p50_s,
+                "alert_latency_p95_s",
+                self.alert_latency_p95_s,
+                self.true_alerts > 0,
+                "true_alerts is above 0",
+            ),
+            (
+                "cancel_latency_p50_s",
+                self.cancel_latency_p50_s,
+                "cancel_latency_p95_s",
+                self.cancel_latency_p95_s,
+                correct_cancels > 0,
+                "a cancel was correct (cancels above false_cancels)",
+            ),
+        ];
+        for (p50_col, p50, p95_col, p95, expected, when) in latencies {
+            let show = |v: Option<i64>| v.map_or_else(|| "(empty)".to_string(), |v| v.to_string());
+            if p50.is_some() != expected {
+                return Err((p50_col, show(p50), format!("must be given exactly when {when}")));
+            }
+            if p95.is_some() != expected {
+                return Err((p95_col, show(p95), format!("must be given exactly when {when}")));
+            }
+            if let (Some(a), Some(b)) = (p50, p95) {
+                at_most(p50_col, a, p95_col, b)?;
+            }
+        }
         Ok(())
     }
 
@@ -398,6 +627,7 @@ impl Row {
                 .position(|s| s.name() == name)
                 .map_or(0, |i| arr[i.min(SIG_BUCKETS - 2)])
         };
+        let alerts_by_sig = t.alerts_by_sig();
         let wasted = gpu_h(t.wasted_gpu_ticks);
         let recovered = gpu_h(t.recovered_gpu_ticks);
         Row {
@@ -434,12 +664,12 @@ impl Row {
             drains: t.drains,
             starved_gpu_h: gpu_h(t.starved_gpu_ticks),
             job_gpu_ticks: t.job_gpu_ticks,
-            alerts_spin: by(&t.alerts_by_sig, "spin"),
-            alerts_hung: by(&t.alerts_by_sig, "hung"),
-            alerts_idle: by(&t.alerts_by_sig, "idle"),
-            alerts_starved: by(&t.alerts_by_sig, "starved"),
-            alerts_partial: by(&t.alerts_by_sig, "partial"),
-            alerts_unknown: by(&t.alerts_by_sig, "unknown"),
+            alerts_spin: by(&alerts_by_sig, "spin"),
+            alerts_hung: by(&alerts_by_sig, "hung"),
+            alerts_idle: by(&alerts_by_sig, "idle"),
+            alerts_starved: by(&alerts_by_sig, "starved"),
+            alerts_partial: by(&alerts_by_sig, "partial"),
+            alerts_unknown: by(&alerts_by_sig, "unknown"),
             cancels_spin: by(&t.cancels_by_sig, "spin"),
             cancels_hung: by(&t.cancels_by_sig, "hung"),
             cancels_idle: by(&t.cancels_by_sig, "idle"),

@@ -360,13 +360,38 @@ pub fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
 /// Reads rows written by [`write_csv`].
 ///
 /// # Errors
-/// A message naming the file and the line of a bad row.
+/// A message naming the file and the line of a bad row, and for a value that does not parse
+/// (a count that is negative or not a whole number, a number that is text) its column and the
+/// value as written.
 pub fn read_csv(path: &Path) -> anyhow::Result<Vec<Row>> {
     use anyhow::Context;
     let mut r = csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
+    let headers = r
+        .headers()
+        .with_context(|| format!("{}: line 1: cannot read the header", path.display()))?
+        .clone();
     let mut rows = Vec::new();
-    for (i, rec) in r.deserialize::<Row>().enumerate() {
-        rows.push(rec.with_context(|| format!("{}: line {}: not a sweep.csv row", path.display(), i + 2))?);
+    for (i, rec) in r.records().enumerate() {
+        let line = i + 2;
+        let rec = rec.with_context(|| format!("{}: line {line}: not a sweep.csv row", path.display()))?;
+        let line = rec.position().map_or(line as u64, |p| p.line());
+        match rec.deserialize::<Row>(Some(&headers)) {
+            Ok(row) => rows.push(row),
+            Err(e) => {
+                let at = match e.kind() {
+                    csv::ErrorKind::Deserialize { err, .. } => err.field().map(|f| {
+                        let f = f as usize;
+                        format!(
+                            ", column {} = {:?}",
+                            headers.get(f).unwrap_or("(beyond the header)"),
+                            rec.get(f).unwrap_or("")
+                        )
+                    }),
+                    _ => None,
+                };
+                return Err(e).with_context(|| format!("{}: line {line}{}: not a sweep.csv row", path.display(), at.unwrap_or_default()));
+            }
+        }
     }
     Ok(rows)
 }

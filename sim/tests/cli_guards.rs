@@ -105,6 +105,28 @@ fn merge_refuses_shards_of_other_sweeps_duplicates_and_missing_shards() {
         "{e}"
     );
     assert!(!d.join("m").exists(), "a refused merge wrote reports");
+    // A row whose columns disagree with each other (more GPU-hours recovered than wasted),
+    // in a file not called sweep.csv: the file, line and column are named.
+    std::fs::create_dir(d.join("sh1f")).unwrap();
+    std::fs::copy(d.join("sh1/shard.toml"), d.join("sh1f/shard.toml")).unwrap();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut lines: Vec<String> = csv.lines().map(str::to_string).collect();
+    let mut fields: Vec<String> = lines[2].split(',').map(str::to_string).collect();
+    let wasted: f64 = fields[col("wasted_gpu_h")].parse().unwrap();
+    fields[col("recovered_gpu_h")] = format!("{}", wasted + 1.0);
+    lines[2] = fields.join(",");
+    std::fs::write(d.join("sh1f/edited.csv"), lines.join("\n") + "\n").unwrap();
+    let e = fails(d, &["merge", "sh0", "sh1f/edited.csv", "--out", "m"]);
+    assert!(
+        e.contains("shard sh1f: edited.csv line 3")
+            && e.contains(&format!(
+                "column recovered_gpu_h is {}: must not exceed wasted_gpu_h ({wasted})",
+                wasted + 1.0
+            )),
+        "{e}"
+    );
+    assert!(!d.join("m").exists(), "a refused merge wrote reports");
     // A complete set, given as a folder and as a file, equals the unsharded run byte for byte.
     ok(d, &["merge", "sh1/sweep.csv", "sh0", "--out", "m"]);
     ok(d, &small_sweep(&["--util-threshold-pct", "5,15", "--out", "whole"]));
@@ -500,7 +522,8 @@ fn sweep_sizes_are_capped_before_allocating() {
     );
     assert!(e.contains("6400000 configurations") && e.contains("10000"), "{e}");
     // Results beyond the memory budget: (9,000 configurations + 4 baselines) × 2 workloads × 10,000 seeds.
-    let pcts: Vec<String> = (1..=90).map(|p| p.to_string()).collect();
+    // (Thresholds from 2 %: at 1 % the default starved_mean_util_pct of 1 % is refused.)
+    let pcts: Vec<String> = (2..=91).map(|p| p.to_string()).collect();
     let warmups: Vec<String> = (1..=100).map(|m| format!("{m}m")).collect();
     let e = fails(
         d,

@@ -172,6 +172,99 @@ fn scripted_verdicts_are_scored_as_worked_out_by_hand() {
                                           // Alert latencies 10, 30, 50 ticks: nearest-rank p50 = 30 ticks, p95 = 50 ticks.
     assert_eq!((row.alert_latency_p50_s, row.alert_latency_p95_s), (Some(1800), Some(3000)));
     assert_eq!((row.cancel_latency_p50_s, row.cancel_latency_p95_s), (Some(2400), Some(2400)));
+    // The row obeys every relation `sim merge` checks.
+    assert_eq!(row.check_values(), Ok(()));
+}
+
+/// Verdicts and signatures by (job id, tick) from a table of (job id, from tick, verdict,
+/// signature name), last match wins.
+struct SignedScript(Vec<(&'static str, u32, Verdict, &'static str)>);
+
+impl Judge for SignedScript {
+    fn judge(&mut self, now_s: i64, jobs: &[JobFacts], _: &[Sample], out: &mut Vec<Judgement>) {
+        let tick = (now_s / 60) as u32;
+        out.clear();
+        for j in jobs {
+            let (verdict, sig) = self
+                .0
+                .iter()
+                .filter(|(id, from, _, _)| *id == j.job_id && *from <= tick)
+                .map(|x| (x.2, x.3))
+                .next_back()
+                .unwrap_or((Verdict::Healthy, ""));
+            out.push(Judgement {
+                verdict,
+                signature: policy::signature::SignatureId::from_name(sig),
+            });
+        }
+    }
+}
+
+#[test]
+fn a_jobs_alerts_count_under_the_signature_of_its_highest_verdict() {
+    use PhaseKind::*;
+    let jobs = vec![
+        job(0, &[0], 1, 0, 100, &[(0, 100, Hung)]),
+        job(1, &[1], 1, 0, 100, &[(0, 100, Idle)]),
+        job(2, &[2], 1, 0, 100, &[(0, 100, Spin)]),
+    ];
+    let w = world(jobs, 100, |_, _, _| None);
+    let mut judge = SignedScript(vec![
+        // 100: alerted as idle, then cancelled as hung in the same episode: its one alert
+        // counts under hung, with its cancel.
+        ("100", 5, Verdict::Alert, "idle"),
+        ("100", 10, Verdict::Cancel, "hung"),
+        // 101: alerted as partial, healthy again, alerted as starved, drained as idle, back to
+        // alert as starved: its highest verdict (drain) named idle, so both alerts count there.
+        ("101", 5, Verdict::Alert, "partial"),
+        ("101", 8, Verdict::Healthy, ""),
+        ("101", 12, Verdict::Alert, "starved"),
+        ("101", 15, Verdict::Drain, "idle"),
+        ("101", 18, Verdict::Alert, "starved"),
+        // 102: alerted as spin and left there.
+        ("102", 5, Verdict::Alert, "spin"),
+    ]);
+    let t = drive::run(&w, &mut judge);
+    assert_eq!(t.true_alerts + t.false_alerts, 4);
+    let row = Row::new(&RowParams::default(), &w, 1.0, &t);
+    let alerts = [
+        row.alerts_spin,
+        row.alerts_hung,
+        row.alerts_idle,
+        row.alerts_starved,
+        row.alerts_partial,
+        row.alerts_unknown,
+    ];
+    assert_eq!(alerts, [1, 1, 2, 0, 0, 0]);
+    assert_eq!((row.cancels, row.cancels_hung), (1, 1));
+    for (sig, (a, c, _, _)) in sim::score::SIG_COLUMNS.iter().zip(row.by_signature()) {
+        assert!(c <= a, "{sig}: {c} cancels, {a} alerts");
+    }
+    assert_eq!(row.check_values(), Ok(()));
+}
+
+#[test]
+fn no_signature_in_the_committed_summary_shows_more_cancels_than_alerts() {
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../reports/summary.md"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let table = text
+        .split("## Per-signature breakdown of the recommended configuration")
+        .nth(1)
+        .expect("the summary has the per-signature table");
+    let mut rows = 0;
+    for line in table.lines().take_while(|l| !l.starts_with("## ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // | workload | signature | alerts | cancels | false cancels | recovered GPU-h |
+        if cells.len() != 8 {
+            continue;
+        }
+        let (Ok(alerts), Ok(cancels)) = (cells[3].parse::<u64>(), cells[4].parse::<u64>()) else {
+            continue;
+        };
+        rows += 1;
+        assert!(cancels <= alerts, "reports/summary.md: {line}");
+    }
+    assert!(rows >= 6, "{rows} table rows read");
 }
 
 #[test]
@@ -331,10 +424,12 @@ mod properties {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Whatever a judge does: every cancel is either correct or false; recovery never beats
-        /// the oracle (which cancels at onset); alerts split into true and false.
+        /// the oracle (which cancels at onset); alerts split into true and false; and the row
+        /// obeys every relation between columns that `sim merge` checks, whatever signatures
+        /// the findings name.
         #[test]
         fn scoring_is_consistent_for_any_verdicts(specs in prop::collection::vec(arb_job(), 1..4),
-                                                  script in prop::collection::vec((0usize..4, 0u32..200, 0u8..4), 0..12)) {
+                                                  script in prop::collection::vec((0usize..4, 0u32..200, 0u8..4, 0usize..7), 0..12)) {
             use PhaseKind::*;
             let mut jobs = Vec::new();
             let mut next_gpu = 0u16;
@@ -348,23 +443,27 @@ mod properties {
             }
             let w = world(jobs, 220, |_, _, _| None);
             let verdicts = [Verdict::Watching, Verdict::Alert, Verdict::Drain, Verdict::Cancel];
-            let table: Vec<(&'static str, u32, Verdict)> = {
-                let mut t: Vec<(usize, u32, Verdict)> = script
+            // Every registered signature, and none.
+            let sigs = ["spin", "hung", "idle", "starved", "partial", "unknown", ""];
+            let table: Vec<(&'static str, u32, Verdict, &'static str)> = {
+                let mut t: Vec<(usize, u32, Verdict, &'static str)> = script
                     .iter()
-                    .map(|&(j, at, v)| (j % specs.len(), at, verdicts[v as usize]))
+                    .map(|&(j, at, v, sig)| (j % specs.len(), at, verdicts[v as usize], sigs[sig]))
                     .collect();
                 t.sort_by_key(|x| (x.0, x.1));
                 t.into_iter()
-                    .map(|(j, at, v)| (&*Box::leak(format!("{}", 100 + j).into_boxed_str()), at, v))
+                    .map(|(j, at, v, sig)| (&*Box::leak(format!("{}", 100 + j).into_boxed_str()), at, v, sig))
                     .collect()
             };
-            let t = drive::run(&w, &mut Scripted(table));
+            let t = drive::run(&w, &mut SignedScript(table));
             let correct = t.cancel_latency.len() as u64;
             prop_assert_eq!(t.cancels, correct + t.false_cancels);
             prop_assert!(t.recovered_gpu_ticks <= t.oracle_gpu_ticks);
             prop_assert!(t.oracle_gpu_ticks <= t.wasted_gpu_ticks);
             prop_assert_eq!(t.alert_latency.len() as u64, t.true_alerts);
             prop_assert!(t.false_drains <= t.drains);
+            let row = Row::new(&RowParams::default(), &w, 1.0, &t);
+            prop_assert_eq!(row.check_values(), Ok(()));
         }
     }
 }

@@ -202,3 +202,30 @@ fn negative_numbers_reach_the_range_check() {
         assert!(format!("{e:#}").contains("--days -1: must be above 0"), "{e:#}");
     }
 }
+
+#[test]
+fn read_csv_names_the_line_column_and_value_of_a_count_that_does_not_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sweep.csv");
+    let row = sim::score::Row {
+        policy: "gpu-reaper".into(),
+        config_id: "c000".into(),
+        workload: "default".into(),
+        seed: 1,
+        days: 1.0,
+        jobs: 3,
+        ..Default::default()
+    };
+    sweep::write_csv(&path, &[row.clone(), row]).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "false_cancels").unwrap();
+    // Make the second row's false_cancels negative.
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let mut cells: Vec<String> = lines[2].split(',').map(String::from).collect();
+    cells[col] = "-1".into();
+    lines[2] = cells.join(",");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let e = format!("{:#}", sweep::read_csv(&path).unwrap_err());
+    assert!(e.contains("sweep.csv: line 3, column false_cancels = \"-1\""), "{e}");
+}

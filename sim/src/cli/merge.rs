@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 m.rows
             );
         }
-        m.check_rows(&dir, &rows)?;
+        m.check_rows(&dir, &file, &rows)?;
         parts.push(rows);
         manifests.push((dir, m));
     }
