@@ -44,7 +44,7 @@ pub trait SlurmClient {
     fn resume(&mut self, node: &str) -> Result<(), CommandError>;
     /// `scontrol update JobId=ID AdminComment=TEXT`.
     fn set_admin_comment(&mut self, job_id: &str, text: &str) -> Result<(), CommandError>;
-    /// `scancel ID` with the exact id (array task `N_M`, het component `N+K`).
+    /// `scancel --verbose ID` with the exact id (array task `N_M`, het component `N+K`).
     fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError>;
 }
 
@@ -214,7 +214,10 @@ impl SlurmClient for SlurmCli {
         let mut o = RunOptions::new(self.timeout);
         o.env_remove = vec!["SCANCEL_*".into()];
         let gone = |s: &str| s.contains("already completing or completed") || s.contains("Invalid job id");
-        match run(&self.scancel, &[job_id.to_string()], &o) {
+        // `--verbose`: without it scancel says nothing and exits 0 for a job that already
+        // ended, or an id it does not know (seen on Slurm 22.05.8), and a cancel that did
+        // nothing would be recorded as done.
+        match run(&self.scancel, &["--verbose".to_string(), job_id.to_string()], &o) {
             RunOutcome::Exited { code: Some(0), stderr, .. } if !stderr_says_error(&stderr) => Ok(CancelOutcome::Cancelled),
             RunOutcome::Exited { stderr, .. } if gone(&stderr) => Ok(CancelOutcome::AlreadyGone),
             RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
@@ -272,5 +275,36 @@ mod tests {
             assert!(e.problem.contains(id), "{}", e.problem);
         }
         assert!(matches!(s.cancel("1230"), Ok(CancelOutcome::Cancelled)));
+    }
+
+    #[test]
+    fn scancel_is_verbose_so_a_job_already_gone_is_told_from_a_cancel() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // The repository's fake scancel, with FAKE_DIR set for it alone.
+        let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakes/scancel");
+        let wrapper = dir.path().join("scancel");
+        let body = format!("#!/bin/sh\nFAKE_DIR='{}' exec '{fake}' \"$@\"\n", dir.path().display());
+        std::fs::write(&wrapper, body).unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut s = SlurmCli {
+            squeue: "true".into(),
+            scontrol: "true".into(),
+            scancel: wrapper.display().to_string(),
+            source: JobSource::Json,
+            timeout: Duration::from_secs(5),
+        };
+        let mode = |m: &str| std::fs::write(dir.path().join("scancel.mode"), m).unwrap();
+        mode("ok");
+        assert_eq!(s.cancel("77_3").unwrap(), CancelOutcome::Cancelled);
+        mode("gone");
+        assert_eq!(s.cancel("77_3").unwrap(), CancelOutcome::AlreadyGone);
+        mode("fail");
+        let e = s.cancel("77_3").unwrap_err();
+        assert!(e.kind == "exit_1" && e.problem.contains("permission denied"), "{e:?}");
+        let argv = std::fs::read_to_string(dir.path().join("scancel.argv")).unwrap();
+        for call in argv.split('\u{1e}').filter(|c| !c.is_empty()) {
+            assert_eq!(call, "--verbose\u{1f}77_3\u{1f}");
+        }
     }
 }

@@ -184,7 +184,11 @@ fn enforce_full_escalation_through_real_processes() {
     );
     assert_eq!(updates[1][1], "JobId=4242");
     assert!(updates[1][2].starts_with("AdminComment=job 4242: cancel idle"));
-    assert_eq!(e.argv("scancel"), vec![vec!["4242".to_string()]], "exact id, once");
+    assert_eq!(
+        e.argv("scancel"),
+        vec![vec!["--verbose".to_string(), "4242".to_string()]],
+        "exact id, once"
+    );
     assert_eq!(
         updates.last().unwrap().as_slice(),
         ["update", "NodeName=gpu001", "State=RESUME"],
@@ -431,7 +435,7 @@ fn hostile_names_stay_inert() {
     for a in e.argv("scontrol").iter().chain(e.argv("scancel").iter()).flatten() {
         assert!(!a.contains('\n') && !a.contains("rm -rf"), "{a:?}");
     }
-    assert_eq!(e.argv("scancel"), vec![vec!["5151_7".to_string()]]);
+    assert_eq!(e.argv("scancel"), vec![vec!["--verbose".to_string(), "5151_7".to_string()]]);
 }
 
 #[test]
