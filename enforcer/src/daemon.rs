@@ -400,15 +400,24 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
         for (g, &procs) in tel.gpus.iter().zip(&proc_counts) {
             let Some(idx) = g.index else { continue };
+            // A value nvidia-smi printed but that could not be read (`ERR!`) is present and
+            // invalid, never missing: the engine then takes nothing from the whole sample.
+            let field = |column: &str, v: Option<f64>| {
+                if g.unreadable.iter().any(|c| c == column) {
+                    Reading::from(f64::NAN)
+                } else {
+                    Reading::from(v)
+                }
+            };
             samples.push(Sample {
                 t_s: now_s,
                 node: self.this,
                 gpu: idx,
-                util_pct: g.util_pct.into(),
-                mem_used_mib: g.mem_used_mib.into(),
-                mem_total_mib: g.mem_total_mib.into(),
-                power_w: g.power_w.into(),
-                power_limit_w: g.power_limit_w.into(),
+                util_pct: field("utilization.gpu", g.util_pct),
+                mem_used_mib: field("memory.used", g.mem_used_mib),
+                mem_total_mib: field("memory.total", g.mem_total_mib),
+                power_w: field("power.draw", g.power_w),
+                power_limit_w: field("power.limit", g.power_limit_w),
                 procs,
                 sm_active: Reading::MISSING,
             });
