@@ -343,6 +343,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .collect();
         let mut facts: Vec<JobFacts> = Vec::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
+        // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
+        let mut unknown_facts: Vec<Vec<&'static str>> = Vec::new();
         for j in on_node.iter().filter(|j| j.is_judgeable()) {
             let gpus = match attributed.get(&j.job_id) {
                 Some(Attributed::Gpus(_)) if moved.contains(j.job_id.as_str()) => {
@@ -382,6 +384,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 alloc,
             });
             views_nodes.push(j.nodes.clone());
+            unknown_facts.push(exemption_fields_unknown(&self.cfg.policy.config().exempt, j));
         }
         let start_of: BTreeMap<&str, i64> = on_node.iter().filter_map(|j| Some((j.job_id.as_str(), j.start_s?))).collect();
         self.kept = attributed
@@ -481,6 +484,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             },
             &mut findings,
         );
+        // A job whose exemption cannot be decided (squeue left a field it reads unknown) may
+        // have opted out: it is held at alert, never drained or cancelled.
+        for f in findings.iter_mut() {
+            let unknown = &unknown_facts[f.job_index as usize];
+            if f.verdict > Verdict::Alert && !unknown.is_empty() {
+                let job = &facts[f.job_index as usize];
+                tracing::warn!(job_id = %job.job_id, verdict = %f.verdict, unknown = ?unknown, "squeue left fields an exemption reads unknown; job held at alert");
+                Metrics::inc(&mut self.metrics.skipped, "exemption_unknown".to_string());
+                f.verdict = Verdict::Alert;
+                f.hypothetical = false;
+            }
+        }
         self.metrics.findings.clear();
         self.metrics.wasted_gpu_h.clear();
         self.metrics.jobs_evaluated = facts.len() as u64;
@@ -686,4 +701,21 @@ pub fn evidence_json(f: &Finding) -> serde_json::Value {
         "power_mean_w": e.power_mean_w,
         "procs_unknown": e.procs_unknown,
     })
+}
+
+/// The fields of `job` that a configured exemption reads and that squeue left unknown (see
+/// [`SlurmJob::unknown_fields`]), by their squeue JSON keys.
+fn exemption_fields_unknown(exempt: &policy::ExemptConfig, job: &SlurmJob) -> Vec<&'static str> {
+    let read = [
+        ("user_name", !exempt.users.is_empty()),
+        ("account", !exempt.accounts.is_empty()),
+        ("partition", !exempt.partitions.is_empty()),
+        ("qos", !exempt.qos.is_empty()),
+        ("name", !exempt.name_regex.is_empty()),
+        ("comment", !exempt.comment_marker.is_empty()),
+    ];
+    read.into_iter()
+        .filter(|(key, used)| *used && job.unknown_fields.iter().any(|u| u == key))
+        .map(|(key, _)| key)
+        .collect()
 }
