@@ -302,6 +302,26 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             rep.gpu_jobs_unseen = true;
         }
 
+        // The node's GPU list is whole: nvidia-smi answered, every row was read, and it lists
+        // no fewer GPUs than this node has shown. Placing a job by elimination needs it (a busy
+        // job whose own GPU is missing from the list would be placed on a free one), and so
+        // does resuming our drain (a node whose GPUs cannot be read is not fit to return).
+        let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
+        let answered = tel.no_data.is_none();
+        let missing = answered && tel.gpus.len() < self.most_gpus_seen;
+        if answered {
+            self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
+        }
+        let gpus_whole = answered && !rows_unread && !missing;
+        if answered && !gpus_whole {
+            tracing::info!(
+                gpus_listed = tel.gpus.len(),
+                most_gpus_seen = self.most_gpus_seen,
+                rows_unread,
+                "GPU list incomplete this cycle; no job is placed by elimination and no drain is resumed"
+            );
+        }
+
         // 3. Attribution.
         // Without telemetry only what is kept for the same run of a job carries over (a
         // requeued job has a new start time and is not placed on its old GPUs).
@@ -311,21 +331,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .filter_map(|j| attribution::kept_for(&self.kept, j).map(|g| (j.job_id.clone(), Attributed::Gpus(g.to_vec()))))
                 .collect()
         } else {
-            // Placing a job by elimination needs the node's whole GPU list: with a row that
-            // could not be read, or fewer GPUs than this node has shown, a busy job whose own
-            // GPU is missing from the list would be placed on a free one.
-            let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
-            let missing = tel.gpus.len() < self.most_gpus_seen;
-            self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
-            if rows_unread || missing {
-                tracing::info!(
-                    gpus_listed = tel.gpus.len(),
-                    most_gpus_seen = self.most_gpus_seen,
-                    rows_unread,
-                    "GPU list incomplete this cycle; no job is placed by elimination"
-                );
-            }
-            let whole = complete && !rows_unread && !missing;
+            let whole = complete && gpus_whole;
             let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), whole, &self.kept);
             a.jobs
         };
@@ -534,6 +540,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             })
             .collect();
         let e = &self.cfg.enforcer;
+        if complete && !gpus_whole {
+            let ours = node_state.as_ref().filter(|n| n.has_drain()).and_then(|n| n.our_reason_job());
+            if let Some(job) = ours.filter(|j| !running_here.contains(j)) {
+                tracing::warn!(job_id = %job, "the job our drain names has left the node, but the node's GPUs did not read whole this cycle; the drain is kept");
+                Metrics::inc(&mut self.metrics.skipped, "resume_held_gpus_unread".to_string());
+            }
+        }
         let p = plan::plan(&PlanInput {
             now_s,
             mode,
@@ -541,7 +554,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             node_state: node_state.as_ref(),
             jobs: &views,
             // The plan's resume check: is the job our drain names still running on this node?
-            running: complete.then_some(&running_here),
+            running: (complete && gpus_whole).then_some(&running_here),
             paused,
             limits: Limits {
                 max_drains_per_hour: e.max_drains_per_hour,
