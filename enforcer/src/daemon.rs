@@ -49,6 +49,11 @@ pub struct CycleReport {
     pub skips: Vec<Skip>,
     /// Jobs skipped for ambiguous attribution.
     pub ambiguous: Vec<String>,
+    /// GPU jobs on this node that were not evaluated, each with why: `ambiguous_attribution`,
+    /// `no_start_time`, `not_placed` (no GPUs attributed: no telemetry and none kept) or
+    /// `not_judgeable` (not plainly RUNNING: CONFIGURING, or of unknown state). Together with
+    /// the jobs evaluated they make up the jobs on the node.
+    pub jobs_skipped: Vec<(String, &'static str)>,
     /// Slurm showed jobs on this node but none holding GPUs, while compute processes ran on
     /// its GPUs (see the warning in [`Daemon::cycle`]).
     pub gpu_jobs_unseen: bool,
@@ -87,6 +92,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// Not persisted: a GPU removed for good stops counting at the next restart.
     pub most_gpus_seen: usize,
     findings: Vec<Finding>,
+    /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
+    audit_failed: bool,
+    /// The last save of state.json failed (cleared by the next one that succeeds).
+    state_failed: bool,
 }
 
 fn engine_mode(m: RunMode) -> Mode {
@@ -146,7 +155,21 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 KeptMap::new(),
             ),
             Loaded::Corrupt(why) => {
-                tracing::error!(problem = %why, "state file unreadable; starting from scratch (safe: no escalation carried over)");
+                // Moved aside, never overwritten by the first save: it is evidence of what
+                // went wrong, and may hold records (actions, budgets) worth reading back.
+                match state::move_aside(&path, now_s) {
+                    Ok(to) => tracing::error!(
+                        problem = %why,
+                        moved_to = %to.display(),
+                        "state file unreadable; starting from scratch (safe: no escalation carried over); the unreadable file was moved aside to {}",
+                        to.display()
+                    ),
+                    Err(e) => tracing::error!(
+                        problem = %why,
+                        error = %e,
+                        "state file unreadable; starting from scratch (safe: no escalation carried over); it could not be moved aside, so the first save replaces it"
+                    ),
+                }
                 (
                     Engine::new(cfg.policy.clone(), engine_mode(mode)),
                     NodeTable::new(),
@@ -176,7 +199,34 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             drain_found: BTreeMap::new(),
             most_gpus_seen: 0,
             findings: Vec::new(),
+            audit_failed: false,
+            state_failed: false,
         }
+    }
+
+    /// Which record could not be written last time (`audit` or `state`), if any. While one
+    /// could not, drains and cancels are held (skipped as `records_unwritable`).
+    pub fn records_unwritable(&self) -> Option<&'static str> {
+        if self.audit_failed {
+            Some("audit")
+        } else if self.state_failed {
+            Some("state")
+        } else {
+            None
+        }
+    }
+
+    /// Notes whether a write of `file` (`audit` or `state`) succeeded, for the hold on drains
+    /// and cancels and for the metrics.
+    fn record_written(&mut self, file: &str, ok: bool) {
+        match file {
+            "audit" => self.audit_failed = !ok,
+            _ => self.state_failed = !ok,
+        }
+        if !ok {
+            Metrics::inc(&mut self.metrics.record_write_failures, file.to_string());
+        }
+        self.metrics.records_unwritable = self.records_unwritable().is_some() as u8;
     }
 
     /// Writes the state file.
@@ -196,14 +246,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         )
     }
 
-    fn audit(&self, line: serde_json::Value) {
+    /// Appends one record to the audit log; false (logged, counted) when it was not written.
+    fn audit(&mut self, line: serde_json::Value) -> bool {
         let r = std::fs::create_dir_all(&self.cfg.enforcer.state_dir).and_then(|_| {
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.audit_path())?;
-            writeln!(f, "{line}")
+            writeln!(f, "{line}")?;
+            f.flush()
         });
-        if let Err(e) = r {
-            tracing::error!(error = %e, "audit log not written");
+        if let Err(e) = &r {
+            tracing::error!(error = %e, path = %self.audit_path().display(), "audit log not written; drains and cancels are held until it is");
         }
+        self.record_written("audit", r.is_ok());
+        r.is_ok()
     }
 
     fn read_error(&mut self, source: &str, kind: &str) {
@@ -229,6 +283,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             Err(e) => {
                 tracing::error!(error = %e, "squeue failed; cycle skipped");
                 self.read_error("squeue", &e.kind);
+                // Nothing was evaluated: the per-cycle gauges say so rather than repeat the
+                // last good cycle (last_evaluated_timestamp_seconds stops advancing).
+                self.metrics.findings.clear();
+                self.metrics.wasted_gpu_h.clear();
+                self.metrics.jobs_evaluated = 0;
                 return rep;
             }
         };
@@ -351,12 +410,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
         // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
         let mut unknown_facts: Vec<Vec<&'static str>> = Vec::new();
-        for j in on_node.iter().filter(|j| j.is_judgeable()) {
+        for j in &on_node {
+            if !j.is_judgeable() {
+                rep.jobs_skipped.push((j.job_id.clone(), "not_judgeable"));
+                continue;
+            }
             let gpus = match attributed.get(&j.job_id) {
                 Some(Attributed::Gpus(_)) if moved.contains(j.job_id.as_str()) => {
                     tracing::info!(job_id = %j.job_id, "attribution changed within the job's run; job skipped this cycle and judged afresh");
                     Metrics::inc(&mut self.metrics.skipped, "ambiguous_attribution".to_string());
                     rep.ambiguous.push(j.job_id.clone());
+                    rep.jobs_skipped.push((j.job_id.clone(), "ambiguous_attribution"));
                     continue;
                 }
                 Some(Attributed::Gpus(g)) => g,
@@ -364,12 +428,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::info!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped");
                     Metrics::inc(&mut self.metrics.skipped, "ambiguous_attribution".to_string());
                     rep.ambiguous.push(j.job_id.clone());
+                    rep.jobs_skipped.push((j.job_id.clone(), "ambiguous_attribution"));
                     continue;
                 }
-                None => continue,
+                None => {
+                    rep.jobs_skipped.push((j.job_id.clone(), "not_placed"));
+                    continue;
+                }
             };
             let Some(start_s) = j.start_s else {
                 Metrics::inc(&mut self.metrics.skipped, "no_start_time".to_string());
+                rep.jobs_skipped.push((j.job_id.clone(), "no_start_time"));
                 continue;
             };
             let mut alloc: Vec<GpuRef> = gpus.iter().map(|&g| GpuRef { node: self.this, gpu: g }).collect();
@@ -505,6 +574,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         self.metrics.findings.clear();
         self.metrics.wasted_gpu_h.clear();
         self.metrics.jobs_evaluated = facts.len() as u64;
+        if tel.no_data.is_none() {
+            self.metrics.last_evaluated_s = now_s;
+        }
         for f in &findings {
             let job = &facts[f.job_index as usize];
             Metrics::inc(
@@ -567,7 +639,40 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             state: &self.actions,
         });
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
+        let mut skips = p.skips;
         for a in &p.actions {
+            let record_of = |record: &str, a: &Action| {
+                let mut line = json!({"t_s": now_s, "mode": mode.as_str(), "record": record});
+                merge(&mut line, serde_json::to_value(a).unwrap_or_default());
+                if let Some(ev) = a.job_id().and_then(|j| evidence.get(j)) {
+                    line["evidence"] = ev.clone();
+                }
+                line
+            };
+            // A drain or cancel is made only while its record can be kept: not while the last
+            // audit or state write failed, and, in enforce mode, only once a `starting` record
+            // with its evidence is in the audit log, so the evidence of a cancel is never lost
+            // to a write that fails after it. Alerts, notices and resumes go on (a resume
+            // undoes our own drain; holding it would keep a node out of service).
+            if matches!(a, Action::Drain { .. } | Action::Cancel { .. }) {
+                let held = self.records_unwritable().is_some() || (mode == RunMode::Enforce && !self.audit(record_of("starting", a)));
+                if held {
+                    tracing::error!(
+                        target: "gpu_reaper::action",
+                        action = a.kind(),
+                        job_id = a.job_id().unwrap_or(""),
+                        file = self.records_unwritable().unwrap_or("audit"),
+                        "{} held: the audit log or state file could not be written",
+                        a.kind()
+                    );
+                    skips.push(Skip {
+                        kind: plan::SkipKind::RecordsUnwritable,
+                        action: a.kind(),
+                        job_id: a.job_id().map(str::to_string),
+                    });
+                    continue;
+                }
+            }
             let out = match a {
                 // A notice to nobody is not delivered, whatever the notify command or webhook
                 // would answer: it fails, so no notice clock starts and no cancel follows.
@@ -600,15 +705,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
                 }
             }
-            let mut line = json!({"t_s": now_s, "mode": mode.as_str(), "record": if hypothetical { "would_action" } else { "action" }, "outcome": out, "hypothetical": hypothetical});
-            merge(&mut line, serde_json::to_value(a).unwrap_or_default());
-            if let Some(ev) = a.job_id().and_then(|j| evidence.get(j)) {
-                line["evidence"] = ev.clone();
-            }
+            let mut line = record_of(if hypothetical { "would_action" } else { "action" }, a);
+            merge(&mut line, json!({"outcome": out, "hypothetical": hypothetical}));
             self.audit(line);
             rep.actions.push((a.clone(), out));
         }
-        for s in &p.skips {
+        for s in &skips {
             Metrics::inc(&mut self.metrics.skipped, s.kind.as_str().to_string());
             tracing::info!(target: "gpu_reaper::action", action = s.action, job_id = s.job_id.as_deref().unwrap_or(""), reason = s.kind.as_str(), "action skipped");
             let mut line =
@@ -618,7 +720,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
             self.audit(line);
         }
-        rep.skips = p.skips;
+        rep.skips = skips;
 
         // 8. Cancel follow-up: has each cancelled job left RUNNING? One of unknown state on
         // this node (COMPLETING printed alone, say) is neither still RUNNING nor gone yet.
@@ -638,17 +740,21 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         drop(views);
         log_cycle_summary(&rep, read.jobs.len(), on_node.len(), samples.len());
         self.findings = findings;
-        if let Err(e) = self.save(now_s) {
-            tracing::error!(error = %e, path = %self.state_path().display(), "state not saved");
+        let saved = self.save(now_s);
+        if let Err(e) = &saved {
+            tracing::error!(error = %e, path = %self.state_path().display(), "state not saved; drains and cancels are held until it is");
             self.read_error("state", "write");
         }
+        self.record_written("state", saved.is_ok());
         rep
     }
 }
 
 /// One info line per completed cycle, so a quiet node still shows it is working: jobs in
-/// squeue and on this node, GPUs read, findings per verdict (`healthy=3 watching=1`, verdicts
-/// in rung order), and actions done, would-do, failed and skipped.
+/// squeue and on this node, and of those on this node how many were evaluated and how many
+/// skipped, with why (`ambiguous_attribution=2 no_start_time=1`), GPUs read, findings per
+/// verdict (`healthy=3 watching=1`, verdicts in rung order), and actions done, would-do,
+/// failed and skipped.
 fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, gpus_read: usize) {
     let mut per: BTreeMap<Verdict, usize> = BTreeMap::new();
     for f in &rep.findings {
@@ -660,10 +766,18 @@ fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, g
         per.iter().map(|(v, n)| format!("{}={n}", v.as_str())).collect::<Vec<_>>().join(" ")
     };
     let count = |o: &str| rep.actions.iter().filter(|(_, out)| out.as_str() == o).count();
+    let mut why: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, w) in &rep.jobs_skipped {
+        *why.entry(w).or_insert(0) += 1;
+    }
+    let jobs_skipped_why = why.iter().map(|(w, n)| format!("{w}={n}")).collect::<Vec<_>>().join(" ");
     tracing::info!(
         t_s = rep.now_s,
         jobs_seen,
         jobs_on_node,
+        jobs_evaluated = rep.findings.len(),
+        jobs_skipped = rep.jobs_skipped.len(),
+        jobs_skipped_why = %jobs_skipped_why,
         gpus_read,
         telemetry_no_data = rep.telemetry_no_data.as_deref().unwrap_or(""),
         verdicts = %verdicts,

@@ -197,6 +197,7 @@ fn epoch_now() -> i64 {
 }
 
 fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Option<u64>) -> anyhow::Result<()> {
+    hangup::install();
     let cfg = Config::load(&path)?;
     let e = cfg.enforcer.clone();
     // Before anything is read or written: an enforce run whose only notice channel cannot work
@@ -217,13 +218,16 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     if sim.is_some() {
         check_simulated_clock_allowed(e.mode, &e.state_dir, std::env::var_os(ALLOW_SIMULATED_ENFORCE_ENV).as_deref())?;
     }
+    std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
+    // Held for the whole run (dropped when this function returns; the kernel releases it if
+    // the process dies). A second `run` on the same state_dir, `--once` included, stops here.
+    let _lock = enforcer::state::lock_state_dir(&e.state_dir)?;
     check_state_clock(
         &e.state_dir,
         sim.map(|(start, _)| start),
         epoch_now(),
         cfg.policy.config().clock_skew.secs(),
     )?;
-    std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
     if sim.is_some() {
         let marker = e.state_dir.join(SIMULATED_MARKER);
         std::fs::write(&marker, "this state_dir holds state written by enforcer run --simulated-clock\n")
@@ -282,12 +286,60 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         if let Ok(mut p) = page.lock() {
             *p = d.metrics.render();
         }
+        hangup::log_if_received(&path);
         i += 1;
         if once || cycles.is_some_and(|n| i >= n) {
             return Ok(());
         }
         if sim.is_none() {
-            std::thread::sleep(Duration::from_secs(interval as u64).saturating_sub(started.elapsed()));
+            // In short steps, so a SIGHUP is answered in the log within a second.
+            let until = started + Duration::from_secs(interval as u64);
+            while let Some(left) = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+                std::thread::sleep(left.min(Duration::from_millis(500)));
+                hangup::log_if_received(&path);
+            }
+        }
+    }
+}
+
+/// SIGHUP. Its default action ends the process silently, and systemd counts a death by SIGHUP
+/// as a clean exit, so `Restart=on-failure` would not bring the daemon back. Many daemons
+/// reload their config on SIGHUP; this one reads its config only at start, so a SIGHUP is
+/// logged (saying a restart is needed) and the daemon keeps running with the config it has.
+/// SIGTERM and SIGINT keep their default action (the process ends at once; the state file
+/// is written atomically, so a stop at any point is safe).
+mod hangup {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static RECEIVED: AtomicBool = AtomicBool::new(false);
+
+    extern "C" fn on_hangup(_: libc::c_int) {
+        // Only an atomic store: async-signal-safe.
+        RECEIVED.store(true, Ordering::SeqCst);
+    }
+
+    /// Installs the SIGHUP handler (SA_RESTART, so no system call of a cycle fails with EINTR).
+    pub fn install() {
+        // SAFETY: sigaction with a zeroed struct, an empty mask and a handler that only
+        // stores to an atomic; the old action is not needed.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_hangup as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(libc::SIGHUP, &sa, std::ptr::null_mut()) != 0 {
+                tracing::warn!(error = %std::io::Error::last_os_error(), "SIGHUP handler not installed; a SIGHUP will end the daemon");
+            }
+        }
+    }
+
+    /// Logs a SIGHUP received since the last call.
+    pub fn log_if_received(config: &std::path::Path) {
+        if RECEIVED.swap(false, Ordering::SeqCst) {
+            tracing::warn!(
+                config = %config.display(),
+                "SIGHUP received: config reload is not supported; still running with the config read at start. Restart the daemon (systemctl restart gpu-reaper-enforcer) to apply a changed config"
+            );
         }
     }
 }

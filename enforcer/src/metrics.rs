@@ -31,8 +31,17 @@ pub struct Metrics {
     pub skipped: BTreeMap<String, u64>,
     /// Counter: cycles run.
     pub cycles: u64,
-    /// Gauge: epoch seconds of the last cycle.
+    /// Gauge: epoch seconds of the last cycle (also advances on a skipped cycle).
     pub last_cycle_s: i64,
+    /// Gauge: epoch seconds of the last cycle that evaluated jobs on fresh data: squeue read
+    /// and nvidia-smi gave data. 0 until the first such cycle.
+    pub last_evaluated_s: i64,
+    /// Counter: failed writes of the daemon's records, by file (`audit` for audit.jsonl,
+    /// `state` for state.json).
+    pub record_write_failures: BTreeMap<String, u64>,
+    /// Gauge: 1 while the last write of the audit log or of the state file failed (drains
+    /// and cancels are then held).
+    pub records_unwritable: u8,
     /// Gauge: 1 in enforce mode, 0 in observe mode.
     pub enforce: u8,
     /// Gauge: 1 while the pause file exists.
@@ -126,6 +135,16 @@ impl Metrics {
         for (r, n) in &self.skipped {
             let _ = writeln!(s, "gpu_reaper_skipped_total{{reason=\"{}\"}} {n}", esc(r));
         }
+        head(
+            &mut s,
+            "gpu_reaper_record_write_failures_total",
+            "counter",
+            "Failed writes of the audit log (file=audit) or the state file (file=state).",
+        );
+        for f in ["audit", "state"] {
+            let n = self.record_write_failures.get(f).copied().unwrap_or(0);
+            let _ = writeln!(s, "gpu_reaper_record_write_failures_total{{file=\"{f}\"}} {n}");
+        }
         for (name, kind, help, v) in [
             ("gpu_reaper_cycles_total", "counter", "Cycles run.", self.cycles as f64),
             (
@@ -133,6 +152,18 @@ impl Metrics {
                 "gauge",
                 "Time of the last cycle.",
                 self.last_cycle_s as f64,
+            ),
+            (
+                "gpu_reaper_last_evaluated_timestamp_seconds",
+                "gauge",
+                "Time of the last cycle that evaluated jobs on fresh data (squeue and nvidia-smi both read); 0 before the first.",
+                self.last_evaluated_s as f64,
+            ),
+            (
+                "gpu_reaper_records_unwritable",
+                "gauge",
+                "1 while the last audit log or state file write failed; drains and cancels are held.",
+                self.records_unwritable as f64,
             ),
             (
                 "gpu_reaper_enforce_mode",

@@ -136,6 +136,9 @@ pub enum SkipKind {
     CancelPending,
     /// The user's notice has not gone out, or went out less than `notice` ago.
     NoticePending,
+    /// Set by the daemon, not the planner: the last write of the audit log or the state file
+    /// failed, so no drain or cancel is made until one succeeds (its record could be lost).
+    RecordsUnwritable,
 }
 
 impl SkipKind {
@@ -152,6 +155,7 @@ impl SkipKind {
             SkipKind::DrainUnconfirmed => "drain_unconfirmed",
             SkipKind::CancelPending => "cancel_pending",
             SkipKind::NoticePending => "notice_pending",
+            SkipKind::RecordsUnwritable => "records_unwritable",
         }
     }
 }

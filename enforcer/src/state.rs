@@ -78,3 +78,131 @@ pub fn save(path: &Path, state: &StateFile) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The name of the lock file in `state_dir` ([`lock_state_dir`]).
+pub const LOCK_FILE: &str = "lock";
+
+/// An exclusive lock on a state_dir, held until dropped (or until the process ends, when the
+/// kernel releases it: a crash never leaves a stale lock). The lock file itself is left in
+/// place; its presence means nothing, only the lock on it does.
+#[derive(Debug)]
+pub struct StateDirLock {
+    _file: std::fs::File,
+}
+
+/// Why a state_dir could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another process (another enforcer) holds the lock.
+    #[error(
+        "state_dir {dir} is held by another enforcer (lock on {lock}); two enforcers on one state_dir would both alert, notify, drain and cancel and overrun the hourly budgets. Stop the other one (systemctl status gpu-reaper-enforcer; or `fuser {lock}` finds it), or give this one its own state_dir"
+    )]
+    Held {
+        /// The state_dir.
+        dir: String,
+        /// The lock file.
+        lock: String,
+    },
+    /// The lock file could not be opened or locked.
+    #[error("state_dir {dir}: cannot lock {lock}: {source}")]
+    Io {
+        /// The state_dir.
+        dir: String,
+        /// The lock file.
+        lock: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Takes an exclusive, non-blocking lock (flock(2)) on
+/// `state_dir/lock`, creating the file if needed. `state_dir` must exist.
+///
+/// Errors: [`LockError::Held`] when another open of that file (another process, or another
+/// handle in this one) holds the lock; [`LockError::Io`] when it cannot be opened or locked.
+/// The file is opened close-on-exec (as std opens every file), so a child such as squeue
+/// never inherits the lock and an abandoned child never keeps it.
+pub fn lock_state_dir(state_dir: &Path) -> Result<StateDirLock, LockError> {
+    let lock = state_dir.join(LOCK_FILE);
+    let io = |source| LockError::Io {
+        dir: state_dir.display().to_string(),
+        lock: lock.display().to_string(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(io)?;
+    // flock(2) directly rather than `File::try_lock` (the same call, stable only since Rust
+    // 1.89; the workspace's rust-version is older).
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor owned by `file`, which outlives the call.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(StateDirLock { _file: file });
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        Err(LockError::Held {
+            dir: state_dir.display().to_string(),
+            lock: lock.display().to_string(),
+        })
+    } else {
+        Err(io(e))
+    }
+}
+
+/// Moves an unreadable state file at `path` aside to `<path>.corrupt-<now_s>` (with `-2`,
+/// `-3`, … appended if that name is taken), so a fresh start never overwrites it. Returns
+/// the new path.
+pub fn move_aside(path: &Path, now_s: i64) -> std::io::Result<std::path::PathBuf> {
+    let base = format!("{}.corrupt-{now_s}", path.display());
+    let mut to = std::path::PathBuf::from(&base);
+    let mut n = 1;
+    while to.exists() {
+        n += 1;
+        to = std::path::PathBuf::from(format!("{base}-{n}"));
+    }
+    std::fs::rename(path, &to)?;
+    Ok(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_on_one_state_dir_is_refused_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_state_dir(dir.path()).unwrap();
+        match lock_state_dir(dir.path()) {
+            Err(e @ LockError::Held { .. }) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains(&dir.path().display().to_string()) && m.contains("another enforcer"),
+                    "{m}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(first);
+        lock_state_dir(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_moved_aside_never_over_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        std::fs::write(&p, "{ not json").unwrap();
+        let a = move_aside(&p, 1_900_000_000).unwrap();
+        assert_eq!(a, dir.path().join("state.json.corrupt-1900000000"));
+        assert!(!p.exists());
+        std::fs::write(&p, "second").unwrap();
+        let b = move_aside(&p, 1_900_000_000).unwrap();
+        assert_eq!(b, dir.path().join("state.json.corrupt-1900000000-2"));
+        assert_eq!(std::fs::read_to_string(a).unwrap(), "{ not json");
+        assert_eq!(std::fs::read_to_string(b).unwrap(), "second");
+    }
+}
