@@ -312,11 +312,13 @@ pub fn node_hostname(fields: &std::collections::BTreeMap<String, String>) -> Opt
 
 /// True when `node_hostname` (slurm.conf's `NodeHostName` for the configured node, from
 /// `scontrol show node`) and `this_host` (this machine's host name, see [`short_hostname`])
-/// name different hosts, compared by [`short_name`]. False when either is empty: with nothing
-/// to compare there is no evidence of a mismatch.
+/// name different hosts, compared by [`short_name`]. False when either is empty (with nothing
+/// to compare there is no evidence of a mismatch) and when `node_hostname` is `localhost`
+/// (`NodeHostname=localhost` in slurm.conf, as on a single-machine cluster, names whichever
+/// machine reads it).
 pub fn host_mismatch(node_hostname: &str, this_host: &str) -> bool {
     let (a, b) = (short_name(node_hostname), short_name(this_host));
-    !a.is_empty() && !b.is_empty() && a != b
+    !a.is_empty() && !b.is_empty() && a != "localhost" && a != b
 }
 
 impl Config {
@@ -505,6 +507,7 @@ mod tests {
         assert!(!host_mismatch("gpu001", "gpu001.other.example"));
         assert!(host_mismatch("gpu001.cluster.example", "gpu002"));
         assert!(!host_mismatch("", "gpu002") && !host_mismatch("gpu001", ""), "nothing to compare");
+        assert!(!host_mismatch("localhost", "vm") && !host_mismatch("localhost.localdomain", "gpu002"));
         let fields = |h: &str| [("NodeHostName".to_string(), h.to_string())].into_iter().collect();
         assert_eq!(node_hostname(&fields("gpu001.x")), Some("gpu001.x"));
         assert_eq!(node_hostname(&fields("(null)")), None);

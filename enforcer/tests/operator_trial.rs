@@ -265,3 +265,38 @@ fn a_notice_that_fails_every_time_is_retried_with_doubling_delays_and_never_canc
     assert_eq!(calls(&c, "scancel"), 0, "no notice really delivered: no cancel");
     assert!(d.metrics.skipped.get("notice_backoff").copied().unwrap_or(0) > 0);
 }
+
+// ---- The state file ---------------------------------------------------------------------------
+
+#[test]
+fn a_state_file_written_before_overrides_and_notice_retries_still_loads() {
+    // The new records are optional fields of the version-3 format: a file without them (an
+    // older build's) loads, as a fresh start would not, and keeps what it had.
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("102", 102, 1, &[NODE])]);
+    let mut d = daemon(&c, dir.path(), "", vec!["true".into()], T0);
+    let t = drained_then_admin_resumed(&c, &mut d);
+    d.cycle(t);
+    d.actions.notice_failed("102", t);
+    d.save(t).unwrap();
+    let path = dir.path().join("state.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(v["actions"]["overrides"]["102"].is_object(), "{}", v["actions"]);
+    assert_eq!(v["actions"]["notice_retries"]["102"]["failures"], 1);
+    let actions = v["actions"].as_object_mut().unwrap();
+    actions.remove("overrides");
+    actions.remove("notice_retries");
+    actions.insert(
+        "drains".into(),
+        serde_json::json!({"102": {"job_id": "102", "node": NODE, "made_s": T0, "hypothetical": false}}),
+    );
+    std::fs::write(&path, v.to_string()).unwrap();
+    match enforcer::state::load(&path) {
+        enforcer::state::Loaded::State(s) => {
+            assert!(s.actions.overrides.is_empty() && s.actions.notice_retries.is_empty());
+            assert_eq!(s.actions.drains["102"].confirmed_s, None);
+            assert!(s.actions.alerted.contains_key("102"), "the rest is kept");
+        }
+        other => panic!("{other:?}"),
+    }
+}
