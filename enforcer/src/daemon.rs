@@ -307,6 +307,26 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             rep.gpu_jobs_unseen = true;
         }
 
+        // The node's GPU list is whole: nvidia-smi answered, every row was read, and it lists
+        // no fewer GPUs than this node has shown. Placing a job by elimination needs it (a busy
+        // job whose own GPU is missing from the list would be placed on a free one), and so
+        // does resuming our drain (a node whose GPUs cannot be read is not fit to return).
+        let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
+        let answered = tel.no_data.is_none();
+        let missing = answered && tel.gpus.len() < self.most_gpus_seen;
+        if answered {
+            self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
+        }
+        let gpus_whole = answered && !rows_unread && !missing;
+        if answered && !gpus_whole {
+            tracing::info!(
+                gpus_listed = tel.gpus.len(),
+                most_gpus_seen = self.most_gpus_seen,
+                rows_unread,
+                "GPU list incomplete this cycle; no job is placed by elimination and no drain is resumed"
+            );
+        }
+
         // 3. Attribution.
         // Without telemetry only what is kept for the same run of a job carries over (a
         // requeued job has a new start time and is not placed on its old GPUs).
@@ -316,21 +336,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .filter_map(|j| attribution::kept_for(&self.kept, j).map(|g| (j.job_id.clone(), Attributed::Gpus(g.to_vec()))))
                 .collect()
         } else {
-            // Placing a job by elimination needs the node's whole GPU list: with a row that
-            // could not be read, or fewer GPUs than this node has shown, a busy job whose own
-            // GPU is missing from the list would be placed on a free one.
-            let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
-            let missing = tel.gpus.len() < self.most_gpus_seen;
-            self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
-            if rows_unread || missing {
-                tracing::info!(
-                    gpus_listed = tel.gpus.len(),
-                    most_gpus_seen = self.most_gpus_seen,
-                    rows_unread,
-                    "GPU list incomplete this cycle; no job is placed by elimination"
-                );
-            }
-            let whole = complete && !rows_unread && !missing;
+            let whole = complete && gpus_whole;
             let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), whole, &self.kept);
             a.jobs
         };
@@ -348,6 +354,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .collect();
         let mut facts: Vec<JobFacts> = Vec::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
+        // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
+        let mut unknown_facts: Vec<Vec<&'static str>> = Vec::new();
         for j in on_node.iter().filter(|j| j.is_judgeable()) {
             let gpus = match attributed.get(&j.job_id) {
                 Some(Attributed::Gpus(_)) if moved.contains(j.job_id.as_str()) => {
@@ -387,6 +395,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 alloc,
             });
             views_nodes.push(j.nodes.clone());
+            unknown_facts.push(exemption_fields_unknown(&self.cfg.policy.config().exempt, j));
         }
         let start_of: BTreeMap<&str, i64> = on_node.iter().filter_map(|j| Some((j.job_id.as_str(), j.start_s?))).collect();
         self.kept = attributed
@@ -405,15 +414,24 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
         for (g, &procs) in tel.gpus.iter().zip(&proc_counts) {
             let Some(idx) = g.index else { continue };
+            // A value nvidia-smi printed but that could not be read (`ERR!`) is present and
+            // invalid, never missing: the engine then takes nothing from the whole sample.
+            let field = |column: &str, v: Option<f64>| {
+                if g.unreadable.iter().any(|c| c == column) {
+                    Reading::from(f64::NAN)
+                } else {
+                    Reading::from(v)
+                }
+            };
             samples.push(Sample {
                 t_s: now_s,
                 node: self.this,
                 gpu: idx,
-                util_pct: g.util_pct.into(),
-                mem_used_mib: g.mem_used_mib.into(),
-                mem_total_mib: g.mem_total_mib.into(),
-                power_w: g.power_w.into(),
-                power_limit_w: g.power_limit_w.into(),
+                util_pct: field("utilization.gpu", g.util_pct),
+                mem_used_mib: field("memory.used", g.mem_used_mib),
+                mem_total_mib: field("memory.total", g.mem_total_mib),
+                power_w: field("power.draw", g.power_w),
+                power_limit_w: field("power.limit", g.power_limit_w),
                 procs,
                 sm_active: Reading::MISSING,
             });
@@ -500,6 +518,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             },
             &mut findings,
         );
+        // A job whose exemption cannot be decided (squeue left a field it reads unknown) may
+        // have opted out: it is held at alert, never drained or cancelled.
+        for f in findings.iter_mut() {
+            let unknown = &unknown_facts[f.job_index as usize];
+            if f.verdict > Verdict::Alert && !unknown.is_empty() {
+                let job = &facts[f.job_index as usize];
+                tracing::warn!(job_id = %job.job_id, verdict = %f.verdict, unknown = ?unknown, "squeue left fields an exemption reads unknown; job held at alert");
+                Metrics::inc(&mut self.metrics.skipped, "exemption_unknown".to_string());
+                f.verdict = Verdict::Alert;
+                f.hypothetical = false;
+            }
+        }
         self.metrics.findings.clear();
         self.metrics.wasted_gpu_h.clear();
         self.metrics.jobs_evaluated = facts.len() as u64;
@@ -538,6 +568,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             })
             .collect();
         let e = &self.cfg.enforcer;
+        if complete && !gpus_whole {
+            let ours = node_state.as_ref().filter(|n| n.has_drain()).and_then(|n| n.our_reason_job());
+            if let Some(job) = ours.filter(|j| !running_here.contains(j)) {
+                tracing::warn!(job_id = %job, "the job our drain names has left the node, but the node's GPUs did not read whole this cycle; the drain is kept");
+                Metrics::inc(&mut self.metrics.skipped, "resume_held_gpus_unread".to_string());
+            }
+        }
         let p = plan::plan(&PlanInput {
             now_s,
             mode,
@@ -545,7 +582,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             node_state: node_state.as_ref(),
             jobs: &views,
             // The plan's resume check: is the job our drain names still running on this node?
-            running: complete.then_some(&running_here),
+            running: (complete && gpus_whole).then_some(&running_here),
             paused,
             not_this_host: not_this_host.is_some(),
             limits: Limits {
@@ -710,4 +747,21 @@ pub fn evidence_json(f: &Finding) -> serde_json::Value {
         "power_mean_w": e.power_mean_w,
         "procs_unknown": e.procs_unknown,
     })
+}
+
+/// The fields of `job` that a configured exemption reads and that squeue left unknown (see
+/// [`SlurmJob::unknown_fields`]), by their squeue JSON keys.
+fn exemption_fields_unknown(exempt: &policy::ExemptConfig, job: &SlurmJob) -> Vec<&'static str> {
+    let read = [
+        ("user_name", !exempt.users.is_empty()),
+        ("account", !exempt.accounts.is_empty()),
+        ("partition", !exempt.partitions.is_empty()),
+        ("qos", !exempt.qos.is_empty()),
+        ("name", !exempt.name_regex.is_empty()),
+        ("comment", !exempt.comment_marker.is_empty()),
+    ];
+    read.into_iter()
+        .filter(|(key, used)| *used && job.unknown_fields.iter().any(|u| u == key))
+        .map(|(key, _)| key)
+        .collect()
 }

@@ -1003,3 +1003,64 @@ fn jobs_without_gpus_in_slurm_while_processes_use_the_gpus_are_reported() {
     let mut d = enforce_daemon(&w, config(dir.path(), "observe", ""), T0);
     assert!(!d.cycle(T0).gpu_jobs_unseen);
 }
+
+#[test]
+fn a_job_whose_exemption_cannot_be_decided_is_held_at_alert() {
+    // squeue left the comment unknown (the opt-out marker's field) for an idle job.
+    let mut j = job("601", 601, 2, &[NODE]);
+    j.unknown_fields = vec!["comment".into()];
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![j.clone()], 2);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let seen = run_cycles(&mut d, T0, 100);
+    assert!(seen.iter().any(|(_, _, v)| *v == Verdict::Alert), "{seen:?}");
+    assert!(seen.iter().all(|(_, _, v)| *v <= Verdict::Alert), "{seen:?}");
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(
+        calls.iter().all(|c| !c.starts_with("drain") && !c.starts_with("scancel")),
+        "{calls:?}"
+    );
+    assert!(d
+        .metrics
+        .render()
+        .contains("gpu_reaper_skipped_total{reason=\"exemption_unknown\"}"));
+    // With no comment marker configured, the comment is not read: the same job is drained.
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![j], 2);
+    let cfg = config(dir.path(), "enforce", "[policy.exempt]\ncomment_marker = \"\"");
+    let mut d = enforce_daemon(&w, cfg, T0);
+    run_cycles(&mut d, T0, 100);
+    assert!(w.cluster.borrow().calls.iter().any(|c| c.starts_with("drain")));
+}
+
+#[test]
+fn our_drain_is_kept_while_the_node_gpus_cannot_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(vec![job("701", 701, 2, &[NODE])], 2);
+    let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    // Run until the job is cancelled (it then leaves squeue), then lose the GPUs.
+    let mut t = T0;
+    while !w.cluster.borrow().calls.iter().any(|c| c.starts_with("scancel")) {
+        d.cycle(t);
+        t += 60;
+        assert!(t < T0 + 200 * 60, "never cancelled: {:?}", w.cluster.borrow().calls);
+    }
+    *w.gpus.no_data.borrow_mut() = Some("gpu_lost".into());
+    for _ in 0..5 {
+        d.cycle(t);
+        t += 60;
+    }
+    let calls = w.cluster.borrow().calls.clone();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("resume")),
+        "resumed while GPUs unreadable: {calls:?}"
+    );
+    assert!(d
+        .metrics
+        .render()
+        .contains("gpu_reaper_skipped_total{reason=\"resume_held_gpus_unread\"}"));
+    // The GPUs read again: the drain of the gone job is resumed.
+    *w.gpus.no_data.borrow_mut() = None;
+    d.cycle(t);
+    assert_eq!(w.cluster.borrow().calls.last().map(String::as_str), Some("resume gpu001"));
+}

@@ -101,6 +101,10 @@ fn reads_drains_resumes_comments_and_cancels_on_a_real_slurm() {
     if !slurm_here() {
         return;
     }
+    // One run at a time on this cluster, whatever process runs it (the clean-up below cancels
+    // every job of the test's name).
+    let lock = std::fs::File::create(std::env::temp_dir().join("gpu-reaper-real-slurm.lock")).unwrap();
+    lock.lock().unwrap();
     let _clean = CleanUp;
     let mut slurm = cli(JobSource::Json);
 

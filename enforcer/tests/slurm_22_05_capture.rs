@@ -30,6 +30,8 @@ fn squeue_json_without_gpu_tres_takes_gpus_from_gres_detail() {
         ("train", "root", "gpu")
     );
     assert!(train.is_judgeable());
+    // Every field an exemption reads is given as text, empty or not.
+    assert!(r.jobs.iter().all(|j| j.unknown_fields.is_empty()), "{:?}", r.jobs);
     let idle = job(&r.jobs, "6");
     assert_eq!((idle.state.as_str(), idle.gpus), ("RUNNING", 1));
     // The pending array's record and the cancelled jobs are read but never judged.
@@ -56,6 +58,8 @@ fn squeue_format_header_is_ours_on_22_05_and_tres_shows_no_gpus() {
     );
     // No `gres/gpu` in the TRES: the --Format source cannot see this job's GPUs.
     assert_eq!(train.gpus, 0);
+    // The enforcer's own format has no comment column: the opt-out marker is unknown.
+    assert_eq!(train.unknown_fields, ["comment"]);
     assert_eq!(job(&r.jobs, "7_[0-1]").state, "PENDING");
 }
 

@@ -63,6 +63,11 @@ pub struct SlurmJob {
     pub start_s: Option<i64>,
     /// Allocated nodes, expanded from the hostlist, in order.
     pub nodes: Vec<String>,
+    /// The fields an exemption may read (`user_name`, `account`, `partition`, `qos`, `name`,
+    /// `comment`, by their squeue JSON keys) that the source did not give as text: absent,
+    /// `null` or another type. Their value above is empty, but unknown, not known empty: the
+    /// daemon holds such a job at alert when a configured exemption reads the field.
+    pub unknown_fields: Vec<String>,
     /// Whole GPUs allocated across all nodes, from the TRES string (see [`tres`]); with squeue
     /// JSON, from `gres_detail` (see [`gres_detail`]) when the TRES string has no GPU entry
     /// (a cluster without `gres/gpu` in `AccountingStorageTRES`).

@@ -49,6 +49,12 @@ pub struct GpuReading {
     pub power_w: Option<f64>,
     /// `power.limit`, watts.
     pub power_limit_w: Option<f64>,
+    /// The reading columns (`utilization.gpu`, `memory.*`, `power.*`) whose value was present
+    /// but could not be read (`ERR!`, nvidia-smi's mark for a GPU or driver error; `nan`;
+    /// text). Such a row is no evidence at all: the daemon hands the engine those fields as
+    /// present but invalid, which discards the whole sample, where a missing (`[N/A]`) field
+    /// only makes that field unknown.
+    pub unreadable: Vec<String>,
 }
 
 /// One row that could not be read. Other rows still count.
@@ -318,16 +324,23 @@ fn read_table<R: Default>(
 /// count goes to `row_errors`, and so does a row with an unreadable value (kept with that
 /// field `None` under a header; rejected whole when headerless).
 pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiError> {
-    let fill = |g: &mut GpuReading, c: &str, v: &str| match c {
-        "index" => put(&mut g.index, integer(c, v)),
-        "uuid" => put(&mut g.uuid, free_text(v)),
-        "name" => put(&mut g.name, free_text(v)),
-        "utilization.gpu" => put(&mut g.util_pct, number(c, v)),
-        "memory.used" => put(&mut g.mem_used_mib, number(c, v)),
-        "memory.total" => put(&mut g.mem_total_mib, number(c, v)),
-        "power.draw" => put(&mut g.power_w, number(c, v)),
-        "power.limit" => put(&mut g.power_limit_w, number(c, v)),
-        _ => Ok(()),
+    let fill = |g: &mut GpuReading, c: &str, v: &str| {
+        let reading = match c {
+            "index" => return put(&mut g.index, integer(c, v)),
+            "uuid" => return put(&mut g.uuid, free_text(v)),
+            "name" => return put(&mut g.name, free_text(v)),
+            "utilization.gpu" => &mut g.util_pct,
+            "memory.used" => &mut g.mem_used_mib,
+            "memory.total" => &mut g.mem_total_mib,
+            "power.draw" => &mut g.power_w,
+            "power.limit" => &mut g.power_limit_w,
+            _ => return Ok(()),
+        };
+        let r = put(reading, number(c, v));
+        if r.is_err() {
+            g.unreadable.push(c.to_string());
+        }
+        r
     };
     let (columns, rows, mut row_errors) = read_table(text, columns, &known_gpu_column, &|_| false, &fill)?;
     let gpus = reject_disagreeing_gpus(rows, &mut row_errors);
@@ -491,6 +504,25 @@ pub fn parse_list(text: &str) -> Vec<ListedDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_reading_is_named_so_its_row_is_no_evidence() {
+        let t = parse_gpus(
+            "index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]\n\
+             0, GPU-a, 0, 3, 81920, ERR!, 400.00\n\
+             1, GPU-b, nan, 3, 81920, [N/A], 400.00\n\
+             2, GPU-c, 0, 3, 81920, 61.5, 400.00\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.gpus[0].unreadable, ["power.draw"]);
+        assert_eq!(t.gpus[0].power_w, None);
+        assert_eq!(t.gpus[1].unreadable, ["utilization.gpu"]);
+        // `[N/A]` is missing, not unreadable.
+        assert_eq!((t.gpus[1].power_w, t.gpus[1].unreadable.len()), (None, 1));
+        assert!(t.gpus[2].unreadable.is_empty());
+        assert_eq!(t.row_errors.len(), 2);
+    }
 
     #[test]
     fn one_gpu_on_two_rows_that_disagree_is_unknown_and_empty_text_is_no_data() {

@@ -324,7 +324,21 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
         Some(s) => start_time(s, tz).map_err(fail)?,
         None => None,
     };
+    // Exemption fields not among the columns (the enforcer's own format has no comment).
+    let unknown_fields = [
+        ("user_name", "username"),
+        ("account", "account"),
+        ("partition", "partition"),
+        ("qos", "qos"),
+        ("name", "name"),
+        ("comment", "comment"),
+    ]
+    .into_iter()
+    .filter(|(_, column)| get(column).is_none())
+    .map(|(key, _)| key.to_string())
+    .collect();
     Ok(SlurmJob {
+        unknown_fields,
         raw_id: raw.map(u64::from),
         sluid: get("sluid").map(|s| s.trim().to_string()).filter(|s| !s.is_empty() && s != "N/A"),
         state,

@@ -211,6 +211,11 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         sluid,
         state,
         state_flags,
+        unknown_fields: ["user_name", "account", "partition", "qos", "name", "comment"]
+            .into_iter()
+            .filter(|k| !matches!(j.get(*k), Some(Value::String(_))))
+            .map(str::to_string)
+            .collect(),
         user: string(j.get("user_name")),
         account: string(j.get("account")),
         partition: string(j.get("partition")),
@@ -323,6 +328,17 @@ mod tests {
             assert!(r.jobs.is_empty(), "{fields}: {r:?}");
             assert!(r.row_errors[0].problem.contains(says), "{fields}: {r:?}");
         }
+    }
+
+    #[test]
+    fn exemption_fields_not_given_as_text_are_unknown_not_empty() {
+        let r = parse(r#"{"jobs": [
+            {"job_id": 1, "job_state": ["RUNNING"], "nodes": "n1", "user_name": "a", "account": "", "partition": "p", "qos": "q", "name": "x", "comment": ""},
+            {"job_id": 2, "job_state": ["RUNNING"], "nodes": "n1", "user_name": "a", "account": null, "partition": "p", "name": "x", "qos": 7}
+        ]}"#)
+        .unwrap();
+        assert!(r.jobs[0].unknown_fields.is_empty(), "{:?}", r.jobs[0]);
+        assert_eq!(r.jobs[1].unknown_fields, ["account", "qos", "comment"]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Attribution never guesses from an incomplete GPU list, and a cut-off squeue answer is never
-//! a complete queue. Each case is a bug found by an adversarial review (a busy job placed on a
+//! Incomplete or broken telemetry is never evidence: attribution never guesses from an
+//! incomplete GPU list, a GPU row with an unreadable value (`ERR!`) is no sample, and a cut-off
+//! squeue answer is never a complete queue. Each case is a bug found by an adversarial review (a busy job placed on a
 //! free idle GPU, then drained and cancelled; an overflow; a 64 MiB cut read as the queue).
 
 mod common;
@@ -149,6 +150,43 @@ fn one_incomplete_gpu_list_never_pins_a_busy_job_to_a_free_gpu() {
             assert_eq!(d.kept.get("1000"), None, "{once}: cycle {i}: placed on {:?}", d.kept.get("1000"));
         }
         assert!(!acted(&c), "{once}: {:?}", c.borrow().calls);
+    }
+}
+
+/// A whole-node idle job (2 GPUs, 0 %, 3 MiB), placed in the first cycle, whose power then
+/// reads `ERR!` (nvidia-smi's mark for a GPU or driver error) on every row: the rows are no
+/// evidence, so the job is never drained or cancelled. The same job with power `[N/A]` (unknown, as on GPUs without power
+/// readings) is judged on the rest and drained: the test tells the two apart.
+#[test]
+fn a_gpu_row_with_an_unreadable_value_is_no_evidence() {
+    for (power, want_action) in [("ERR!", false), ("nan", false), ("[N/A]", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let body = format!(
+            r#"case "$1" in --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; exit 0;; esac
+n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n + 1)) > "$D/n"
+{SMI_HEADER}
+p="6$((n % 3)).5"; if [ "$n" -ge 2 ]; then p="{power}"; fi
+echo "0, GPU-0, 0, 3, 81920, $p, 400.00"
+echo "1, GPU-1, 0, 3, 81920, $p, 400.00""#
+        );
+        let (mut d, c) = smi_daemon(dir.path(), &body, vec![job("1000", 1000, 2, &[NODE])], &[]);
+        let (mut worst, mut last) = (policy::Verdict::Healthy, None);
+        for i in 0..100 {
+            for f in d.cycle(T0 + i * 60).findings {
+                worst = worst.max(f.verdict);
+                last = Some(f.verdict);
+            }
+        }
+        assert_eq!(
+            acted(&c),
+            want_action,
+            "power {power}: worst {worst:?}, calls {:?}",
+            c.borrow().calls
+        );
+        if !want_action {
+            assert!(worst <= policy::Verdict::Watching, "power {power}: {worst:?}");
+            assert_eq!(last, Some(policy::Verdict::InsufficientEvidence), "power {power}");
+        }
     }
 }
 
