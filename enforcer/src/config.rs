@@ -295,7 +295,51 @@ pub fn short_hostname() -> String {
     h.trim().split('.').next().unwrap_or("").to_string()
 }
 
+/// `name` up to its first dot, in lower case: the form in which two host names are compared
+/// (`gpu001.cluster.example` and `GPU001` are the same host).
+pub fn short_name(name: &str) -> String {
+    name.trim().split('.').next().unwrap_or("").to_ascii_lowercase()
+}
+
+/// The `NodeHostName` a `scontrol show node` reading gives, when it gives one (absent,
+/// empty and `(null)` are none).
+pub fn node_hostname(fields: &std::collections::BTreeMap<String, String>) -> Option<&str> {
+    fields
+        .get("NodeHostName")
+        .map(|h| h.trim())
+        .filter(|h| !h.is_empty() && *h != "(null)")
+}
+
+/// True when `node_hostname` (slurm.conf's `NodeHostName` for the configured node, from
+/// `scontrol show node`) and `this_host` (this machine's host name, see [`short_hostname`])
+/// name different hosts, compared by [`short_name`]. False when either is empty (with nothing
+/// to compare there is no evidence of a mismatch) and when `node_hostname` is `localhost`
+/// (`NodeHostname=localhost` in slurm.conf, as on a single-machine cluster, names whichever
+/// machine reads it).
+pub fn host_mismatch(node_hostname: &str, this_host: &str) -> bool {
+    let (a, b) = (short_name(node_hostname), short_name(this_host));
+    !a.is_empty() && !b.is_empty() && a != "localhost" && a != b
+}
+
 impl Config {
+    /// A warning for `check-config` when `enforcer.node` is written and, by [`short_name`],
+    /// is not `this_host` (this machine's host name): one config pushed to every node names
+    /// the same node everywhere. It is not an error, as a NodeName may legitimately differ
+    /// from its host name (`NodeHostName=` in slurm.conf); the daemon checks the
+    /// `NodeHostName` that `scontrol show node` gives each cycle and acts on nothing while it
+    /// is another host. `None` when `node` is unset (it is then the host name) or matches, or
+    /// when the host name could not be read.
+    pub fn node_host_warning(&self, this_host: &str) -> Option<String> {
+        let node = self.enforcer.node.as_str();
+        (!node.is_empty() && host_mismatch(node, this_host)).then(|| {
+            format!(
+                "enforcer.node = {node:?} but this host is {:?}: unless slurm.conf gives {node} NodeHostName={}, `enforcer run` here will find that {node} is another host and take no action (no drain, cancel, resume or notice); if this file is shared by every node, leave enforcer.node unset (it defaults to the host name up to the first dot)",
+                policy::one_line(this_host, 80),
+                short_name(this_host)
+            )
+        })
+    }
+
     /// Parses and validates config text. `file` names it in errors.
     pub fn from_text(text: &str, file: &str) -> Result<Config, ConfigError> {
         let e = |key: &str, problem: String| ConfigError {
@@ -454,6 +498,32 @@ mod tests {
 
     fn err(text: &str) -> String {
         Config::from_text(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn host_names_compare_by_short_name_and_a_written_node_of_another_host_warns() {
+        assert_eq!(short_name(" GPU001.cluster.example "), "gpu001");
+        assert!(!host_mismatch("gpu001.cluster.example", "GPU001"));
+        assert!(!host_mismatch("gpu001", "gpu001.other.example"));
+        assert!(host_mismatch("gpu001.cluster.example", "gpu002"));
+        assert!(!host_mismatch("", "gpu002") && !host_mismatch("gpu001", ""), "nothing to compare");
+        assert!(!host_mismatch("localhost", "vm") && !host_mismatch("localhost.localdomain", "gpu002"));
+        let fields = |h: &str| [("NodeHostName".to_string(), h.to_string())].into_iter().collect();
+        assert_eq!(node_hostname(&fields("gpu001.x")), Some("gpu001.x"));
+        assert_eq!(node_hostname(&fields("(null)")), None);
+        assert_eq!(node_hostname(&fields(" ")), None);
+        assert_eq!(node_hostname(&Default::default()), None);
+        let c = Config::from_text("[enforcer]\nnode = \"gpu001\"\n", "t").unwrap();
+        let w = c.node_host_warning("gpu002").unwrap();
+        assert!(
+            w.contains("enforcer.node = \"gpu001\"") && w.contains("\"gpu002\"") && w.contains("unset"),
+            "{w}"
+        );
+        assert_eq!(c.node_host_warning("GPU001"), None);
+        assert_eq!(c.node_host_warning(""), None, "host name unreadable: nothing to say");
+        // Unset, the node is the host name: nothing to compare.
+        let c = Config::from_text("[enforcer]\n", "t").unwrap();
+        assert_eq!(c.node_host_warning("gpu002"), None);
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// bus, or its row unreadable), and attribution then never places a job by elimination.
     /// Not persisted: a GPU removed for good stops counting at the next restart.
     pub most_gpus_seen: usize,
+    /// This machine's host name (`config::short_hostname`, read at start), compared with the
+    /// `NodeHostName` that `scontrol show node` gives for the configured node; empty means no
+    /// check.
+    pub host: String,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -198,6 +202,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             metrics,
             drain_found: BTreeMap::new(),
             most_gpus_seen: 0,
+            host: crate::config::short_hostname(),
             findings: Vec::new(),
             audit_failed: false,
             state_failed: false,
@@ -510,6 +515,29 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 None
             }
         };
+        // The configured node must be this host: one config pushed to every node would have
+        // each daemon judge that node's jobs against its own GPUs and act on that node.
+        let not_this_host = node_state
+            .as_ref()
+            .and_then(|ns| crate::config::node_hostname(&ns.fields))
+            .filter(|h| crate::config::host_mismatch(h, &self.host));
+        if let Some(h) = not_this_host {
+            tracing::error!(node = %node, node_hostname = %h, this_host = %self.host, "enforcer.node names a node whose NodeHostName is another host; no drain, cancel, resume or notice this cycle: fix enforcer.node in the config (unset, it is this host's name)");
+            Metrics::inc(&mut self.metrics.skipped, "node_not_this_host".to_string());
+        } else if mode == RunMode::Enforce {
+            // An admin's resume of our confirmed drain while the job runs is an override.
+            let here: BTreeMap<String, Option<i64>> = read
+                .jobs
+                .iter()
+                .filter(|j| j.state == "RUNNING" && j.may_hold(&node))
+                .map(|j| (j.job_id.clone(), j.start_s))
+                .collect();
+            for job in self.actions.observe_node(now_s, &node, node_state.as_ref(), &here) {
+                tracing::warn!(target: "gpu_reaper::action", job_id = %job, node = %node, "an admin resumed our drain while the job runs: taken as an override, the job is not drained or cancelled again in this run (alerts go on)");
+                Metrics::inc(&mut self.metrics.skipped, "admin_override".to_string());
+                self.audit(json!({"t_s": now_s, "mode": mode.as_str(), "record": "admin_override", "job_id": job, "node": node}));
+            }
+        }
         // Every standing drain of ours is reported every cycle, stamped with the time this
         // process first found it (the engine counts it from the later of that and the breach
         // start). When scontrol fails, what was found before is kept but not reported.
@@ -628,6 +656,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // The plan's resume check: is the job our drain names still running on this node?
             running: (complete && gpus_whole).then_some(&running_here),
             paused,
+            not_this_host: not_this_host.is_some(),
             limits: Limits {
                 max_drains_per_hour: e.max_drains_per_hour,
                 max_cancels_per_hour: e.max_cancels_per_hour,
@@ -635,6 +664,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 suspect_frac: e.suspect_frac,
                 notify: e.has_user_channel(),
                 notice_s: self.cfg.policy.config().notice.secs(),
+                notice_retry_first_s: self.cfg.policy.config().interval.secs(),
+                notice_retry_max_s: plan::NOTICE_RETRY_MAX_S,
             },
             state: &self.actions,
         });
@@ -692,6 +723,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     match a {
                         Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
                         Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
+                        // A failed notice is retried after a growing delay (plan's backoff).
+                        Action::Notice { job_id, .. } => self.actions.notice_failed(job_id, now_s),
                         _ => {}
                     }
                     tracing::error!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), error = %why, "action failed");

@@ -152,6 +152,12 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
                     file.display()
                 ),
             }
+            // check-config runs no Slurm command, so it cannot read NodeHostName: it only
+            // compares a written enforcer.node with this host's name (the daemon checks
+            // NodeHostName each cycle).
+            if let Some(w) = c.node_host_warning(&enforcer::config::short_hostname()) {
+                eprintln!("enforcer: warning: {}: {w}", file.display());
+            }
             say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
             let shown = enforcer::config::ConfigFile {
                 policy: c.policy.config().clone(),

@@ -139,6 +139,15 @@ pub enum SkipKind {
     /// Set by the daemon, not the planner: the last write of the audit log or the state file
     /// failed, so no drain or cancel is made until one succeeds (its record could be lost).
     RecordsUnwritable,
+    /// The last notice attempt for the job failed less than its retry delay ago (see
+    /// [`notice_retry_delay_s`]): the notice is not sent again yet.
+    NoticeBackoff,
+    /// An admin resumed the node while our confirmed drain for this job stood and the job
+    /// still ran: for the rest of that run the job is never drained or cancelled again.
+    AdminOverride,
+    /// `scontrol show node` names a `NodeHostName` that is not this host: the configured
+    /// `enforcer.node` is another node, so nothing is drained, cancelled, resumed or noticed.
+    NodeNotThisHost,
 }
 
 impl SkipKind {
@@ -156,6 +165,9 @@ impl SkipKind {
             SkipKind::CancelPending => "cancel_pending",
             SkipKind::NoticePending => "notice_pending",
             SkipKind::RecordsUnwritable => "records_unwritable",
+            SkipKind::NoticeBackoff => "notice_backoff",
+            SkipKind::AdminOverride => "admin_override",
+            SkipKind::NodeNotThisHost => "node_not_this_host",
         }
     }
 }
@@ -182,6 +194,43 @@ pub struct DrainRecord {
     pub made_s: i64,
     /// True for an observe-mode would-drain.
     pub hypothetical: bool,
+    /// When `scontrol show node` first showed this drain standing (drained, with our Reason
+    /// for this job), epoch seconds; `None` until then, and always for a would-drain. Only a
+    /// confirmed drain that later disappears while the job runs is an admin override. Absent
+    /// in state files written before this field (read as `None`; confirmed again at the next
+    /// cycle if the drain still stands).
+    #[serde(default)]
+    pub confirmed_s: Option<i64>,
+}
+
+/// An admin's resume of our drain, taken as an override for one run of the job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminOverride {
+    /// The job's start time (squeue `start_time`), epoch seconds: the override holds for this
+    /// run only; `None` when squeue gave none (then it holds for whatever run has this id).
+    pub start_s: Option<i64>,
+    /// When the resume was noticed, epoch seconds.
+    pub found_s: i64,
+}
+
+/// A failed notice, for the retry backoff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoticeRetry {
+    /// Failed attempts in a row (at least 1).
+    pub failures: u32,
+    /// When the last attempt failed, epoch seconds.
+    pub last_s: i64,
+}
+
+/// The longest wait between two attempts at a failed notice: 30 minutes.
+pub const NOTICE_RETRY_MAX_S: i64 = 30 * 60;
+
+/// How long after its `failures`-th failed attempt in a row a notice is tried again: `first_s`
+/// (the cycle interval) after the first failure, doubling with each further failure, at most
+/// `max_s`. With a 60 s interval: 1, 2, 4, 8, 16, 30, 30, ... minutes.
+pub fn notice_retry_delay_s(failures: u32, first_s: i64, max_s: i64) -> i64 {
+    let doublings = failures.saturating_sub(1).min(32);
+    first_s.max(1).saturating_mul(1i64 << doublings).min(max_s.max(first_s))
 }
 
 /// What the enforcer remembers of its own actions; persisted in the state file.
@@ -211,6 +260,12 @@ pub struct ActionState {
     pub cancel_times_s: Vec<i64>,
     /// Last suspect-collector admin alert.
     pub suspect_alerted_s: Option<i64>,
+    /// Failed notices per job, for the retry backoff; cleared when a notice goes out. A
+    /// failure made before the current breach began counts for nothing.
+    pub notice_retries: BTreeMap<String, NoticeRetry>,
+    /// Jobs whose confirmed drain an admin resumed while they ran (see
+    /// [`ActionState::observe_node`]): never drained or cancelled again in that run.
+    pub overrides: BTreeMap<String, AdminOverride>,
 }
 
 impl ActionState {
@@ -225,6 +280,8 @@ impl ActionState {
             self.noticed.retain(|j, _| r.contains(j));
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
+            self.notice_retries.retain(|j, _| r.contains(j));
+            self.overrides.retain(|j, _| r.contains(j));
         }
     }
 
@@ -236,6 +293,59 @@ impl ActionState {
         self.drains.retain(|_, d| !d.hypothetical);
         self.cancels.clear();
         self.noticed.clear();
+        self.notice_retries.clear();
+    }
+
+    /// Records a failed notice attempt at `now_s`, for the retry backoff.
+    pub fn notice_failed(&mut self, job_id: &str, now_s: i64) {
+        let r = self.notice_retries.entry(job_id.to_string()).or_insert(NoticeRetry {
+            failures: 0,
+            last_s: now_s,
+        });
+        r.failures = r.failures.saturating_add(1);
+        r.last_s = now_s;
+    }
+
+    /// Compares the real drains remembered for `node` with the node's state this cycle
+    /// (enforce mode; `node_state` from `scontrol show node`, `running_here` the jobs squeue
+    /// shows RUNNING on this node with their start times). A drain shown standing (drained,
+    /// our Reason for its job) is marked confirmed. A confirmed drain that is gone (the node
+    /// is no longer drained and no longer carries our Reason for the job) while its job still
+    /// runs here was resumed by an admin: the drain record is dropped and an
+    /// [`AdminOverride`] is recorded for that run of the job. Returns the jobs newly
+    /// overridden. Nothing happens when the node state is unknown.
+    pub fn observe_node(
+        &mut self,
+        now_s: i64,
+        node: &str,
+        node_state: Option<&NodeState>,
+        running_here: &BTreeMap<String, Option<i64>>,
+    ) -> Vec<String> {
+        let Some(ns) = node_state else { return Vec::new() };
+        let ours = our_drain(Some(ns));
+        let mut found = Vec::new();
+        for d in self.drains.values_mut().filter(|d| !d.hypothetical && d.node == node) {
+            if ours.as_deref() == Some(d.job_id.as_str()) {
+                d.confirmed_s.get_or_insert(now_s);
+            } else if d.confirmed_s.is_some()
+                && !ns.has_drain()
+                && ns.our_reason_job().as_deref() != Some(d.job_id.as_str())
+                && running_here.contains_key(&d.job_id)
+            {
+                found.push(d.job_id.clone());
+            }
+        }
+        for j in &found {
+            self.drains.remove(j);
+            self.overrides.insert(
+                j.clone(),
+                AdminOverride {
+                    start_s: running_here.get(j).copied().flatten(),
+                    found_s: now_s,
+                },
+            );
+        }
+        found
     }
 
     /// Records an action that was carried out (or logged as would-do in observe mode).
@@ -249,6 +359,7 @@ impl ActionState {
             }
             Action::Notice { job_id, .. } => {
                 self.noticed.insert(job_id.clone(), now_s);
+                self.notice_retries.remove(job_id);
             }
             Action::Drain { job_id, node, .. } => {
                 self.drain_times_s.push(now_s);
@@ -259,6 +370,7 @@ impl ActionState {
                         node: node.clone(),
                         made_s: now_s,
                         hypothetical,
+                        confirmed_s: None,
                     },
                 );
             }
@@ -291,6 +403,11 @@ pub struct Limits {
     /// counts from the first alert; this counts from the notice that really went out, so a
     /// failed notice holds the cancel, and a notice from an earlier breach counts for nothing).
     pub notice_s: i64,
+    /// Wait after a first failed notice before it is tried again, seconds (the daemon gives
+    /// `policy.interval`); it doubles with each further failure (see [`notice_retry_delay_s`]).
+    pub notice_retry_first_s: i64,
+    /// The longest wait between notice attempts, seconds ([`NOTICE_RETRY_MAX_S`]).
+    pub notice_retry_max_s: i64,
 }
 
 /// One judged job.
@@ -321,6 +438,10 @@ pub struct PlanInput<'a> {
     pub running: Option<&'a BTreeSet<String>>,
     /// The pause file exists.
     pub paused: bool,
+    /// `scontrol show node` named a `NodeHostName` that is not this host (see
+    /// `config::host_mismatch`): the configured node is another one, and nothing is drained,
+    /// cancelled, resumed or noticed this cycle. Alerts (log, webhook) still go out.
+    pub not_this_host: bool,
     /// Damage limits.
     pub limits: Limits,
     /// What was done before.
@@ -411,13 +532,33 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             });
         }
         if inp.limits.notify && noticed_s.is_none() {
-            p.actions.push(Action::Notice {
-                job_id: id.into(),
-                user: job.user.clone(),
-                reason: reason.clone(),
+            // A failed notice is tried again after a growing delay, never every cycle: a
+            // notify command that delivers and then times out would otherwise tell the user
+            // once a cycle. A failure from an earlier breach does not delay this one's notice.
+            let lim = &inp.limits;
+            let waiting = st.notice_retries.get(id).filter(|r| r.last_s >= breach_start_s).is_some_and(|r| {
+                inp.now_s.saturating_sub(r.last_s) < notice_retry_delay_s(r.failures, lim.notice_retry_first_s, lim.notice_retry_max_s)
             });
+            if waiting {
+                skip(&mut p, SkipKind::NoticeBackoff, "notice", id);
+            } else {
+                p.actions.push(Action::Notice {
+                    job_id: id.into(),
+                    user: job.user.clone(),
+                    reason: reason.clone(),
+                });
+            }
         }
         if v < Verdict::Drain {
+            continue;
+        }
+        // An admin resumed our drain while this run of the job went on: their call stands for
+        // the rest of the run (alerts go on, drains and cancels do not).
+        if st.overrides.get(id).is_some_and(|o| o.start_s.is_none_or(|s| s == job.start_s)) {
+            skip(&mut p, SkipKind::AdminOverride, "drain", id);
+            if v >= Verdict::Cancel {
+                skip(&mut p, SkipKind::AdminOverride, "cancel", id);
+            }
             continue;
         }
         // One component's evidence says nothing about the others, and scancel of component 0
@@ -519,20 +660,34 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
     }
 
+    // The configured node is another host's: this node's GPUs were judged against that
+    // node's jobs, so nothing that changes Slurm or contacts a user is done.
+    if inp.not_this_host {
+        hold_back(&mut p, SkipKind::NodeNotThisHost, Action::changes_something);
+    }
+
     // The pause file comes first: while it exists it is the reason nothing is done, whatever
     // else would also have held an action back (a special node, a budget, a suspect
     // collector), so every skip says `paused`.
     if inp.paused {
-        for s in &mut p.skips {
-            s.kind = SkipKind::Paused;
-        }
-        for a in std::mem::take(&mut p.actions) {
-            p.skips.push(Skip {
-                kind: SkipKind::Paused,
-                action: a.kind(),
-                job_id: a.job_id().map(str::to_string),
-            });
-        }
+        hold_back(&mut p, SkipKind::Paused, |_| true);
     }
     p
+}
+
+/// Turns every planned action that `held` selects into a skip of `kind`, and gives every skip
+/// already made that kind too: it is then the reason the action is not taken.
+fn hold_back(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
+    for s in &mut p.skips {
+        s.kind = kind;
+    }
+    let (gone, keep): (Vec<Action>, Vec<Action>) = std::mem::take(&mut p.actions).into_iter().partition(|a| held(a));
+    p.actions = keep;
+    for a in gone {
+        p.skips.push(Skip {
+            kind,
+            action: a.kind(),
+            job_id: a.job_id().map(str::to_string),
+        });
+    }
 }

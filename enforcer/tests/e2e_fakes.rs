@@ -1028,7 +1028,10 @@ fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when
         "{err}"
     );
     let (code, err) = cmd(&["check-config"], &only, Some("http://127.0.0.1:9/hook"));
-    assert_eq!((code, err.as_str()), (Some(0), ""), "set: no warning");
+    // The config names node gpu001: on a host of another name check-config also warns about
+    // that (see a_node_hostname_of_another_host_holds_every_action_and_check_config_warns).
+    let others: Vec<&str> = err.lines().filter(|l| !l.contains("enforcer.node = \"gpu001\"")).collect();
+    assert_eq!((code, others), (Some(0), vec![]), "set: no warning");
 
     let run = ["run", "--simulated-clock", "1900000000:60", "--cycles", "1", "--config"];
     let (code, err) = cmd(&run, &only, None);
@@ -1260,5 +1263,65 @@ fn json_a_running_job_without_nodes_or_with_a_flag_alone_is_not_gone_from_the_no
     ] {
         let resumed = outputs_that_resume("json", &[(what, out, "")]);
         assert_eq!(resumed.len(), 1, "{what} must resume");
+    }
+}
+
+/// This machine's host name up to the first dot, or `None` when it cannot be read.
+fn this_short_hostname() -> Option<String> {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let h = h.trim().split('.').next()?.to_string();
+    (!h.is_empty()).then_some(h)
+}
+
+#[test]
+fn a_node_hostname_of_another_host_holds_every_action_and_check_config_warns() {
+    // scontrol says the configured node gpu001 is another host: nothing is changed, nobody is
+    // told, an ERROR names both names and the key.
+    let e = plain();
+    e.set("node.hostname", "reaper-other-host-0001.cluster.example");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(e.argv("scontrol").iter().all(|a| a[0] == "show"), "{:?}", e.argv("scontrol"));
+    assert!(e.argv("scancel").is_empty() && e.argv("notify").is_empty());
+    let errors = log_lines(&log, |v| v["level"] == "ERROR" && v["fields"]["node_hostname"].is_string());
+    assert_eq!(errors.len(), 40, "one a cycle");
+    let m = errors[0]["fields"]["message"].as_str().unwrap();
+    assert!(m.contains("enforcer.node"), "{m}");
+    assert_eq!(errors[0]["fields"]["node"], "gpu001");
+    assert_eq!(errors[0]["fields"]["node_hostname"], "reaper-other-host-0001.cluster.example");
+    assert!(kinds(&e.audit(), "action").contains(&"alert".to_string()), "alerts still go out");
+
+    // The same machine's name as an FQDN in another case: the daemon acts.
+    if let Some(h) = this_short_hostname() {
+        let e = plain();
+        e.set("node.hostname", &format!("{}.cluster.example", h.to_uppercase()));
+        let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+        assert!(ok, "{log}");
+        assert_eq!(e.argv("scancel").len(), 1, "{log}");
+        assert!(log_lines(&log, |v| v["fields"]["node_hostname"].is_string()).is_empty());
+
+        // check-config warns when a written node is not this host, and only then.
+        let cfg = e.config("observe", "");
+        let out = check_config(&cfg);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        if h.eq_ignore_ascii_case("gpu001") {
+            assert!(err.is_empty(), "{err}");
+        } else {
+            assert!(
+                err.contains("warning") && err.contains("enforcer.node = \"gpu001\"") && err.contains(&h),
+                "{err}"
+            );
+        }
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("node = \"gpu001\"\n", &format!("node = \"{}\"\n", h.to_uppercase()));
+        std::fs::write(&cfg, text).unwrap();
+        let out = check_config(&cfg);
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

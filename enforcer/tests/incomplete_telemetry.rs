@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cluster::{job, Cluster, FakeSlurm, NODE, T0};
+use common::cluster::{cluster, job, Cluster, FakeSlurm, NODE, T0};
 use enforcer::attribution::{self, Attributed, KeptMap, ProcReader};
 use enforcer::config::Config;
 use enforcer::daemon::Daemon;
@@ -40,15 +40,6 @@ fn config(dir: &std::path::Path, mode: &str) -> Config {
         dir.display()
     );
     Config::from_text(&text, "test.toml").unwrap()
-}
-
-fn cluster(jobs: Vec<SlurmJob>) -> Rc<RefCell<Cluster>> {
-    Rc::new(RefCell::new(Cluster {
-        jobs,
-        node_state: "MIXED".into(),
-        honour_drain: true,
-        ..Default::default()
-    }))
 }
 
 fn real_exec(c: &Rc<RefCell<Cluster>>) -> RealExecutor<FakeSlurm> {

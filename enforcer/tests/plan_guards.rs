@@ -2,7 +2,9 @@
 
 use enforcer::config::RunMode;
 use enforcer::parse::scontrol_node::{self, NodeState};
-use enforcer::plan::{plan, Action, ActionState, JobView, Limits, Plan, PlanInput, SkipKind};
+use enforcer::plan::{
+    notice_retry_delay_s, plan, Action, ActionState, AdminOverride, JobView, Limits, NoticeRetry, Plan, PlanInput, SkipKind,
+};
 use policy::{Cause, Evidence, Finding, JobFacts, SignatureId, Verdict};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -49,6 +51,8 @@ fn limits() -> Limits {
         suspect_frac: 0.2,
         notify: true,
         notice_s: 1800,
+        notice_retry_first_s: 60,
+        notice_retry_max_s: 1800,
     }
 }
 
@@ -56,6 +60,8 @@ struct Case {
     jobs: Vec<JobFacts>,
     findings: Vec<Finding>,
     nodes: Vec<Vec<String>>,
+    /// `scontrol show node` named another host as the node's NodeHostName.
+    not_this_host: bool,
 }
 
 impl Case {
@@ -64,6 +70,7 @@ impl Case {
             jobs: (0..verdicts.len()).map(|i| job(&format!("{}", 100 + i))).collect(),
             findings: verdicts.iter().enumerate().map(|(i, v)| finding(i as u32, *v)).collect(),
             nodes: verdicts.iter().map(|_| vec![NODE.to_string()]).collect(),
+            not_this_host: false,
         }
     }
 
@@ -94,6 +101,7 @@ impl Case {
             jobs: &views,
             running,
             paused,
+            not_this_host: self.not_this_host,
             limits: lim,
             state: st,
         })
@@ -102,17 +110,23 @@ impl Case {
 
 /// State holding an observe-mode would-drain of `job` on this node, made at 9 000 s.
 fn would_drained(job: &str) -> ActionState {
+    drained(job, true)
+}
+
+/// State holding a drain (`hypothetical`: a would-drain) of `job` on this node, made at
+/// 9 000 s with our Reason.
+fn drained(job: &str, hypothetical: bool) -> ActionState {
     let mut st = ActionState::default();
     st.record(
         &Action::Drain {
             node: NODE.into(),
             job_id: job.into(),
             signature: "idle".into(),
-            node_reason: "x".into(),
+            node_reason: scontrol_node::reason("idle", job),
             reason: "x".into(),
         },
         9_000,
-        true,
+        hypothetical,
     );
     st
 }
@@ -555,12 +569,14 @@ proptest! {
     fn guards_hold(vs in prop::collection::vec(verdict(), 0..14), multi in prop::collection::vec(any::<bool>(), 14),
                    het in prop::collection::vec(prop::option::of(0u32..3), 14), dwell_s in 0i64..5000,
                    ns in node_state(), drains_used in 0u32..4, cancels_used in 0u32..3, paused in any::<bool>(), enforce in any::<bool>(),
-                   notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000)) {
+                   notify in any::<bool>(), noticed_ago_s in prop::option::of(0i64..4000), not_this_host in any::<bool>(),
+                   overridden in prop::collection::vec(any::<bool>(), 14), retry in prop::option::of((1u32..8, 0i64..4000))) {
         let mut c = Case::new(&vs);
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
         }
         for f in &mut c.findings { f.dwell_s = dwell_s; }
+        c.not_this_host = not_this_host;
         // Some jobs are het components `N+K`, N one of 100, 101 or the job's own number.
         for (i, h) in het.iter().enumerate().take(vs.len()) {
             if let Some(k) = h { c.jobs[i].job_id = format!("{}+{k}", 100 + i); }
@@ -569,6 +585,8 @@ proptest! {
             drain_times_s: vec![9_999; drains_used as usize],
             cancel_times_s: vec![9_999; cancels_used as usize],
             noticed: noticed_ago_s.map(|a| c.jobs.iter().map(|j| (j.job_id.clone(), 10_000 - a)).collect()).unwrap_or_default(),
+            notice_retries: retry.map(|(failures, ago)| c.jobs.iter().map(|j| (j.job_id.clone(), NoticeRetry { failures, last_s: 10_000 - ago })).collect()).unwrap_or_default(),
+            overrides: c.jobs.iter().zip(&overridden).filter(|(_, o)| **o).map(|(j, _)| (j.job_id.clone(), AdminOverride { start_s: Some(j.start_s), found_s: 9_000 })).collect(),
             ..ActionState::default()
         };
         let lim = Limits { notify, ..limits() };
@@ -583,6 +601,16 @@ proptest! {
         prop_assert!(count("cancel") + cancels_used.min(1) <= 1, "cancel budget");
         prop_assert!(count("drain") <= 1, "one drain per node per cycle");
         if p.suspect { prop_assert_eq!(count("drain") + count("cancel"), 0); }
+        if not_this_host {
+            prop_assert!(p.actions.iter().all(|a| !a.changes_something()), "another host's node: nothing changed, nobody told: {:?}", p.actions);
+            prop_assert!(p.skips.iter().all(|s| s.kind == SkipKind::NodeNotThisHost || (paused && s.kind == SkipKind::Paused)), "{:?}", p.skips);
+        }
+        // A failed notice is not tried again before its delay has passed (in this breach).
+        if let Some((failures, ago)) = retry.filter(|(_, ago)| *ago <= dwell_s) {
+            if ago < notice_retry_delay_s(failures, lim.notice_retry_first_s, lim.notice_retry_max_s) {
+                prop_assert_eq!(count("notice"), 0, "notice retried too soon");
+            }
+        }
         for a in &p.actions {
             let Some(id) = a.job_id() else { continue };
             let i = c.jobs.iter().position(|j| j.job_id == id);
@@ -592,6 +620,7 @@ proptest! {
                     prop_assert_eq!(c.nodes[i].len(), 1, "never on one node's evidence for a multi-node job");
                     prop_assert!(!id.contains('+'), "never a drain or cancel for a het component: {:?}", a);
                     prop_assert!(vs[i] >= Verdict::Drain);
+                    prop_assert!(!overridden[i], "an admin's override of this run stands: {:?}", a);
                     if let Action::Cancel { .. } = a {
                         prop_assert_eq!(vs[i], Verdict::Cancel);
                         if notify || enforce {
@@ -669,4 +698,172 @@ fn default_suspect_rule_trips_on_most_of_a_node_but_not_on_one_wasteful_job() {
     assert!(suspect(&[Drain, Alert, Alert, Alert, Alert, Healthy, Healthy, Healthy]));
     // One or two jobs never trip it.
     assert!(!suspect(&[Drain, Alert]));
+}
+
+#[test]
+fn a_failed_notice_waits_its_doubling_delay_within_the_breach() {
+    assert_eq!(
+        (1..=7).map(|f| notice_retry_delay_s(f, 60, 1800)).collect::<Vec<_>>(),
+        vec![60, 120, 240, 480, 960, 1800, 1800]
+    );
+    assert_eq!(notice_retry_delay_s(u32::MAX, 60, 1800), 1800, "no overflow");
+    let c = Case::new(&[Verdict::Alert]);
+    let retried = |failures, last_s| {
+        let mut st = ActionState::default();
+        st.notice_retries.insert("100".into(), NoticeRetry { failures, last_s });
+        c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None)
+    };
+    // Third failure 200 s ago: it waits 240 s.
+    let p = retried(3, 9_800);
+    assert!(!kinds(&p).contains(&"notice"), "{p:?}");
+    assert!(p.skips.iter().any(|s| s.action == "notice" && s.kind == SkipKind::NoticeBackoff));
+    assert!(kinds(&retried(3, 9_760)).contains(&"notice"));
+    // A failure from before this breach began (dwell 3600 s: it began at 6 400) delays nothing.
+    assert!(kinds(&retried(7, 6_000)).contains(&"notice"));
+    // A delivered notice clears the retries.
+    let mut st = ActionState::default();
+    st.notice_failed("100", 9_000);
+    st.notice_failed("100", 9_100);
+    assert_eq!(
+        st.notice_retries["100"],
+        NoticeRetry {
+            failures: 2,
+            last_s: 9_100
+        }
+    );
+    st.record(
+        &Action::Notice {
+            job_id: "100".into(),
+            user: "alice".into(),
+            reason: "x".into(),
+        },
+        9_200,
+        false,
+    );
+    assert!(st.notice_retries.is_empty());
+}
+
+#[test]
+fn an_admin_override_holds_drain_and_cancel_for_that_run_only() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let over = |start_s| {
+        let mut st = ActionState::default();
+        st.overrides.insert("100".into(), AdminOverride { start_s, found_s: 9_000 });
+        st.noticed.insert("100".into(), 7_000);
+        c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None)
+    };
+    // job() starts at 0.
+    for start in [Some(0), None] {
+        let p = over(start);
+        assert!(!kinds(&p).contains(&"drain") && !kinds(&p).contains(&"cancel"), "{p:?}");
+        let held: Vec<(&str, SkipKind)> = p.skips.iter().map(|s| (s.action, s.kind)).collect();
+        assert_eq!(held, vec![("drain", SkipKind::AdminOverride), ("cancel", SkipKind::AdminOverride)]);
+    }
+    // Another run of the same id (requeued: another start time) is drained again.
+    assert!(kinds(&over(Some(5))).contains(&"drain"));
+}
+
+fn drained_state(confirmed_s: Option<i64>) -> ActionState {
+    let mut st = drained("102", false);
+    st.drains.get_mut("102").unwrap().confirmed_s = confirmed_s;
+    st
+}
+
+#[test]
+fn only_a_confirmed_drain_gone_while_its_job_runs_is_an_admin_override() {
+    let ours = node("MIXED+DRAIN", Some("gpu-reaper: idle job 102"));
+    let resumed = node("MIXED", None);
+    let running: std::collections::BTreeMap<String, Option<i64>> = [("102".to_string(), Some(42))].into();
+    let none = std::collections::BTreeMap::new();
+    // Seen standing: confirmed, once, at the first sighting.
+    let mut st = drained_state(None);
+    assert!(st.observe_node(9_060, NODE, Some(&ours), &running).is_empty());
+    assert!(st.observe_node(9_120, NODE, Some(&ours), &running).is_empty());
+    assert_eq!(st.drains["102"].confirmed_s, Some(9_060));
+    // Resumed while the job runs: an override for that run; the drain record goes.
+    assert_eq!(st.observe_node(9_180, NODE, Some(&resumed), &running), vec!["102".to_string()]);
+    assert_eq!(
+        st.overrides["102"],
+        AdminOverride {
+            start_s: Some(42),
+            found_s: 9_180
+        }
+    );
+    assert!(st.drains.is_empty());
+    assert!(st.observe_node(9_240, NODE, Some(&resumed), &running).is_empty(), "found once");
+    // Not an override: never confirmed; node state unknown; still drained (an admin's own
+    // Reason, or down with ours); the job no longer runs here; a would-drain.
+    for (mut st, ns, run) in [
+        (drained_state(None), Some(&resumed), &running),
+        (drained_state(Some(9_060)), None, &running),
+        (
+            drained_state(Some(9_060)),
+            Some(&node("MIXED+DRAIN", Some("admin: bad fan"))),
+            &running,
+        ),
+        (
+            drained_state(Some(9_060)),
+            Some(&node("DOWN", Some("gpu-reaper: idle job 102"))),
+            &running,
+        ),
+        (drained_state(Some(9_060)), Some(&resumed), &none),
+    ] {
+        assert!(st.observe_node(9_180, NODE, ns, run).is_empty());
+        assert!(st.overrides.is_empty());
+    }
+    let mut st = would_drained("102");
+    assert!(st.observe_node(9_180, NODE, Some(&resumed), &running).is_empty());
+    // The override is kept while the job runs and forgotten when it leaves.
+    let mut st = drained_state(Some(9_060));
+    st.observe_node(9_180, NODE, Some(&resumed), &running);
+    st.prune(9_240, Some(&["102".to_string()].into()));
+    assert!(st.overrides.contains_key("102"));
+    st.prune(9_300, Some(&BTreeSet::new()));
+    assert!(st.overrides.is_empty());
+}
+
+#[test]
+fn another_hosts_node_holds_every_change_but_alerts_go_out() {
+    let mut c = Case::new(&[Verdict::Drain, Verdict::Alert]);
+    c.not_this_host = true;
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED+DRAIN", Some("gpu-reaper: idle job 42"))),
+        &ActionState::default(),
+        false,
+        limits(),
+        Some(&BTreeSet::new()),
+    );
+    assert_eq!(kinds(&p), vec!["alert", "alert"]);
+    let held: Vec<(&str, SkipKind)> = p.skips.iter().map(|s| (s.action, s.kind)).collect();
+    assert!(held.contains(&("notice", SkipKind::NodeNotThisHost)));
+    assert!(
+        held.contains(&("resume", SkipKind::NodeNotThisHost)),
+        "our drain of a gone job is not resumed there: {held:?}"
+    );
+    assert!(held.iter().all(|(_, k)| *k == SkipKind::NodeNotThisHost));
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED", None)),
+        &ActionState::default(),
+        false,
+        limits(),
+        None,
+    );
+    assert!(kinds(&p).iter().all(|k| *k == "alert"), "{p:?}");
+    assert!(
+        p.skips.iter().any(|s| s.action == "drain" && s.kind == SkipKind::NodeNotThisHost),
+        "{:?}",
+        p.skips
+    );
+    // Paused as well: the pause is the reason reported.
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED", None)),
+        &ActionState::default(),
+        true,
+        limits(),
+        None,
+    );
+    assert!(p.actions.is_empty() && p.skips.iter().all(|s| s.kind == SkipKind::Paused));
 }

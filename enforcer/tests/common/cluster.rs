@@ -17,6 +17,8 @@ pub struct Cluster {
     pub jobs: Vec<SlurmJob>,
     pub node_state: String,
     pub node_reason: Option<String>,
+    /// `NodeHostName=` (and `NodeAddr=`) shown for the node; `None` shows neither.
+    pub node_hostname: Option<String>,
     pub honour_drain: bool,
     pub scancel_fails: bool,
     pub squeue_fails: bool,
@@ -48,6 +50,9 @@ impl SlurmClient for FakeSlurm {
     fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
         let c = self.0.borrow();
         let mut t = format!("NodeName={node} State={}\n", c.node_state);
+        if let Some(h) = &c.node_hostname {
+            t.push_str(&format!("   NodeAddr={h} NodeHostName={h} Version=22.05.8\n"));
+        }
         if let Some(r) = &c.node_reason {
             t.push_str(&format!("   Reason={r} [root@2026-01-01T00:00:00]\n"));
         }
@@ -82,6 +87,16 @@ impl SlurmClient for FakeSlurm {
         c.jobs.retain(|j| j.job_id != job_id);
         Ok(CancelOutcome::Cancelled)
     }
+}
+
+/// A cluster with `jobs`, the node `MIXED`, drains honoured.
+pub fn cluster(jobs: Vec<SlurmJob>) -> Rc<RefCell<Cluster>> {
+    Rc::new(RefCell::new(Cluster {
+        jobs,
+        node_state: "MIXED".into(),
+        honour_drain: true,
+        ..Default::default()
+    }))
 }
 
 /// A RUNNING job of alice's, started two hours before [`T0`].
