@@ -168,9 +168,18 @@ pub fn run(program: &str, args: &[String], opts: &RunOptions) -> RunOutcome {
         .stderr(Stdio::piped())
         .process_group(0);
     remove_env(&mut cmd, &opts.env_remove);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return RunOutcome::SpawnFailed(format!("{program}: {e}")),
+    // ETXTBSY: the program file is still open for writing somewhere, as when another thread
+    // forked while a script was being written (tests write fake programs); it passes at once.
+    let mut tries = 0;
+    let mut child = loop {
+        match cmd.spawn() {
+            Ok(c) => break c,
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return RunOutcome::SpawnFailed(format!("{program}: {e}")),
+        }
     };
     if let (Some(input), Some(mut sin)) = (opts.stdin.clone(), child.stdin.take()) {
         std::thread::spawn(move || {
