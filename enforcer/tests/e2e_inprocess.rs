@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::cluster::{job, Cluster, FakeSlurm, NODE, T0};
+use common::cluster::{config_with, job, Cluster, FakeSlurm, NoProc, NODE, POLICY, T0};
 use enforcer::attribution::ProcReader;
 use enforcer::config::Config;
 use enforcer::daemon::Daemon;
@@ -90,29 +90,8 @@ impl Telemetry for FakeGpus {
     }
 }
 
-struct NoProc;
-impl ProcReader for NoProc {
-    fn cgroup(&self, _pid: u32) -> Option<String> {
-        None
-    }
-}
-
-const POLICY: &str = r#"
-[policy]
-window = "20m"
-warmup = "15m"
-interval = "60s"
-notice = "30m"
-stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
-ceilings = { idle = "cancel" }
-"#;
-
 fn config(dir: &std::path::Path, mode: &str, extra: &str) -> Config {
-    let text = format!(
-        "{POLICY}\n[enforcer]\nmode = \"{mode}\"\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\nnotify_command = [\"true\"]\n{extra}\n",
-        dir.display()
-    );
-    Config::from_text(&text, "test.toml").unwrap()
+    config_with(POLICY, dir, mode, extra)
 }
 
 struct World {

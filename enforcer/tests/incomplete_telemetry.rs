@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cluster::{cluster, job, Cluster, FakeSlurm, NODE, T0};
+use common::cluster::{cluster, config_with, job, Cluster, FakeSlurm, NODE, POLICY, T0};
 use enforcer::attribution::{self, Attributed, KeptMap, ProcReader};
 use enforcer::config::Config;
 use enforcer::daemon::Daemon;
@@ -24,22 +24,8 @@ impl ProcReader for Procs {
     }
 }
 
-const POLICY: &str = r#"
-[policy]
-window = "20m"
-warmup = "15m"
-interval = "60s"
-notice = "30m"
-stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
-ceilings = { idle = "cancel" }
-"#;
-
 fn config(dir: &std::path::Path, mode: &str) -> Config {
-    let text = format!(
-        "{POLICY}\n[enforcer]\nmode = \"{mode}\"\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\nnotify_command = [\"true\"]\n",
-        dir.display()
-    );
-    Config::from_text(&text, "test.toml").unwrap()
+    config_with(POLICY, dir, mode, "")
 }
 
 fn real_exec(c: &Rc<RefCell<Cluster>>) -> RealExecutor<FakeSlurm> {

@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::cluster::{cluster, job, Cluster, FakeSlurm, NODE, T0};
-use enforcer::attribution::ProcReader;
+use common::cluster::{cluster, config_with, job, Cluster, FakeSlurm, NoProc, NODE, POLICY, T0};
 use enforcer::config::Config;
 use enforcer::daemon::{CycleReport, Daemon};
 use enforcer::executor::RealExecutor;
@@ -45,34 +44,9 @@ impl Telemetry for IdleGpus {
     }
 }
 
-struct NoProc;
-impl ProcReader for NoProc {
-    fn cgroup(&self, _pid: u32) -> Option<String> {
-        None
-    }
-}
-
 /// Alert at once, drain after 30 min, cancel after 60 min; `notice` 30 min.
 fn config(dir: &Path) -> Config {
-    let text = format!(
-        r#"[policy]
-window = "20m"
-warmup = "15m"
-interval = "60s"
-notice = "30m"
-stages = [{{ after = "0s", verdict = "alert" }}, {{ after = "30m", verdict = "drain" }}, {{ after = "60m", verdict = "cancel" }}]
-ceilings = {{ idle = "cancel" }}
-
-[enforcer]
-mode = "enforce"
-node = "{NODE}"
-state_dir = "{}"
-metrics_listen = ""
-notify_command = ["true"]
-"#,
-        dir.display()
-    );
-    Config::from_text(&text, "test.toml").unwrap()
+    config_with(POLICY, dir, "enforce", "")
 }
 
 type Enf = Daemon<FakeSlurm, IdleGpus, RealExecutor<FakeSlurm>>;

@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::cluster::{job, Cluster, FakeSlurm, NODE, T0};
-use enforcer::attribution::ProcReader;
+use common::cluster::{config_with, job, Cluster, FakeSlurm, NoProc, NODE, T0};
 use enforcer::config::Config;
 use enforcer::daemon::Daemon;
 use enforcer::executor::RealExecutor;
@@ -53,34 +52,19 @@ impl Telemetry for IdleGpus {
     }
 }
 
-struct NoCgroups;
-impl ProcReader for NoCgroups {
-    fn cgroup(&self, _pid: u32) -> Option<String> {
-        None
-    }
-}
-
 /// Enforce mode; alert at once, drain after 10 min, cancel after 20 min, notice 5 min.
-fn config(dir: &Path) -> Config {
-    let text = format!(
-        r#"[policy]
+const POLICY: &str = r#"
+[policy]
 window = "10m"
 warmup = "10m"
 interval = "60s"
 notice = "5m"
-stages = [{{ after = "0s", verdict = "alert" }}, {{ after = "10m", verdict = "drain" }}, {{ after = "20m", verdict = "cancel" }}]
-ceilings = {{ idle = "cancel" }}
+stages = [{ after = "0s", verdict = "alert" }, { after = "10m", verdict = "drain" }, { after = "20m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
 
-[enforcer]
-mode = "enforce"
-node = "{NODE}"
-state_dir = "{}"
-metrics_listen = ""
-notify_command = ["true"]
-"#,
-        dir.display()
-    );
-    Config::from_text(&text, "test.toml").unwrap()
+fn config(dir: &Path) -> Config {
+    config_with(POLICY, dir, "enforce", "")
 }
 
 type D = Daemon<FakeSlurm, IdleGpus, RealExecutor<FakeSlurm>>;
@@ -109,7 +93,7 @@ fn daemon(dir: &Path, jobs: Vec<SlurmJob>, gpus: u16) -> (World, D) {
         no_data: no_data.clone(),
         reads: 0,
     };
-    let d = Daemon::new(config(dir), FakeSlurm(cluster.clone()), tel, exec, Box::new(NoCgroups), T0);
+    let d = Daemon::new(config(dir), FakeSlurm(cluster.clone()), tel, exec, Box::new(NoProc), T0);
     (World { cluster, no_data }, d)
 }
 

@@ -1,6 +1,8 @@
 //! A fake Slurm cluster shared by the in-process end-to-end tests: jobs, one node's state and
 //! reason, and every call the daemon made, in order.
 
+use enforcer::attribution::ProcReader;
+use enforcer::config::Config;
 use enforcer::parse::scontrol_node::{self, NodeState};
 use enforcer::parse::{JobsRead, SlurmJob};
 use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
@@ -115,4 +117,35 @@ pub fn job(id: &str, raw: u64, gpus: u32, nodes: &[&str]) -> SlurmJob {
         gpus,
         ..Default::default()
     }
+}
+
+/// A /proc where no PID exists: no process is ever resolved to a job.
+pub struct NoProc;
+impl ProcReader for NoProc {
+    fn cgroup(&self, _pid: u32) -> Option<String> {
+        None
+    }
+}
+
+/// The policy most in-process tests use: 20-minute window, alert at once, drain after 30
+/// minutes, cancel after 60, `notice` 30 minutes, idle may be cancelled.
+pub const POLICY: &str = r#"
+[policy]
+window = "20m"
+warmup = "15m"
+interval = "60s"
+notice = "30m"
+stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
+
+/// A config of `policy` (a `[policy]` section) and an `[enforcer]` section for [`NODE`] in
+/// `mode`, state in `dir`, no metrics, `true` as the notify command, then `extra` (more
+/// `[enforcer]` keys, or further tables).
+pub fn config_with(policy: &str, dir: &std::path::Path, mode: &str, extra: &str) -> Config {
+    let text = format!(
+        "{policy}\n[enforcer]\nmode = \"{mode}\"\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\nnotify_command = [\"true\"]\n{extra}\n",
+        dir.display()
+    );
+    Config::from_text(&text, "test.toml").unwrap()
 }
