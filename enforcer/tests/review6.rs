@@ -353,3 +353,41 @@ fn an_override_survives_a_suspend_and_resume_of_the_same_run() {
         c.borrow().calls
     );
 }
+
+// ---- 5. A corrupt (or unreadable) state file drops the admin's override -----------------------
+
+/// The override lives only in state.json. A state file that does not load (corrupt, a read
+/// error such as EIO or EACCES, another version) is moved aside and the daemon starts "from
+/// scratch (safe: no escalation carried over)"; but our drain's Reason is gone from the node
+/// (the admin resumed it), so nothing recalls the admin's decision, and the same run of the
+/// job is drained and cancelled again.
+#[test]
+#[ignore = "review6: a state file that does not load loses the admin override (logged as safe); the same run is drained and cancelled again"]
+fn an_override_survives_a_state_file_that_does_not_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let c = cluster(vec![job("102", 102, 1, &[NODE])]);
+    let faults = Rc::new(RefCell::new(Faults::default()));
+    let mut d = flaky_daemon(&c, &faults, &state, "", vec!["true".into()]);
+    let t = drained_then_admin_resumed(&c, &mut d);
+    for i in 0..5 {
+        d.cycle(t + i * 60);
+    }
+    assert!(d.actions.overrides.contains_key("102"), "control: the admin's resume is an override");
+    drop(d);
+    // The state file does not load at the next start (here: a cut-off write by another tool).
+    let path = state.join("state.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+    let mut d = flaky_daemon(&c, &faults, &state, "", vec!["true".into()]);
+    let t = t + 10 * 60;
+    for i in 0..150 {
+        d.cycle(t + i * 60);
+    }
+    assert_eq!(
+        (calls(&c, "drain"), calls(&c, "scancel")),
+        (1, 0),
+        "override lost with the state file: {:?}",
+        c.borrow().calls
+    );
+}
