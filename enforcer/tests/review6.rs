@@ -391,3 +391,120 @@ fn an_override_survives_a_state_file_that_does_not_load() {
         c.borrow().calls
     );
 }
+
+// ---- 6. Slurm's count-only GRES detail (`gpu(CNT:N)`) is a row error ---------------------------
+
+/// Slurm writes a node's GRES detail as `name:N(IDX:list)` when the GRES has device files and
+/// as `name(CNT:N)` when it has none (a gres.conf `Name=gpu Count=N` without `File=`):
+/// src/common/gres.c, `gres_job_state_...details`, `"%s%s(CNT:%"PRIu64")"`. `gres_detail::gpu_count`
+/// refuses a GPU item without an IDX list, and `gpus_of` parses gres_detail even when the
+/// TRES already give the count, so such a job, which read fine from its TRES before today,
+/// is now a row error.
+#[test]
+#[ignore = "review6: gres_detail gpu(CNT:N) (Slurm's form for GPUs without device files) is a row error, even when TRES gives the GPU count"]
+fn count_only_gres_detail_is_read_not_a_row_error() {
+    for (tres, detail) in [
+        ("cpu=2,gres/gpu=2", r#"["gpu(CNT:2)"]"#),
+        ("cpu=2,gres/gpu=2", r#"["gpu:a100(CNT:2)"]"#),
+        ("cpu=2", r#"["gpu(CNT:2)"]"#),
+    ] {
+        let text = format!(
+            r#"{{"jobs": [{{"job_id": 77, "job_state": ["RUNNING"], "nodes": "gpu001", "user_name": "bob", "account": "a", "partition": "p", "qos": "normal", "name": "n", "comment": "", "start_time": 1, "tres_alloc_str": "{tres}", "gres_detail": {detail}}}]}}"#
+        );
+        let r = enforcer::parse::squeue_json::parse(&text).unwrap();
+        assert!(r.row_errors.is_empty(), "{tres} {detail}: {:?}", r.row_errors);
+        assert_eq!(r.jobs.len(), 1);
+        assert_eq!(r.jobs[0].gpus, 2, "{tres} {detail}");
+    }
+}
+
+/// The fake cluster's jobs plus job 9001, running on gpu099, read from squeue JSON.
+#[derive(Clone)]
+struct WithForeignJob(FakeSlurm);
+
+const FOREIGN: &str = r#"{"jobs": [{"job_id": 9001, "job_state": ["RUNNING"], "nodes": "gpu099", "user_name": "bob", "account": "a", "partition": "p", "qos": "normal", "name": "n", "comment": "", "start_time": 1, "tres_alloc_str": "cpu=1,gres/gpu=1", "gres_detail": ["gpu(CNT:1)"]}]}"#;
+
+impl SlurmClient for WithForeignJob {
+    fn jobs(&mut self) -> Result<JobsRead, CommandError> {
+        let mut r = self.0.jobs()?;
+        let other = enforcer::parse::squeue_json::parse(FOREIGN).unwrap();
+        r.jobs.extend(other.jobs);
+        r.row_errors.extend(other.row_errors);
+        Ok(r)
+    }
+    fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
+        self.0.node_state(node)
+    }
+    fn drain(&mut self, node: &str, reason: &str) -> Result<(), CommandError> {
+        self.0.drain(node, reason)
+    }
+    fn resume(&mut self, node: &str) -> Result<(), CommandError> {
+        self.0.resume(node)
+    }
+    fn set_admin_comment(&mut self, job_id: &str, text: &str) -> Result<(), CommandError> {
+        self.0.set_admin_comment(job_id, text)
+    }
+    fn cancel(&mut self, job_id: &str) -> Result<CancelOutcome, CommandError> {
+        self.0.cancel(job_id)
+    }
+}
+
+/// squeue is read with `--all`, so every node's daemon reads every job of the cluster. One
+/// running job anywhere whose gres_detail is `gpu(CNT:1)` makes every cycle on every node an
+/// incomplete read: here, our drain on gpu001 for a job that has ended is never resumed (a
+/// node kept out of service for as long as a job on another node runs).
+#[test]
+#[ignore = "review6: one job anywhere in the cluster with gres_detail gpu(CNT:N) blocks every node's resume of our drain (and all pruning) for as long as it runs"]
+fn a_count_only_gres_job_elsewhere_never_blocks_our_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("102", 102, 1, &[NODE])]);
+    let exec = RealExecutor {
+        slurm: FakeSlurm(c.clone()),
+        notify_command: vec!["true".into()],
+        webhook: None,
+        timeout: std::time::Duration::from_secs(5),
+    };
+    let mut d = Daemon::new(
+        config(&dir.path().join("state"), &["true".to_string()]),
+        FakeSlurm(c.clone()),
+        IdleGpus { n: 1, calls: 0 },
+        exec,
+        Box::new(NoProc),
+        T0,
+    );
+    // Control: without the foreign job, the idle job is drained, cancelled, and the node resumed.
+    let mut t = T0;
+    while calls(&c, "resume") == 0 {
+        d.cycle(t);
+        t += 60;
+        assert!(t < T0 + 300 * 60, "control never resumed: {:?}", c.borrow().calls);
+    }
+    // The same with job 9001 (gpu099, count-only GRES) in the queue.
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("102", 102, 1, &[NODE])]);
+    let exec = RealExecutor {
+        slurm: FakeSlurm(c.clone()),
+        notify_command: vec!["true".into()],
+        webhook: None,
+        timeout: std::time::Duration::from_secs(5),
+    };
+    let mut d = Daemon::new(
+        config(&dir.path().join("state"), &["true".to_string()]),
+        WithForeignJob(FakeSlurm(c.clone())),
+        IdleGpus { n: 1, calls: 0 },
+        exec,
+        Box::new(NoProc),
+        T0,
+    );
+    // Our drain for 102 stands (made by an earlier run, before job 9001 started); 102 ends.
+    {
+        let mut cl = c.borrow_mut();
+        cl.node_state = "IDLE+DRAIN".into();
+        cl.node_reason = Some("gpu-reaper: idle job 102".into());
+        cl.jobs.clear();
+    }
+    for i in 0..30 {
+        d.cycle(T0 + i * 60);
+    }
+    assert_eq!(calls(&c, "resume"), 1, "our drain of an ended job never resumed: {:?}", c.borrow().calls);
+}
