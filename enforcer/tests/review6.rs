@@ -508,3 +508,33 @@ fn a_count_only_gres_job_elsewhere_never_blocks_our_resume() {
     }
     assert_eq!(calls(&c, "resume"), 1, "our drain of an ended job never resumed: {:?}", c.borrow().calls);
 }
+
+// ---- 7. The state_dir lock is bypassed once the lock file is removed or the dir moved ---------
+
+/// `lock_state_dir` flocks `state_dir/lock` but never checks, then or later, that the file it
+/// holds is still the one at that path. Removing the lock file (an operator clearing the
+/// state_dir's files to start afresh, a tmpfiles cleanup) or moving the state_dir aside and
+/// recreating it (as the refusal messages suggest for a stale state) while the first enforcer
+/// runs lets a second enforcer lock a new file and run on the same state_dir, which the first
+/// keeps writing by path (it recreates the directory at every save): two enforcers on one
+/// state_dir, the situation the lock exists to prevent.
+#[test]
+#[ignore = "review6: the state_dir lock is on an inode, not the path: after the lock file is removed (or the dir moved and recreated) a second enforcer locks the same state_dir"]
+fn the_state_dir_lock_holds_while_its_holder_runs() {
+    // The lock file removed.
+    let dir = tempfile::tempdir().unwrap();
+    let _first = enforcer::state::lock_state_dir(dir.path()).unwrap();
+    std::fs::remove_file(dir.path().join(enforcer::state::LOCK_FILE)).unwrap();
+    let second = enforcer::state::lock_state_dir(dir.path());
+    assert!(second.is_err(), "a second enforcer locked the state_dir while the first holds it");
+
+    // The state_dir moved aside and recreated.
+    let top = tempfile::tempdir().unwrap();
+    let sd = top.path().join("state");
+    std::fs::create_dir(&sd).unwrap();
+    let _first = enforcer::state::lock_state_dir(&sd).unwrap();
+    std::fs::rename(&sd, top.path().join("state.old")).unwrap();
+    std::fs::create_dir(&sd).unwrap();
+    let second = enforcer::state::lock_state_dir(&sd);
+    assert!(second.is_err(), "a second enforcer locked the recreated state_dir while the first writes to it by path");
+}
