@@ -167,7 +167,10 @@ fn no_notice_for_another_hosts_job_when_scontrol_fails() {
         d.cycle(T0 + i * 60);
     }
     assert!(d.metrics.skipped.get("node_not_this_host").is_some());
-    assert!(!notified.exists(), "control: the host check holds the notice while scontrol answers");
+    assert!(
+        !notified.exists(),
+        "control: the host check holds the notice while scontrol answers"
+    );
     // One cycle in which scontrol show node times out.
     faults.borrow_mut().node_state_fails = true;
     d.cycle(T0 + 30 * 60);
@@ -336,7 +339,10 @@ fn an_override_survives_a_suspend_and_resume_of_the_same_run() {
     for i in 0..5 {
         d.cycle(t + i * 60);
     }
-    assert!(d.actions.overrides.contains_key("102"), "control: the admin's resume is an override");
+    assert!(
+        d.actions.overrides.contains_key("102"),
+        "control: the admin's resume is an override"
+    );
     assert_eq!(calls(&c, "drain"), 1);
     // One cycle with the job suspended, then it runs on (same run, same start time).
     c.borrow_mut().jobs[0].state = "SUSPENDED".into();
@@ -373,7 +379,10 @@ fn an_override_survives_a_state_file_that_does_not_load() {
     for i in 0..5 {
         d.cycle(t + i * 60);
     }
-    assert!(d.actions.overrides.contains_key("102"), "control: the admin's resume is an override");
+    assert!(
+        d.actions.overrides.contains_key("102"),
+        "control: the admin's resume is an override"
+    );
     drop(d);
     // The state file does not load at the next start (here: a cut-off write by another tool).
     let path = state.join("state.json");
@@ -506,7 +515,12 @@ fn a_count_only_gres_job_elsewhere_never_blocks_our_resume() {
     for i in 0..30 {
         d.cycle(T0 + i * 60);
     }
-    assert_eq!(calls(&c, "resume"), 1, "our drain of an ended job never resumed: {:?}", c.borrow().calls);
+    assert_eq!(
+        calls(&c, "resume"),
+        1,
+        "our drain of an ended job never resumed: {:?}",
+        c.borrow().calls
+    );
 }
 
 // ---- 7. The state_dir lock is bypassed once the lock file is removed or the dir moved ---------
@@ -536,5 +550,8 @@ fn the_state_dir_lock_holds_while_its_holder_runs() {
     std::fs::rename(&sd, top.path().join("state.old")).unwrap();
     std::fs::create_dir(&sd).unwrap();
     let second = enforcer::state::lock_state_dir(&sd);
-    assert!(second.is_err(), "a second enforcer locked the recreated state_dir while the first writes to it by path");
+    assert!(
+        second.is_err(),
+        "a second enforcer locked the recreated state_dir while the first writes to it by path"
+    );
 }
