@@ -267,9 +267,10 @@ fn smi_daemon(dir: &Path, smi_body: &str, jobs: Vec<SlurmJob>) -> (SmiDaemon, Rc
 /// `[Unknown Error]` is a per-field value). The parser files every bracketed text as missing,
 /// like `[N/A]` on a GPU without power readings, so the rows stay evidence and the job is
 /// judged on util alone, then drained and cancelled: the operator trial's ERR! bug again
-/// under another spelling of the same driver error.
+/// under another spelling of the same driver error. (`[GPU is lost]` holds: that text makes
+/// the whole read no data; `ERR!` is the control.)
 #[test]
-#[ignore = "review6: [Unknown Error] / [GPU is lost] in a field is read as missing (like [N/A]), so the row stays evidence and an idle job is drained and cancelled on util alone"]
+#[ignore = "review6: [Unknown Error] in a field is read as missing (like [N/A]), so the row stays evidence and an idle job is drained and cancelled on util alone"]
 fn a_bracketed_error_reading_is_no_evidence() {
     let header = "echo 'index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]'";
     let mut acted_on = Vec::new();
