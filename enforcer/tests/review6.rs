@@ -270,7 +270,6 @@ fn smi_daemon(dir: &Path, smi_body: &str, jobs: Vec<SlurmJob>) -> (SmiDaemon, Rc
 /// under another spelling of the same driver error. (`[GPU is lost]` holds: that text makes
 /// the whole read no data; `ERR!` is the control.)
 #[test]
-#[ignore = "review6: [Unknown Error] in a field is read as missing (like [N/A]), so the row stays evidence and an idle job is drained and cancelled on util alone"]
 fn a_bracketed_error_reading_is_no_evidence() {
     let header = "echo 'index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]'";
     let mut acted_on = Vec::new();
@@ -411,7 +410,6 @@ fn an_override_survives_a_state_file_that_does_not_load() {
 /// TRES already give the count, so such a job, which read fine from its TRES before today,
 /// is now a row error.
 #[test]
-#[ignore = "review6: gres_detail gpu(CNT:N) (Slurm's form for GPUs without device files) is a row error, even when TRES gives the GPU count"]
 fn count_only_gres_detail_is_read_not_a_row_error() {
     for (tres, detail) in [
         ("cpu=2,gres/gpu=2", r#"["gpu(CNT:2)"]"#),
@@ -464,7 +462,6 @@ impl SlurmClient for WithForeignJob {
 /// incomplete read: here, our drain on gpu001 for a job that has ended is never resumed (a
 /// node kept out of service for as long as a job on another node runs).
 #[test]
-#[ignore = "review6: one job anywhere in the cluster with gres_detail gpu(CNT:N) blocks every node's resume of our drain (and all pruning) for as long as it runs"]
 fn a_count_only_gres_job_elsewhere_never_blocks_our_resume() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(vec![job("102", 102, 1, &[NODE])]);

@@ -25,11 +25,12 @@ pub struct GresDetailError {
 
 /// Whole GPUs one node's GRES detail string allocates: the number of GPU indices in each
 /// `gpu…(IDX:…)` item (the index list is the allocation itself, so it wins over the count
-/// printed before it), or the printed count of a `gpu[:type]:N` item without an index list.
+/// printed before it), the count of a `gpu…(CNT:N)` item (GPUs without device files), or the
+/// printed count of a `gpu[:type]:N` item without either.
 /// Items of other GRES (`gg:g0(CNT:1)`, `shard…`, `mps…`) are not GPUs and are skipped. Empty
 /// text (or `(null)`, `N/A`) is no GPU.
 ///
-/// Errors: a GPU item with neither an index list nor a count, an index list that is not
+/// Errors: a GPU item with no index list and no count, an index list that is not
 /// `N`, `N-M` (M ≥ N) items separated by commas, unbalanced parentheses.
 pub fn gpu_count(text: &str) -> Result<u32, GresDetailError> {
     let err = |problem: String| GresDetailError {
@@ -57,9 +58,14 @@ pub fn gpu_count(text: &str) -> Result<u32, GresDetailError> {
         }
         let printed: Option<u32> = head.split(':').skip(1).last().and_then(|c| c.parse().ok());
         let n = match detail {
-            Some(d) => match d.strip_prefix("IDX:") {
-                Some(list) => index_count(list).map_err(|p| err(format!("item {item:?}: {p}")))?,
-                None => return Err(err(format!("item {item:?} has no IDX list"))),
+            Some(d) => match (d.strip_prefix("IDX:"), d.strip_prefix("CNT:")) {
+                (Some(list), _) => index_count(list).map_err(|p| err(format!("item {item:?}: {p}")))?,
+                // GPUs configured without device files (no `File=` in gres.conf) have no
+                // index; Slurm prints their count (src/common/gres.c).
+                (None, Some(count)) => count
+                    .parse()
+                    .map_err(|_| err(format!("item {item:?}: count {count:?} is not a whole number")))?,
+                _ => return Err(err(format!("item {item:?} has neither an IDX list nor a CNT count"))),
             },
             None => printed.ok_or_else(|| err(format!("item {item:?} gives no GPU count")))?,
         };
@@ -128,6 +134,8 @@ mod tests {
         // A numeric type name is not read as a count when the index list is there.
         assert_eq!(gpu_count("gpu:1080:1(IDX:3)").unwrap(), 1);
         assert_eq!(gpu_count("gpu:4").unwrap(), 4);
+        assert_eq!(gpu_count("gpu(CNT:3)").unwrap(), 3);
+        assert_eq!(gpu_count("gpu:a100(CNT:2),gg:g0(CNT:1)").unwrap(), 2);
         assert_eq!(gpu_count("gpu:a100:4").unwrap(), 4);
     }
 
@@ -144,7 +152,8 @@ mod tests {
             ("gpu", "no GPU count"),
             ("gpu(IDX:N/A)", "index list"),
             ("gpu(IDX:3-1)", "backwards"),
-            ("gpu(CNT:2)", "no IDX list"),
+            ("gpu(MAX:2)", "neither an IDX list nor a CNT count"),
+            ("gpu(CNT:two)", "not a whole number"),
             ("gpu:2(IDX:0-1", "'(' without ')'"),
             ("gpu:2(IDX:0-1))", "')' without '('"),
             ("gpu:2(IDX:0-1),,gpu:1(IDX:2)", "empty item"),

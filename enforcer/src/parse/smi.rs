@@ -1,9 +1,11 @@
 //! nvidia-smi output: `--query-gpu=... --format=csv,nounits`, `--query-compute-apps=...`,
 //! `nvidia-smi -L` and the error texts nvidia-smi prints instead of a table.
 //!
-//! Every field is parsed on its own. `[N/A]`, `[Not Supported]`, `[Unknown Error]`,
-//! `[Insufficient Permissions]` (and any other bracketed text) mean the field is missing:
-//! `None`, never 0. A value that is neither missing nor readable (`abc`, `nan`, `inf`,
+//! Every field is parsed on its own. `[N/A]`, `[Not Supported]` and
+//! `[Insufficient Permissions]` mean the field is missing: `None`, never 0. Other bracketed
+//! text in a reading (`[Unknown Error]`, `[GPU requires reset]`) reports an error on the GPU:
+//! the reading is unreadable (`None`, a [`RowError`], and named in
+//! [`GpuReading::unreadable`]). Bracketed text in `index`, `uuid` or `name` is missing. A value that is neither missing nor readable (`abc`, `nan`, `inf`,
 //! `1e999`, an index that is not an integer) is also `None`, and its row gets a
 //! [`RowError`] naming the column and the text. Columns are mapped by the header's names
 //! (`utilization.gpu [%]` is `utilization.gpu`); headerless text needs the column names of the
@@ -174,8 +176,17 @@ fn value(s: &str) -> Option<&str> {
 /// A field's reading: `Ok(None)` when missing, `Err(problem)` when present but unreadable.
 type Field<T> = Result<Option<T>, String>;
 
+/// Bracketed values nvidia-smi prints for a reading it does not have: the field is missing.
+/// Any other bracketed text (`[Unknown Error]`, `[GPU requires reset]`) reports an error on
+/// the GPU: for a reading, it is unreadable, not missing.
+const MISSING_MARKERS: [&str; 3] = ["[N/A]", "[Not Supported]", "[Insufficient Permissions]"];
+
 /// A finite number, tolerating a unit left in (a query without `nounits`: `300.00 W`, `45 %`).
 fn number(column: &str, s: &str) -> Field<f64> {
+    let raw = s.trim();
+    if raw.starts_with('[') && raw.ends_with(']') && !MISSING_MARKERS.contains(&raw) {
+        return Err(format!("{column} {raw:?} is an error, not a reading"));
+    }
     let Some(t) = value(s) else { return Ok(None) };
     let bare = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%').trim_end();
     match bare.parse::<f64>() {
@@ -573,17 +584,16 @@ mod tests {
                 e.problem
             );
         }
-        for missing in [
-            "[N/A]",
-            "[Not Supported]",
-            "[Unknown Error]",
-            "[Insufficient Permissions]",
-            "[GPU requires reset]",
-            "N/A",
-            "",
-        ] {
+        for missing in ["[N/A]", "[Not Supported]", "[Insufficient Permissions]", "N/A", ""] {
             let t = parse_gpus(&format!("{head}0, GPU-a, {missing}, 100\n"), None).unwrap();
             assert_eq!((t.gpus[0].util_pct, t.row_errors.len()), (None, 0), "{missing:?}");
+        }
+        // Other bracketed text is an error on the GPU: the reading is unreadable, not missing.
+        for error in ["[Unknown Error]", "[GPU requires reset]", "[Unknown]"] {
+            let t = parse_gpus(&format!("{head}0, GPU-a, {error}, 100\n"), None).unwrap();
+            assert_eq!(t.gpus[0].util_pct, None, "{error}");
+            assert_eq!(t.gpus[0].unreadable, ["utilization.gpu"], "{error}");
+            assert!(t.row_errors[0].problem.contains("is an error"), "{error}: {:?}", t.row_errors);
         }
         for ok in ["45", "45 %", "12.5", "0"] {
             let t = parse_gpus(&format!("{head}0, GPU-a, {ok}, 100\n"), None).unwrap();

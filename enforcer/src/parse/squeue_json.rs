@@ -231,9 +231,12 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
 
 /// The job's GPU count. The TRES string's GPU entry when it has one; otherwise the sum over
 /// `gres_detail` (one string per node), which Slurm fills whether or not it accounts GPUs as
-/// TRES. When both are given they must agree: a job whose GPUs cannot be told is a row error,
-/// never a job without GPUs.
+/// TRES. When both are given and readable they must agree. A job whose GPUs cannot be told
+/// (TRES without GPUs and a detail that cannot be read, or the two disagreeing) is a row
+/// error, never a job without GPUs; with the TRES count given, a detail that cannot be read
+/// is ignored.
 fn gpus_of(tres: &tres::Tres, detail: Option<&Value>) -> Result<u32, String> {
+    let tres_has_gpus = tres.entries.keys().any(|k| k == "gres/gpu" || k.starts_with("gres/gpu:"));
     let per_node: Vec<u32> = match detail {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => {
@@ -245,7 +248,14 @@ fn gpus_of(tres: &tres::Tres, detail: Option<&Value>) -> Result<u32, String> {
                         policy::one_line(&item.to_string(), 80)
                     ));
                 };
-                v.push(gres_detail::gpu_count(text).map_err(|e| e.to_string())?);
+                match gres_detail::gpu_count(text) {
+                    Ok(n) => v.push(n),
+                    // With the count in the TRES string the detail is only a cross-check: one
+                    // it cannot read is left out, never a row error (a row error anywhere
+                    // makes the whole read incomplete).
+                    Err(_) if tres_has_gpus => return Ok(tres.gpus),
+                    Err(e) => return Err(e.to_string()),
+                }
             }
             v
         }
@@ -255,7 +265,6 @@ fn gpus_of(tres: &tres::Tres, detail: Option<&Value>) -> Result<u32, String> {
     let Some(detail_gpus) = detail_gpus else {
         return Err("gres_detail's GPU counts overflow".to_string());
     };
-    let tres_has_gpus = tres.entries.keys().any(|k| k == "gres/gpu" || k.starts_with("gres/gpu:"));
     match (tres_has_gpus, per_node.is_empty()) {
         (true, false) if detail_gpus != tres.gpus => Err(format!("tres_alloc_str gives {} GPUs but gres_detail {detail_gpus}", tres.gpus)),
         (true, _) => Ok(tres.gpus),
