@@ -95,6 +95,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// `NodeHostName` that `scontrol show node` gives for the configured node; empty means no
     /// check.
     pub host: String,
+    /// The `NodeHostName` of the configured node in the last `scontrol show node` that
+    /// answered (this process's life). A cycle whose read fails keeps judging the host by it,
+    /// so a failed read never lifts the this-host hold.
+    pub last_node_hostname: Option<String>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -203,6 +207,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             drain_found: BTreeMap::new(),
             most_gpus_seen: 0,
             host: crate::config::short_hostname(),
+            last_node_hostname: None,
             findings: Vec::new(),
             audit_failed: false,
             state_failed: false,
@@ -517,11 +522,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         };
         // The configured node must be this host: one config pushed to every node would have
         // each daemon judge that node's jobs against its own GPUs and act on that node.
-        let not_this_host = node_state
-            .as_ref()
-            .and_then(|ns| crate::config::node_hostname(&ns.fields))
+        if let Some(ns) = &node_state {
+            self.last_node_hostname = crate::config::node_hostname(&ns.fields).map(str::to_string);
+        }
+        let not_this_host = self
+            .last_node_hostname
+            .clone()
             .filter(|h| crate::config::host_mismatch(h, &self.host));
-        if let Some(h) = not_this_host {
+        if let Some(h) = &not_this_host {
             tracing::error!(node = %node, node_hostname = %h, this_host = %self.host, "enforcer.node names a node whose NodeHostName is another host; no drain, cancel, resume or notice this cycle: fix enforcer.node in the config (unset, it is this host's name)");
             Metrics::inc(&mut self.metrics.skipped, "node_not_this_host".to_string());
         } else if mode == RunMode::Enforce {
@@ -724,7 +732,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
                         Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
                         // A failed notice is retried after a growing delay (plan's backoff).
-                        Action::Notice { job_id, .. } => self.actions.notice_failed(job_id, now_s),
+                        Action::Notice { job_id, .. } => {
+                            let breach_start_s = views
+                                .iter()
+                                .find(|v| v.job.job_id == *job_id)
+                                .map_or(now_s, |v| now_s.saturating_sub(v.finding.dwell_s));
+                            self.actions.notice_failed(job_id, now_s, breach_start_s)
+                        }
                         _ => {}
                     }
                     tracing::error!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), error = %why, "action failed");

@@ -296,12 +296,16 @@ impl ActionState {
         self.notice_retries.clear();
     }
 
-    /// Records a failed notice attempt at `now_s`, for the retry backoff.
-    pub fn notice_failed(&mut self, job_id: &str, now_s: i64) {
+    /// Records a failed notice attempt at `now_s`, for the retry backoff, in the breach that
+    /// began at `breach_start_s`: failures of an earlier breach are not counted on.
+    pub fn notice_failed(&mut self, job_id: &str, now_s: i64, breach_start_s: i64) {
         let r = self.notice_retries.entry(job_id.to_string()).or_insert(NoticeRetry {
             failures: 0,
             last_s: now_s,
         });
+        if r.last_s < breach_start_s {
+            r.failures = 0;
+        }
         r.failures = r.failures.saturating_add(1);
         r.last_s = now_s;
     }

@@ -251,7 +251,7 @@ fn a_state_file_written_before_overrides_and_notice_retries_still_loads() {
     let mut d = daemon(&c, dir.path(), "", vec!["true".into()], T0);
     let t = drained_then_admin_resumed(&c, &mut d);
     d.cycle(t);
-    d.actions.notice_failed("102", t);
+    d.actions.notice_failed("102", t, t);
     d.save(t).unwrap();
     let path = dir.path().join("state.json");
     let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

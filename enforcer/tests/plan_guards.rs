@@ -722,8 +722,8 @@ fn a_failed_notice_waits_its_doubling_delay_within_the_breach() {
     assert!(kinds(&retried(7, 6_000)).contains(&"notice"));
     // A delivered notice clears the retries.
     let mut st = ActionState::default();
-    st.notice_failed("100", 9_000);
-    st.notice_failed("100", 9_100);
+    st.notice_failed("100", 9_000, 6_400);
+    st.notice_failed("100", 9_100, 6_400);
     assert_eq!(
         st.notice_retries["100"],
         NoticeRetry {
@@ -731,6 +731,10 @@ fn a_failed_notice_waits_its_doubling_delay_within_the_breach() {
             last_s: 9_100
         }
     );
+    // A failure in a later breach (begun at 9 500) starts counting afresh.
+    let mut later = st.clone();
+    later.notice_failed("100", 9_600, 9_500);
+    assert_eq!(later.notice_retries["100"].failures, 1);
     st.record(
         &Action::Notice {
             job_id: "100".into(),

@@ -153,7 +153,6 @@ fn logging_notify(dir: &Path) -> (Vec<String>, std::path::PathBuf) {
 /// cancels for an unknown node state, but not notices) sends alice a notice about job 102,
 /// judged on gpu002's idle GPUs although it runs on gpu001.
 #[test]
-#[ignore = "review6: when scontrol show node fails the this-host check is skipped and a notice goes to the user of another host's job"]
 fn no_notice_for_another_hosts_job_when_scontrol_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (notify, notified) = logging_notify(dir.path());
@@ -591,7 +590,6 @@ impl Telemetry for Toggle {
 /// attempt; but `notice_failed` adds to the old count, so after breach 2's first failure the
 /// next try waits 2^k intervals (here the 30 min cap) instead of one interval.
 #[test]
-#[ignore = "review6: failures from an earlier breach still count: breach 2's first retry waits the 30 min cap instead of 1 interval"]
 fn an_earlier_breachs_failed_notices_do_not_lengthen_this_breachs_retries() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
