@@ -784,6 +784,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
         }
         self.actions.prune(now_s, not_gone_known);
+        if complete {
+            let listed: BTreeSet<String> = read.jobs.iter().map(|j| j.job_id.clone()).collect();
+            self.actions.prune_overrides(&listed);
+        }
         drop(views);
         log_cycle_summary(&rep, read.jobs.len(), on_node.len(), samples.len());
         self.findings = findings;

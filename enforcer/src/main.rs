@@ -227,7 +227,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     std::fs::create_dir_all(&e.state_dir).with_context(|| format!("creating state_dir {}", e.state_dir.display()))?;
     // Held for the whole run (dropped when this function returns; the kernel releases it if
     // the process dies). A second `run` on the same state_dir, `--once` included, stops here.
-    let _lock = enforcer::state::lock_state_dir(&e.state_dir)?;
+    let lock = enforcer::state::lock_state_dir(&e.state_dir)?;
     check_state_clock(
         &e.state_dir,
         sim.map(|(start, _)| start),
@@ -288,6 +288,14 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     let mut i: u64 = 0;
     loop {
         let started = Instant::now();
+        // The lock keeps a second enforcer out only while its file is still the one at the
+        // path: once removed or replaced (or the state_dir moved), stop rather than share it.
+        if !lock.is_current() {
+            anyhow::bail!(
+                "the state_dir lock file {} was removed or replaced, or the state_dir moved: another enforcer could now take this state_dir, so this one stops; restart it",
+                lock.path().display()
+            );
+        }
         d.cycle(clock(i)?);
         if let Ok(mut p) = page.lock() {
             *p = d.metrics.render();

@@ -281,8 +281,15 @@ impl ActionState {
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
             self.notice_retries.retain(|j, _| r.contains(j));
-            self.overrides.retain(|j, _| r.contains(j));
         }
+    }
+
+    /// Forgets the admin overrides of jobs that squeue no longer lists in any state (`listed`,
+    /// from a read without row errors). An override lasts the job's run, and a suspended job,
+    /// or one whose state is unknown, is still in that run (the override is keyed by its start
+    /// time, so a requeue ends it anyway).
+    pub fn prune_overrides(&mut self, listed: &BTreeSet<String>) {
+        self.overrides.retain(|j, _| listed.contains(j));
     }
 
     /// Drops the records of the other mode after a mode change: hypothetical drains never
@@ -327,6 +334,24 @@ impl ActionState {
     ) -> Vec<String> {
         let Some(ns) = node_state else { return Vec::new() };
         let ours = our_drain(Some(ns));
+        // Our drain standing for a running job without a record of it (the drain command
+        // reported a failure, a timeout say, though Slurm applied it): it is recorded as seen,
+        // so that an admin's later resume of it is an override like any other.
+        if let Some(j) = ours
+            .as_deref()
+            .filter(|j| running_here.contains_key(*j) && !self.drains.contains_key(*j))
+        {
+            self.drains.insert(
+                j.to_string(),
+                DrainRecord {
+                    job_id: j.to_string(),
+                    node: node.to_string(),
+                    made_s: now_s,
+                    hypothetical: false,
+                    confirmed_s: Some(now_s),
+                },
+            );
+        }
         let mut found = Vec::new();
         for d in self.drains.values_mut().filter(|d| !d.hypothetical && d.node == node) {
             if ours.as_deref() == Some(d.job_id.as_str()) {

@@ -87,7 +87,27 @@ pub const LOCK_FILE: &str = "lock";
 /// place; its presence means nothing, only the lock on it does.
 #[derive(Debug)]
 pub struct StateDirLock {
-    _file: std::fs::File,
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl StateDirLock {
+    /// True while the lock file at the state_dir's path is still the file this lock holds.
+    /// False once it was removed or replaced, or the state_dir was moved or recreated: the
+    /// lock then no longer keeps a second enforcer out of the path this one writes to, so the
+    /// daemon stops (see `run` in main.rs).
+    pub fn is_current(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self.file.metadata(), std::fs::metadata(&self.path)) {
+            (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+            _ => false,
+        }
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 /// Why a state_dir could not be locked.
@@ -141,7 +161,7 @@ pub fn lock_state_dir(state_dir: &Path) -> Result<StateDirLock, LockError> {
     // SAFETY: flock on a file descriptor owned by `file`, which outlives the call.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r == 0 {
-        return Ok(StateDirLock { _file: file });
+        return Ok(StateDirLock { file, path: lock });
     }
     let e = std::io::Error::last_os_error();
     if e.kind() == std::io::ErrorKind::WouldBlock {

@@ -817,12 +817,14 @@ fn only_a_confirmed_drain_gone_while_its_job_runs_is_an_admin_override() {
     }
     let mut st = would_drained("102");
     assert!(st.observe_node(9_180, NODE, Some(&resumed), &running).is_empty());
-    // The override is kept while the job runs and forgotten when it leaves.
+    // The override is kept while squeue lists the job in any state (running, suspended) and
+    // forgotten when it leaves; the pruning of running jobs does not touch it.
     let mut st = drained_state(Some(9_060));
     st.observe_node(9_180, NODE, Some(&resumed), &running);
-    st.prune(9_240, Some(&["102".to_string()].into()));
+    st.prune(9_240, Some(&BTreeSet::new()));
+    st.prune_overrides(&["102".to_string()].into());
     assert!(st.overrides.contains_key("102"));
-    st.prune(9_300, Some(&BTreeSet::new()));
+    st.prune_overrides(&BTreeSet::new());
     assert!(st.overrides.is_empty());
 }
 
