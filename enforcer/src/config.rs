@@ -212,7 +212,9 @@ pub struct ConfigError {
 /// A TOML error as ``LINE:COLUMN: MESSAGE (in `LINE TEXT`)`` (1-based, column in characters)
 /// from the error's span in `text`; the message alone when the error has no span.
 fn toml_problem(text: &str, x: &toml::de::Error) -> String {
-    let msg = policy::one_line(x.message().trim(), 300);
+    // Long enough for serde's whole list of expected keys; URLs hidden (a webhook URL is a
+    // secret, and check-config's output goes to the journal).
+    let msg = hide_urls(&policy::one_line(x.message().trim(), 4000));
     let Some(span) = x.span() else { return format!(" {msg}") };
     let mut start = span.start.min(text.len());
     while !text.is_char_boundary(start) {
@@ -221,12 +223,35 @@ fn toml_problem(text: &str, x: &toml::de::Error) -> String {
     let before = &text[..start];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-    let shown = policy::one_line(text.lines().nth(line - 1).unwrap_or("").trim(), 120);
+    let shown = hide_urls(&policy::one_line(text.lines().nth(line - 1).unwrap_or("").trim(), 120));
     if shown.is_empty() {
         format!("{line}:{column}: {msg}")
     } else {
         format!("{line}:{column}: {msg} (in `{shown}`)")
     }
+}
+
+/// `s` with every URL (`scheme://…`, up to the next space or quote) replaced by
+/// `<URL hidden>`.
+fn hide_urls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("://") {
+        let scheme = rest[..i]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            .last()
+            .map_or(i, |(j, _)| j);
+        let end = rest[i..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`'))
+            .map_or(rest.len(), |k| i + k);
+        out.push_str(&rest[..scheme]);
+        out.push_str("<URL hidden>");
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// True when `s` can be an environment variable name: `^[A-Za-z_][A-Za-z0-9_]*$` (POSIX
@@ -538,6 +563,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.enforcer.mode, RunMode::Enforce);
+    }
+
+    #[test]
+    fn a_toml_error_hides_urls_and_lists_every_expected_key() {
+        let e = Config::from_text(
+            "[enforcer]\nwebhook_url = \"https://hooks.slack.com/services/T0/B0/secret\"\n",
+            "w.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!e.contains("hooks.slack.com") && !e.contains("secret"), "{e}");
+        assert!(e.contains("<URL hidden>"), "{e}");
+        // The whole list of keys, the last ones included.
+        assert!(e.contains("webhook_url_env") && e.contains("log_findings_from"), "{e}");
+        let e = Config::from_text("[policy]\nstage = []\n", "p.toml").unwrap_err().to_string();
+        assert!(e.contains("`stages`") && e.contains("`exempt`"), "{e}");
+        assert_eq!(hide_urls("a http://x/y b 'ftp://z' c"), "a <URL hidden> b '<URL hidden>' c");
+        assert_eq!(hide_urls("no url here: a:b"), "no url here: a:b");
     }
 
     #[test]

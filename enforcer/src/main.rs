@@ -528,13 +528,22 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
             smi::parse_apps(&text, c.as_deref()).map(to_json).map_err(|e| e.to_string())
         }
         Kind::SqueueJson => squeue_json::parse(&text).map(to_json).map_err(|e| e.to_string()),
-        Kind::Squeue => {
-            let c: Vec<&str> = match cols {
-                Some(c) => c,
-                None => squeue_format::own_columns(),
-            };
-            Ok(to_json(squeue_format::parse(&text, &c, &chrono::Local)))
-        }
+        Kind::Squeue => match cols {
+            // Other columns: the rows as they are, no header expected.
+            Some(c) => Ok(to_json(squeue_format::parse(&text, &c, &chrono::Local))),
+            // The enforcer's own format, read exactly as the daemon reads it: the header line
+            // first (a lone header is an empty queue), one CLUSTER: line above it skipped, and
+            // anything else no data.
+            None => squeue_format::parse_own(&text, &chrono::Local)
+                .map(|(read, cluster)| {
+                    let mut v = to_json(read);
+                    if let Some(c) = cluster {
+                        v["cluster_line_skipped"] = serde_json::Value::String(c);
+                    }
+                    v
+                })
+                .map_err(|e| format!("no data, as the daemon would read it: {e}")),
+        },
         Kind::ScontrolNode => scontrol_node::parse(&text).map(to_json).map_err(|e| e.to_string()),
         Kind::Tres => tres::parse(text.trim()).map(to_json).map_err(|e| e.to_string()),
         Kind::Hostlist => hostlist::parse(text.trim())

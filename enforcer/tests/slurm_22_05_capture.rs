@@ -71,3 +71,43 @@ fn scontrol_show_node_reads_the_idle_node() {
     assert!(!n.is_special(), "{n:?}");
     assert_eq!(n.reason, None);
 }
+
+#[test]
+fn enforcer_parse_squeue_reads_the_capture_as_the_daemon_does() {
+    let bin = env!("CARGO_BIN_EXE_enforcer");
+    let run = |text: &str| {
+        let mut child = std::process::Command::new(bin)
+            .args(["parse", "squeue", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let text = read("squeue-format.txt");
+    // With its header: three jobs, no row error (the header is not a row).
+    let out = run(&text);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["row_errors"].as_array().unwrap().len(), 0, "{v}");
+    // The header alone is an empty queue; a CLUSTER: line above it is skipped and named.
+    let header = text.lines().next().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&run(&format!("{header}\n")).stdout).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 0, "{v}");
+    let v: serde_json::Value = serde_json::from_slice(&run(&format!("CLUSTER: c1\n{text}")).stdout).unwrap();
+    assert_eq!(
+        (v["jobs"].as_array().unwrap().len(), v["cluster_line_skipped"].as_str()),
+        (3, Some("c1")),
+        "{v}"
+    );
+    // Without the header it is no data, as the daemon reads it.
+    let body: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    let out = run(&body);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("no data") && said.contains("expected the header line"), "{said}");
+}
