@@ -506,9 +506,17 @@ fn check_config_and_parse_commands() {
     let (ok, v) = parse("compute-apps", "No running processes found\n", &[]);
     assert!(ok, "{v}");
     assert_eq!(v["apps"], serde_json::json!([]));
-    let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n", &[]);
-    assert!(ok);
+    // squeue text is read as the daemon reads it: its header line first.
+    let header = enforcer::parse::squeue_format::own_header();
+    let (ok, v) = parse(
+        "squeue",
+        &format!("{header}\n9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n"),
+        &[],
+    );
+    assert!(ok, "{v}");
     assert_eq!(v["jobs"][0]["name"], "a|b");
+    let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n", &[]);
+    assert!(!ok && v["error"].as_str().is_some_and(|e| e.contains("no data")), "{v}");
 }
 
 #[test]
