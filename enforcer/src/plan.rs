@@ -517,6 +517,15 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         .max_cancels_per_hour
         .saturating_sub(st.cancel_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
     let ours = our_drain(inp.node_state);
+    // Our drain whose job no longer runs here (squeue answered), on a node in no other special
+    // state: due for a resume. Another job of ours due for a drain on this node takes the drain
+    // over instead (the Reason is rewritten), so the node never returns to service between
+    // the two and no new job lands on it in the gap.
+    let handover_from: Option<String> = ours.clone().filter(|j| {
+        inp.mode == RunMode::Enforce
+            && inp.running.is_some_and(|r| !r.contains(j))
+            && !inp.node_state.is_some_and(NodeState::is_special_besides_drain)
+    });
     // Observe mode never really drains, so it mirrors what enforce would see: its own
     // would-drain on this node makes the node drained-by-us for that job.
     let mut drain_planned: Option<String> = None;
@@ -608,9 +617,12 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         };
         // One drain per node: a drain planned earlier this cycle for another job makes the node
         // special for the rest of the cycle (its Reason names that job).
-        let special = inp.node_state.is_some_and(NodeState::is_special)
-            || (inp.mode == RunMode::Observe && would_ours.is_some())
-            || drain_planned.as_deref().is_some_and(|j| j != id);
+        let node_special = match handover_from {
+            Some(_) => inp.node_state.is_some_and(NodeState::is_special_besides_drain),
+            None => inp.node_state.is_some_and(NodeState::is_special),
+        };
+        let special =
+            node_special || (inp.mode == RunMode::Observe && would_ours.is_some()) || drain_planned.as_deref().is_some_and(|j| j != id);
         if !drained_for_job {
             if p.suspect {
                 skip(&mut p, SkipKind::SuspectCollector, "drain", id);
@@ -678,7 +690,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     // alone does not say the node is fit to return; an admin decides.
     if let (Some(job), Some(running)) = (ours, inp.running) {
         if !running.contains(&job) {
-            if inp.node_state.is_some_and(NodeState::is_special_besides_drain) {
+            if handover_from.is_some() && drain_planned.is_some() {
+                // Taken over by this cycle's drain for another job: no resume in between.
+            } else if inp.node_state.is_some_and(NodeState::is_special_besides_drain) {
                 skip(&mut p, SkipKind::NodeSpecial, "resume", &job);
             } else {
                 p.actions.push(Action::Resume {

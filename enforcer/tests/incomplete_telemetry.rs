@@ -275,3 +275,53 @@ fn a_truncated_squeue_answer_is_never_a_complete_queue() {
         }
     }
 }
+
+/// Two hung jobs on one node, each placed by its own process. Our drain names the first; once
+/// it is cancelled, the second takes the drain over (its Reason replaces ours) with no resume
+/// in between, so the node never returns to service while a wasted job still holds it.
+#[test]
+fn a_second_wasted_job_takes_over_our_drain_without_a_resume_between() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        r#"case "$1" in --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; echo 'GPU-0, 4901, 40000'; echo 'GPU-1, 4902, 40000'; exit 0;; esac
+n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n + 1)) > "$D/n"
+{SMI_HEADER}
+echo "0, GPU-0, 0, 40000, 81920, 7$((n % 3)).5, 400.00"
+echo "1, GPU-1, 0, 40000, 81920, 7$((n % 3)).5, 400.00""#
+    );
+    let jobs = vec![job("901", 901, 1, &[NODE]), job("902", 902, 1, &[NODE])];
+    let (mut d, c) = smi_daemon(dir.path(), &body, jobs, &[(4901, 901), (4902, 902)]);
+    for i in 0..200 {
+        d.cycle(T0 + i * 60);
+        if c.borrow().calls.iter().filter(|c| c.starts_with("scancel")).count() == 2 {
+            break;
+        }
+    }
+    let calls: Vec<String> = c
+        .borrow()
+        .calls
+        .iter()
+        .filter(|c| !c.starts_with("admincomment"))
+        .cloned()
+        .collect();
+    let first_cancel = calls.iter().position(|c| c.starts_with("scancel")).expect("a cancel");
+    let (cancelled, other) = if calls[first_cancel] == "scancel 901" {
+        ("901", "902")
+    } else {
+        ("902", "901")
+    };
+    assert_eq!(
+        calls[first_cancel - 1],
+        format!("drain gpu001 gpu-reaper: hung job {cancelled}"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls[first_cancel + 1],
+        format!("drain gpu001 gpu-reaper: hung job {other}"),
+        "taken over, no resume between: {calls:?}"
+    );
+    assert!(
+        calls.contains(&format!("scancel {other}")),
+        "the second job is cancelled in turn: {calls:?}"
+    );
+}

@@ -165,7 +165,6 @@ fn special_node_is_neither_drained_nor_resumed() {
         ("MIXED+MAINT", None),
         ("MIXED+RESERVED", None),
         ("FAIL", None),
-        ("MIXED+DRAIN", Some("gpu-reaper: idle job 999")),
     ] {
         let ns = node(state, reason);
         let running: BTreeSet<String> = ["100".to_string()].into();
@@ -183,6 +182,30 @@ fn special_node_is_neither_drained_nor_resumed() {
             "{state}: only our own drain of a gone job is resumed"
         );
     }
+    // Our own drain of a gone job is no special state for another job due for a drain: that
+    // job takes the drain over (its Reason replaces ours) and the node is not resumed between.
+    let ours_gone = node("MIXED+DRAIN", Some("gpu-reaper: idle job 999"));
+    let running: BTreeSet<String> = ["100".to_string()].into();
+    let p = c.plan(RunMode::Enforce, Some(&ours_gone), &st, false, limits(), Some(&running));
+    assert!(kinds(&p).contains(&"drain") && !kinds(&p).contains(&"resume"), "{:?}", p.actions);
+    assert!(p
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Drain { node_reason, .. } if node_reason == "gpu-reaper: idle job 100")));
+    // ... but not while 999 still runs, nor on a node special besides our drain, nor when
+    // squeue's answer is not known.
+    let both: BTreeSet<String> = ["100".to_string(), "999".to_string()].into();
+    let p = c.plan(RunMode::Enforce, Some(&ours_gone), &st, false, limits(), Some(&both));
+    assert!(!kinds(&p).contains(&"drain") && !kinds(&p).contains(&"resume"), "{:?}", p.actions);
+    let down = node("DOWN+DRAIN", Some("gpu-reaper: idle job 999"));
+    let p = c.plan(RunMode::Enforce, Some(&down), &st, false, limits(), Some(&running));
+    assert!(!kinds(&p).contains(&"drain") && !kinds(&p).contains(&"resume"), "{:?}", p.actions);
+    let p = c.plan(RunMode::Enforce, Some(&ours_gone), &st, false, limits(), None);
+    assert!(!kinds(&p).contains(&"drain") && !kinds(&p).contains(&"resume"), "{:?}", p.actions);
+    // With no job due for a drain, the gone job's drain is resumed as before.
+    let alerting = Case::new(&[Verdict::Alert]);
+    let p = alerting.plan(RunMode::Enforce, Some(&ours_gone), &st, false, limits(), Some(&running));
+    assert!(kinds(&p).contains(&"resume"), "{:?}", p.actions);
 }
 
 #[test]
@@ -843,9 +866,10 @@ fn another_hosts_node_holds_every_change_but_alerts_go_out() {
     assert_eq!(kinds(&p), vec!["alert", "alert"]);
     let held: Vec<(&str, SkipKind)> = p.skips.iter().map(|s| (s.action, s.kind)).collect();
     assert!(held.contains(&("notice", SkipKind::NodeNotThisHost)));
+    // Job 100, due for a drain, would take over our drain of the gone job 42: held too.
     assert!(
-        held.contains(&("resume", SkipKind::NodeNotThisHost)),
-        "our drain of a gone job is not resumed there: {held:?}"
+        held.contains(&("drain", SkipKind::NodeNotThisHost)) && !kinds(&p).contains(&"resume"),
+        "our drain of a gone job is neither taken over nor resumed there: {held:?}"
     );
     assert!(held.iter().all(|(_, k)| *k == SkipKind::NodeNotThisHost));
     let p = c.plan(
