@@ -162,7 +162,10 @@ fn the_this_host_hold_survives_a_restart_while_scontrol_fails() {
         d.cycle(T0 + i * 60);
     }
     assert!(d.metrics.skipped.contains_key("node_not_this_host"));
-    assert!(!notified.exists(), "control: the host check holds the notice while scontrol answers");
+    assert!(
+        !notified.exists(),
+        "control: the host check holds the notice while scontrol answers"
+    );
     drop(d);
     // Restart, same config and state_dir; slurmctld is slow and scontrol show node times out.
     faults.borrow_mut().node_state_fails = true;
@@ -218,4 +221,81 @@ fn no_resume_after_a_restart_while_a_gpu_is_missing() {
         "resumed after a restart while one of the node's 2 GPUs is missing: {:?}",
         c.borrow().calls
     );
+}
+
+/// Our drain for job 201 stands; an admin suspends 201 (`scontrol suspend 201`). A suspended
+/// job keeps its allocation (its GPUs and memory stay its own until it is resumed), and the
+/// override rule of 014a801 itself counts a suspend as part of the same run. But the resume
+/// check (`running_here`, from `SlurmJob::may_hold`) counts only RUNNING jobs, so the node is
+/// resumed at once while 201 still holds it; when 201 is resumed it runs on an undrained node.
+#[test]
+#[ignore = "review7: our drain is resumed while the job it names is SUSPENDED and still holds its allocation"]
+fn no_resume_while_the_drained_job_is_suspended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (notify, _notified) = logging_notify(dir.path());
+    let mut a = job("201", 201, 1, &[NODE]);
+    a.state = "SUSPENDED".into();
+    let c = cluster(vec![a]);
+    {
+        let mut cl = c.borrow_mut();
+        cl.node_state = "MIXED+DRAIN".into();
+        cl.node_reason = Some("gpu-reaper: idle job 201".into());
+    }
+    let faults = Rc::new(RefCell::new(Faults::default()));
+    let gpus = Rc::new(RefCell::new(1u16));
+    let mut d = daemon(&c, &faults, &dir.path().join("state"), NODE, notify, &gpus, T0);
+    for i in 0..3 {
+        d.cycle(T0 + i * 60);
+    }
+    assert_eq!(
+        calls(&c, "resume"),
+        0,
+        "resumed while job 201 (our drain's job) is suspended on the node: {:?}",
+        c.borrow().calls
+    );
+}
+
+/// The hand-over of 1dae808 with the same gap: our drain names job 201 (no GPU of its own
+/// here, so only the Reason speaks for it) and job 202 on the node is idle; 202 becomes due
+/// for a drain while 201 runs (held: the node is drained for 201). Then 201 is suspended,
+/// still holding its allocation. The hand-over reads 201 as gone and rewrites the Reason to
+/// 202: the drain for 201 is lost while 201 still holds the node (and once 202 is cancelled,
+/// the node is resumed with 201 on it).
+#[test]
+#[ignore = "review7: the hand-over takes our drain away from a SUSPENDED job that still holds the node"]
+fn no_handover_while_the_drained_job_is_suspended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (notify, _notified) = logging_notify(dir.path());
+    let a = job("201", 201, 0, &[NODE]);
+    let b = job("202", 202, 1, &[NODE]);
+    let c = cluster(vec![a, b]);
+    {
+        let mut cl = c.borrow_mut();
+        cl.node_state = "MIXED+DRAIN".into();
+        cl.node_reason = Some("gpu-reaper: idle job 201".into());
+    }
+    let faults = Rc::new(RefCell::new(Faults::default()));
+    let gpus = Rc::new(RefCell::new(1u16));
+    let mut d = daemon(&c, &faults, &dir.path().join("state"), NODE, notify, &gpus, T0);
+    let mut t = T0;
+    // Until 202 is due for a drain and held back because the node is drained for 201.
+    while !d.metrics.skipped.contains_key("node_special_state") {
+        d.cycle(t);
+        t += 60;
+        assert!(t < T0 + 200 * 60, "202 never due for a drain: {:?}", c.borrow().calls);
+    }
+    assert!(
+        c.borrow().calls.is_empty(),
+        "control: nothing done while 201 runs: {:?}",
+        c.borrow().calls
+    );
+    // `scontrol suspend 201`.
+    c.borrow_mut().jobs[0].state = "SUSPENDED".into();
+    d.cycle(t);
+    let calls_seen = c.borrow().calls.clone();
+    assert!(
+        calls_seen.is_empty(),
+        "our drain for suspended job 201 was taken over or resumed: {calls_seen:?}"
+    );
+    assert_eq!(c.borrow().node_reason.as_deref(), Some("gpu-reaper: idle job 201"));
 }
