@@ -299,3 +299,48 @@ fn no_handover_while_the_drained_job_is_suspended() {
     );
     assert_eq!(c.borrow().node_reason.as_deref(), Some("gpu-reaper: idle job 201"));
 }
+
+/// The same lost memory, worse: "whole" also gates placing a job by elimination (a busy job
+/// whose own GPU is missing from the list would be placed on a free one). A 2-GPU node with
+/// one 1-GPU job, 102, whose GPU is not told by any process (no compute-apps rows), so it is
+/// never placed while both GPUs are listed. GPU 1 (102's) falls off the bus: the running
+/// daemon keeps the list "not whole" and places nothing (control). After a restart the fresh
+/// daemon has seen 1 GPU at most, so the list is "whole", 102 is placed by elimination on the
+/// idle GPU 0 and is drained and cancelled on a GPU that was never its own.
+#[test]
+#[ignore = "review7: after a restart a missing GPU no longer blocks placement by elimination; a job is judged, drained and cancelled on another GPU"]
+fn no_placement_by_elimination_after_a_restart_while_a_gpu_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (notify, _notified) = logging_notify(dir.path());
+    let c = cluster(vec![job("102", 102, 1, &[NODE])]);
+    let faults = Rc::new(RefCell::new(Faults::default()));
+    let gpus = Rc::new(RefCell::new(2u16));
+    let state = dir.path().join("state");
+    let mut d = daemon(&c, &faults, &state, NODE, notify.clone(), &gpus, T0);
+    let mut t = T0;
+    for _ in 0..10 {
+        d.cycle(t);
+        t += 60;
+    }
+    *gpus.borrow_mut() = 1;
+    for _ in 0..150 {
+        d.cycle(t);
+        t += 60;
+    }
+    assert!(
+        c.borrow().calls.is_empty(),
+        "control: nothing done while a GPU is missing: {:?}",
+        c.borrow().calls
+    );
+    drop(d);
+    let mut d = daemon(&c, &faults, &state, NODE, notify, &gpus, t);
+    for _ in 0..150 {
+        d.cycle(t);
+        t += 60;
+    }
+    assert!(
+        c.borrow().calls.is_empty(),
+        "job 102 was acted on after a restart, judged on a GPU placed by elimination while one GPU is missing: {:?}",
+        c.borrow().calls
+    );
+}
