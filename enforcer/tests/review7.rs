@@ -1,6 +1,8 @@
 //! Cases from the seventh adversarial review (each a failing, ignored test): what the daemon
 //! learns in memory for the this-host hold (e775e82) and for "the GPU list is whole"
-//! (df58da6) is lost on a restart, so the hold and the resume guard both lapse.
+//! (df58da6) is lost on a restart, so the hold, the resume guard and the elimination guard
+//! all lapse; and a SUSPENDED job (still holding its allocation) is read as gone, so our drain
+//! for it is resumed or handed over (1dae808).
 
 mod common;
 
