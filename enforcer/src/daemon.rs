@@ -86,18 +86,19 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// When this process first saw each standing drain of ours (by job). Not persisted: after
     /// a restart a drain counts as confirmed from the moment it is found again.
     pub drain_found: BTreeMap<String, i64>,
-    /// The most GPUs nvidia-smi has listed with a readable index in one cycle since this
-    /// process started. Fewer than that means a GPU is missing from the list (fallen off the
+    /// The most GPUs nvidia-smi has listed with a readable index in one cycle on this node.
+    /// Fewer than that means a GPU is missing from the list (fallen off the
     /// bus, or its row unreadable), and attribution then never places a job by elimination.
-    /// Not persisted: a GPU removed for good stops counting at the next restart.
+    /// Kept in the state file, so a restart does not forget a GPU that has gone missing; a
+    /// GPU removed for good is forgotten only with the state file.
     pub most_gpus_seen: usize,
     /// This machine's host name (`config::short_hostname`, read at start), compared with the
     /// `NodeHostName` that `scontrol show node` gives for the configured node; empty means no
     /// check.
     pub host: String,
     /// The `NodeHostName` of the configured node in the last `scontrol show node` that
-    /// answered (this process's life). A cycle whose read fails keeps judging the host by it,
-    /// so a failed read never lifts the this-host hold.
+    /// answered, kept in the state file. A cycle whose read fails keeps judging the host by
+    /// it, so a failed read (even right after a restart) never lifts the this-host hold.
     pub last_node_hostname: Option<String>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
@@ -136,9 +137,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
     pub fn new(cfg: Config, slurm: S, telemetry: T, executor: E, proc: Box<dyn ProcReader>, now_s: i64) -> Self {
         let mode = cfg.enforcer.mode;
         let path = cfg.enforcer.state_dir.join("state.json");
+        let mut remembered: (usize, Option<String>) = (0, None);
         let (engine, mut nodes, mut actions, kept) = match state::load(&path) {
             Loaded::State(s) => {
                 let s = *s;
+                remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
                 let mut actions = s.actions;
                 if s.mode != mode {
                     tracing::warn!(
@@ -205,9 +208,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             kept,
             metrics,
             drain_found: BTreeMap::new(),
-            most_gpus_seen: 0,
+            most_gpus_seen: remembered.0,
             host: crate::config::short_hostname(),
-            last_node_hostname: None,
+            last_node_hostname: remembered.1,
             findings: Vec::new(),
             audit_failed: false,
             state_failed: false,
@@ -252,6 +255,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 engine: self.engine.snapshot(now_s),
                 actions: self.actions.clone(),
                 attribution: self.kept.clone(),
+                most_gpus_seen: self.most_gpus_seen,
+                last_node_hostname: self.last_node_hostname.clone(),
             },
         )
     }

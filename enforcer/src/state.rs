@@ -35,6 +35,15 @@ pub struct StateFile {
     pub actions: ActionState,
     /// Kept GPU attributions per job id, each with the start time of the run it belongs to.
     pub attribution: KeptMap,
+    /// The most GPUs nvidia-smi has listed on this node (see `Daemon::most_gpus_seen`), so a
+    /// restart does not forget a GPU that has gone missing. Absent in older files (0).
+    #[serde(default)]
+    pub most_gpus_seen: usize,
+    /// The configured node's NodeHostName last seen (see `Daemon::last_node_hostname`), so a
+    /// restart while `scontrol show node` fails keeps the this-host hold. Absent in older
+    /// files.
+    #[serde(default)]
+    pub last_node_hostname: Option<String>,
 }
 
 /// What loading found.

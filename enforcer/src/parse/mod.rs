@@ -93,10 +93,11 @@ impl SlurmJob {
     }
 
     /// True when the job may still hold its allocation on `node`: it lists `node` and is
-    /// RUNNING or of unknown state ([`SlurmJob::state_unknown`]). A job for which this is
-    /// false has positively left `node` (ended, pending, requeued, or running elsewhere).
+    /// RUNNING, SUSPENDED (a suspended job keeps its GPUs and their memory, squeue(1)) or of
+    /// unknown state ([`SlurmJob::state_unknown`]). A job for which this is false has
+    /// positively left `node` (ended, pending, requeued, or running elsewhere).
     pub fn may_hold(&self, node: &str) -> bool {
-        (self.state == "RUNNING" || self.state_unknown()) && self.nodes.iter().any(|n| n == node)
+        (self.state == "RUNNING" || self.state == "SUSPENDED" || self.state_unknown()) && self.nodes.iter().any(|n| n == node)
     }
 }
 

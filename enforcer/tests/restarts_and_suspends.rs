@@ -1,8 +1,6 @@
-//! Cases from the seventh adversarial review (each a failing, ignored test): what the daemon
-//! learns in memory for the this-host hold (e775e82) and for "the GPU list is whole"
-//! (df58da6) is lost on a restart, so the hold, the resume guard and the elimination guard
-//! all lapse; and a SUSPENDED job (still holding its allocation) is read as gone, so our drain
-//! for it is resumed or handed over (1dae808).
+//! Cases from the seventh review, each a bug it proved: what the daemon knows of the node
+//! (the most GPUs it has listed, the configured node's host) survives a restart, and a
+//! suspended job still holds the node our drain names (no resume, no hand-over).
 
 mod common;
 
@@ -150,7 +148,6 @@ fn logging_notify(dir: &Path) -> (Vec<String>, std::path::PathBuf) {
 /// state_dir) while `scontrol show node` times out: the hold is gone and alice is told about
 /// job 102, which runs on gpu001, on gpu002's idle GPUs.
 #[test]
-#[ignore = "review7: the this-host hold lives only in memory; after a restart with scontrol failing a notice goes out about another host's job"]
 fn the_this_host_hold_survives_a_restart_while_scontrol_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (notify, notified) = logging_notify(dir.path());
@@ -189,7 +186,6 @@ fn the_this_host_hold_survives_a_restart_while_scontrol_fails() {
 /// fallen off the bus (nvidia-smi now lists 1): the fresh daemon has seen 1 at most, calls the
 /// list whole and resumes the node although one of its GPUs cannot be read.
 #[test]
-#[ignore = "review7: most_gpus_seen is not persisted; after a restart a node missing a GPU is resumed"]
 fn no_resume_after_a_restart_while_a_gpu_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let (notify, _notified) = logging_notify(dir.path());
@@ -231,7 +227,6 @@ fn no_resume_after_a_restart_while_a_gpu_is_missing() {
 /// check (`running_here`, from `SlurmJob::may_hold`) counts only RUNNING jobs, so the node is
 /// resumed at once while 201 still holds it; when 201 is resumed it runs on an undrained node.
 #[test]
-#[ignore = "review7: our drain is resumed while the job it names is SUSPENDED and still holds its allocation"]
 fn no_resume_while_the_drained_job_is_suspended() {
     let dir = tempfile::tempdir().unwrap();
     let (notify, _notified) = logging_notify(dir.path());
@@ -264,7 +259,6 @@ fn no_resume_while_the_drained_job_is_suspended() {
 /// 202: the drain for 201 is lost while 201 still holds the node (and once 202 is cancelled,
 /// the node is resumed with 201 on it).
 #[test]
-#[ignore = "review7: the hand-over takes our drain away from a SUSPENDED job that still holds the node"]
 fn no_handover_while_the_drained_job_is_suspended() {
     let dir = tempfile::tempdir().unwrap();
     let (notify, _notified) = logging_notify(dir.path());
@@ -310,7 +304,6 @@ fn no_handover_while_the_drained_job_is_suspended() {
 /// daemon has seen 1 GPU at most, so the list is "whole", 102 is placed by elimination on the
 /// idle GPU 0 and is drained and cancelled on a GPU that was never its own.
 #[test]
-#[ignore = "review7: after a restart a missing GPU no longer blocks placement by elimination; a job is judged, drained and cancelled on another GPU"]
 fn no_placement_by_elimination_after_a_restart_while_a_gpu_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let (notify, _notified) = logging_notify(dir.path());
