@@ -21,7 +21,9 @@
 //! * `reason_has_no_unicode_line_separator`: a U+2028 in a job id reaches the reason line.
 //! * Passing: two jobs claiming one GPU, a repeated job id, a job id reused with a new start,
 //!   an allocation that moves, and a clock that goes back stay below alert or restart; config
-//!   errors name the key; job order changing every cycle changes no finding.
+//!   errors name the key; job order changing every cycle changes no finding; guards 1, 2 and
+//!   10 hold against an independent oracle under jitter, late samples, drops, clock steps
+//!   and requeues.
 
 mod harness;
 use harness::*;
@@ -537,4 +539,125 @@ fn job_order_changing_every_cycle_does_not_change_any_finding() {
     let (a, b) = (run(false), run(true));
     assert_eq!(a, b);
     assert!(a.iter().flatten().any(|r| r.1 == Verdict::Cancel), "the scenario reaches cancel");
+}
+
+/// A small deterministic generator for the randomised test below (no RNG crate needed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 11
+    }
+}
+
+/// Guards 1, 2 and 10 against an independent oracle. Three jobs (two of them sharing their
+/// GPUs) switch between idle, hung, busy, `[N/A]` util, missing, all-zero and future-stamped
+/// samples; samples are jittered (so some arrive late or out of order), one in eight is
+/// dropped, the clock steps back by 90 s to 5 min or jumps 10 min ahead now and then, and jobs
+/// are requeued with new start times. The oracle keeps, per job incarnation and GPU, the valid
+/// samples the spec says the engine takes (not late, not beyond `now + clock_skew`, with a
+/// compute reading) and checks every finding at alert or above: past warmup, and on every GPU
+/// a first valid sample no later than `now − window + gap`, no hole above the gap, the last
+/// no older than the gap.
+#[test]
+fn alerts_only_on_full_window_evidence_by_an_independent_oracle() {
+    use std::collections::BTreeMap;
+    let c = cfg_with_cancel(90 * 60);
+    let (win, gap, skew, warm) = (c.window.secs(), c.max_sample_gap.secs(), c.clock_skew.secs(), c.warmup.secs());
+    let states = [
+        Gpu::Idle,
+        Gpu::Hung,
+        Gpu::Busy,
+        Gpu::NaUtil,
+        Gpu::Missing,
+        Gpu::AllZero,
+        Gpu::Future,
+    ];
+    let mut alerts = 0;
+    for seed in 0..600u64 {
+        let mut r = Lcg(seed * 104_729 + 3);
+        let mode = [Mode::Observe, Mode::Enforce, Mode::ObserveReported][(r.next() % 3) as usize];
+        let mut e = Engine::new(Policy::new(&c).unwrap(), mode);
+        let mut out = Vec::new();
+        let mut now: i64 = 10_000;
+        let mut jobs: Vec<policy::JobFacts> = (0..3).map(|i| job(&format!("{i}"), 0, &[(i % 2, 2)])).collect();
+        // (job id, node, GPU) → (newest time taken, times of the valid samples taken).
+        let mut taken: BTreeMap<(String, u32, u16), (i64, Vec<i64>)> = BTreeMap::new();
+        let mut state = [Gpu::Idle; 3];
+        for _ in 0..300 {
+            now += match r.next() % 40 {
+                0 => -120,
+                1 => 600,
+                2 => -300,
+                3 => -90,
+                _ => 60,
+            };
+            for (k, j) in jobs.iter_mut().enumerate() {
+                if r.next() % 60 == 0 {
+                    let start = now - (r.next() % 2000) as i64;
+                    if start != j.start_s {
+                        j.start_s = start;
+                        taken.retain(|key, _| key.0 != j.job_id);
+                    }
+                }
+                if r.next() % 20 == 0 {
+                    state[k] = states[(r.next() % states.len() as u64) as usize];
+                }
+            }
+            let mut samples = Vec::new();
+            for (k, j) in jobs.iter().enumerate() {
+                for &g in &j.alloc {
+                    let st = if r.next() % 8 == 0 { Gpu::Missing } else { state[k] };
+                    let t = (now + (r.next() % 90) as i64 - 30).max(j.start_s);
+                    let Some(s) = sample(st, t, g) else { continue };
+                    samples.push(s);
+                    let h = taken.entry((j.job_id.clone(), g.node.0, g.gpu)).or_insert((i64::MIN, vec![]));
+                    if s.t_s > now + skew || s.t_s <= h.0 {
+                        continue;
+                    }
+                    h.0 = s.t_s;
+                    if st != Gpu::NaUtil {
+                        h.1.push(s.t_s);
+                    }
+                }
+            }
+            step_whole(&mut e, &jobs, now, &samples, &mut out);
+            for f in out.iter().filter(|f| f.verdict >= Verdict::Alert) {
+                alerts += 1;
+                let j = &jobs[f.job_index as usize];
+                assert!(
+                    now - j.start_s >= warm,
+                    "seed {seed} at {now}: job {} in warmup is {}",
+                    j.job_id,
+                    f.verdict
+                );
+                for g in &j.alloc {
+                    let v: Vec<i64> = taken
+                        .get(&(j.job_id.clone(), g.node.0, g.gpu))
+                        .map(|h| h.1.iter().copied().filter(|&t| t > now - win && t <= now + skew).collect())
+                        .unwrap_or_default();
+                    let why = if v.is_empty() {
+                        Some("no valid sample".to_string())
+                    } else if v[0] > now - win + gap {
+                        Some(format!("first valid sample {} after {}", v[0], now - win + gap))
+                    } else if now - v[v.len() - 1] > gap {
+                        Some("stale".to_string())
+                    } else {
+                        v.windows(2).find(|w| w[1] - w[0] > gap).map(|w| format!("hole {}..{}", w[0], w[1]))
+                    };
+                    assert!(
+                        why.is_none(),
+                        "seed {seed} at {now}: job {} {} on {g:?}: {why:?}",
+                        j.job_id,
+                        f.verdict
+                    );
+                }
+            }
+        }
+    }
+    assert!(alerts > 100, "the scenarios reach alert ({alerts} findings)");
 }
