@@ -58,7 +58,8 @@ enum Cmd {
         #[arg(long)]
         once: bool,
         /// Tests and demos only: use a simulated clock starting at START_S (epoch seconds)
-        /// and advancing STEP_S per cycle, without sleeping. Refused with mode = "enforce"
+        /// and advancing STEP_S per cycle, without sleeping (START_S from 0 to the end of year
+        /// 9999, STEP_S from 1 s to 366 days). Refused with mode = "enforce"
         /// (unless the test-only GPU_REAPER_ALLOW_SIMULATED_ENFORCE=1 is set) and with a
         /// state_dir holding a real-clock run's state.json, and when START_S is earlier than
         /// the saved_s of the state.json it resumes. Without it (the real clock), a state_dir
@@ -431,7 +432,16 @@ fn check_state_clock(state_dir: &std::path::Path, simulated_start_s: Option<i64>
     }
 }
 
-/// Parses `--simulated-clock START_S:STEP_S`: START_S any epoch second, STEP_S at least 1.
+/// The latest `--simulated-clock` START_S: 9999-12-31T23:59:59Z, epoch seconds.
+const SIMULATED_START_MAX_S: i64 = 253_402_300_799;
+
+/// The largest `--simulated-clock` STEP_S: 366 days, the longest stage dwell a policy takes.
+const SIMULATED_STEP_MAX_S: i64 = 366 * 86_400;
+
+/// Parses `--simulated-clock START_S:STEP_S`: START_S from 0 (1970) to
+/// [`SIMULATED_START_MAX_S`] (the end of year 9999), STEP_S from 1 s to
+/// [`SIMULATED_STEP_MAX_S`]. Within these bounds no cycle's time can leave i64 (that takes
+/// about 290 billion cycles), so a run without `--cycles` is refused here, up front, or never.
 fn parse_simulated_clock(s: &str) -> anyhow::Result<(i64, i64)> {
     let (a, b) = s
         .split_once(':')
@@ -446,6 +456,14 @@ fn parse_simulated_clock(s: &str) -> anyhow::Result<(i64, i64)> {
         .with_context(|| format!("--simulated-clock STEP_S {b:?}: not a whole number of seconds"))?;
     if step < 1 {
         anyhow::bail!("--simulated-clock STEP_S {step}: must be at least 1 second (the clock must advance)");
+    }
+    if !(0..=SIMULATED_START_MAX_S).contains(&start) {
+        anyhow::bail!(
+            "--simulated-clock START_S {start}: must be an epoch second from 0 (1970-01-01) to {SIMULATED_START_MAX_S} (9999-12-31T23:59:59Z)"
+        );
+    }
+    if step > SIMULATED_STEP_MAX_S {
+        anyhow::bail!("--simulated-clock STEP_S {step}: must be at most {SIMULATED_STEP_MAX_S} (366 days)");
     }
     Ok((start, step))
 }

@@ -654,15 +654,27 @@ fn simulated_clock_and_cycles_are_checked_not_overflowed() {
             .unwrap();
         (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
     };
+    // A clock that would leave the representable range is refused before anything runs,
+    // whether or not --cycles bounds the run (trial 5: without --cycles it failed only at the
+    // cycle that overflowed, after running the ones before).
     for (args, says) in [
         (
             &["--simulated-clock", "9223372036854775000:60000", "--cycles", "3"][..],
-            "largest representable time",
+            "START_S 9223372036854775000",
         ),
         (
             &["--simulated-clock", "9223372036854775000:60000"][..],
-            "largest representable time",
+            "START_S 9223372036854775000",
         ),
+        (
+            &["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"][..],
+            "9999-12-31",
+        ),
+        (
+            &["--simulated-clock", "1900000000:9223372036854775000"][..],
+            "STEP_S 9223372036854775000",
+        ),
+        (&["--simulated-clock=-5:60"][..], "START_S -5"),
         (&["--simulated-clock", "1900000000:0", "--cycles", "3"][..], "at least 1 second"),
         (&["--simulated-clock", "1900000000:-60", "--cycles", "3"][..], "at least 1 second"),
         (&["--simulated-clock", "1900000000", "--cycles", "3"][..], "START_S:STEP_S"),
@@ -671,9 +683,12 @@ fn simulated_clock_and_cycles_are_checked_not_overflowed() {
         let (code, err) = run(args);
         assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(e.argv("squeue").is_empty(), "{args:?}: refused before any cycle ran");
     }
-    let (code, err) = run(&["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"]);
-    assert_eq!(code, Some(0), "one cycle at a time that fits: {err}");
+    // The last second of year 9999 with the largest step, run until stopped: every cycle's
+    // time fits for longer than any run lasts, so it starts.
+    let (code, err) = run(&["--simulated-clock", "253402300799:31622400", "--cycles", "2"]);
+    assert_eq!(code, Some(0), "{err}");
 }
 
 /// `--simulated-clock` never reaches a real cluster by mistake: refused in enforce mode without
