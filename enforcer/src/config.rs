@@ -84,14 +84,22 @@ pub struct EnforcerConfig {
     /// job at a time.
     pub suspect_frac: f64,
     /// Argv of the notify command run at a job's first alert; the job's user, id and the
-    /// reason are appended as three more arguments. Empty: notices go by the webhook, if set;
-    /// enforce mode with a reachable drain or cancel needs one of the two. A job whose squeue
-    /// user is empty gets no notice: it counts as failed (logged), so no cancel follows.
+    /// reason are appended as three more arguments. Empty: notices go by the webhook when
+    /// `webhook_reaches_users` is true, else nowhere. Enforce mode with a reachable cancel
+    /// needs a channel that reaches the user (this, or such a webhook); with a reachable drain
+    /// and no cancel, this or any webhook. A job whose squeue user is empty gets no notice: it
+    /// counts as failed (logged), so no cancel follows.
     pub notify_command: Vec<String>,
     /// Name of the environment variable holding the Slack-compatible webhook URL
     /// (`^[A-Za-z_][A-Za-z0-9_]*$`); empty disables the webhook. The URL itself is never
     /// logged; a value that looks like a URL is rejected without being echoed.
     pub webhook_url_env: String,
+    /// True when the webhook's channel is one the jobs' users read (a channel every user is
+    /// in, or a bridge that messages the user named in the post). Only then is a post to it,
+    /// without a notify command, the user's notice that starts the clock before a cancel.
+    /// Default false: a webhook usually reaches the admins, and a post they may not relay is
+    /// no notice to the user.
+    pub webhook_reaches_users: bool,
     /// Lowest verdict written as a finding log line each cycle. Default `alert`.
     pub log_findings_from: String,
 }
@@ -118,15 +126,30 @@ impl Default for EnforcerConfig {
             suspect_frac: 0.5,
             notify_command: Vec::new(),
             webhook_url_env: String::new(),
+            webhook_reaches_users: false,
             log_findings_from: "alert".into(),
         }
     }
 }
 
 impl EnforcerConfig {
-    /// True when a channel that reaches the job's user is configured: `notify_command` or
-    /// `webhook_url_env`. The AdminComment written at cancel does not count.
+    /// True when a channel that reaches the job's user is configured: `notify_command`, or
+    /// `webhook_url_env` with `webhook_reaches_users = true`. Only then are notices sent, and
+    /// only a notice so sent lets a cancel follow. The AdminComment written at cancel does not
+    /// count.
     pub fn has_user_channel(&self) -> bool {
+        !self.notify_command.is_empty() || self.notice_by_webhook()
+    }
+
+    /// True when notices without a notify command go to the webhook: it is set and the
+    /// operator said it reaches users.
+    pub fn notice_by_webhook(&self) -> bool {
+        !self.webhook_url_env.is_empty() && self.webhook_reaches_users
+    }
+
+    /// True when anyone is told of the enforcer's actions: a notify command or a webhook
+    /// (which may reach only the admins).
+    pub fn has_any_channel(&self) -> bool {
         !self.notify_command.is_empty() || !self.webhook_url_env.is_empty()
     }
 }
@@ -154,8 +177,13 @@ impl Config {
         let e = &self.enforcer;
         if e.mode == RunMode::Enforce && drain_reachable(&self.policy) {
             if e.notify_command.is_empty() {
+                let told = if e.webhook_reaches_users {
+                    "no user could be told and no cancel could ever go ahead"
+                } else {
+                    "nobody would be told of a drain"
+                };
                 return Err(format!(
-                    "{unset}; it is the only notice channel, so no user could be told and no cancel could ever go ahead: set {name} in the daemon's environment (EnvironmentFile=/etc/gpu-reaper/enforcer.env in the unit), or set enforcer.notify_command"
+                    "{unset}; it is the only notice channel, so {told}: set {name} in the daemon's environment (EnvironmentFile=/etc/gpu-reaper/enforcer.env in the unit), or set enforcer.notify_command"
                 ));
             }
             return Ok(Some(format!("{unset}; notices go by notify_command only")));
@@ -169,6 +197,14 @@ impl Config {
 pub fn drain_reachable(policy: &Policy) -> bool {
     let staged = policy.stages().iter().any(|s| s.verdict >= Verdict::Drain);
     let allowed = (0..policy::signature::REGISTRY.len()).any(|i| policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Drain);
+    staged && allowed
+}
+
+/// True when some job can reach `cancel` under `policy`: a cancel stage and a signature whose
+/// ceiling allows it.
+pub fn cancel_reachable(policy: &Policy) -> bool {
+    let staged = policy.stages().iter().any(|s| s.verdict >= Verdict::Cancel);
+    let allowed = (0..policy::signature::REGISTRY.len()).any(|i| policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Cancel);
     staged && allowed
 }
 
@@ -476,12 +512,19 @@ impl Config {
             }
         }
         // Guard 6: a cancel needs `notice` since the user was told. AdminComment (set at
-        // cancel) and the audit log tell nobody, so enforce mode with a drain or cancel
-        // reachable needs a channel that reaches the job's user.
-        if c.mode == RunMode::Enforce && !c.has_user_channel() && drain_reachable(&policy) {
+        // cancel) and the audit log tell nobody, and a webhook may reach only the admins, so
+        // enforce mode with a cancel reachable needs a channel that reaches the job's user; a
+        // drain (which ends no job) needs someone told, the user or the admins.
+        if c.mode == RunMode::Enforce && !c.has_any_channel() && drain_reachable(&policy) {
             return Err(e(
                 "enforcer.notify_command",
                 "enforce mode with a drain or cancel stage needs a channel that tells the job's user: set enforcer.notify_command or enforcer.webhook_url_env (both are empty; the AdminComment written at cancel is not a notice)".into(),
+            ));
+        }
+        if c.mode == RunMode::Enforce && !c.has_user_channel() && cancel_reachable(&policy) {
+            return Err(e(
+                "enforcer.webhook_reaches_users",
+                "enforce mode with a cancel stage needs a notice that reaches the job's user, and the only channel is the webhook, which counts as one only when you say so: set enforcer.notify_command (a command that messages the user), or, if the webhook's channel is one your users read, webhook_reaches_users = true".into(),
             ));
         }
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
@@ -711,8 +754,11 @@ mod tests {
         );
         // The default stages drain at 60m: also refused.
         assert!(err("[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n").contains("enforcer.notify_command"));
-        // Either channel is enough.
-        assert!(Config::from_text(&format!("{base}webhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n"), "t").is_ok());
+        // A notify command is enough; a webhook only when it reaches users (a cancel is
+        // reachable here).
+        let hook = format!("{base}webhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n");
+        assert!(err(&hook).contains("enforcer.webhook_reaches_users"));
+        assert!(Config::from_text(&format!("{hook}webhook_reaches_users = true\n"), "t").is_ok());
         assert!(Config::from_text(
             &base.replace("notify_command = []", "notify_command = [\"/usr/local/bin/notify\"]"),
             "t"
@@ -725,6 +771,42 @@ mod tests {
         // Drain staged but every ceiling below drain: nothing is reachable.
         let capped = "[policy]\nceilings = { spin = \"alert\", hung = \"alert\", idle = \"alert\", starved = \"alert\", partial = \"alert\", unknown = \"alert\" }\n[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n";
         assert!(Config::from_text(capped, "t").is_ok(), "{:?}", Config::from_text(capped, "t"));
+    }
+
+    #[test]
+    fn a_webhook_counts_as_the_users_notice_only_when_the_operator_says_it_reaches_users() {
+        let stages = |cancel: bool| {
+            format!(
+                "[policy]\nstages = [{{ after = \"0s\", verdict = \"alert\" }}, {{ after = \"30m\", verdict = \"drain\" }}{}]\n",
+                if cancel { ", { after = \"2h\", verdict = \"cancel\" }" } else { "" }
+            )
+        };
+        let cfg = |cancel: bool, mode: &str, extra: &str| {
+            format!(
+                "{}[enforcer]\nnode = \"n\"\nmode = \"{mode}\"\nwebhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n{extra}",
+                stages(cancel)
+            )
+        };
+        // Enforce, a reachable cancel (idle and hung default to cancel), only a webhook: refused.
+        let m = err(&cfg(true, "enforce", ""));
+        assert!(
+            m.contains("`enforcer.webhook_reaches_users`") && m.contains("webhook_reaches_users = true") && m.contains("notify_command"),
+            "{m}"
+        );
+        let c = Config::from_text(&cfg(true, "enforce", "webhook_reaches_users = true\n"), "t").unwrap();
+        assert!(c.enforcer.has_user_channel());
+        // A notify command reaches the user whatever the webhook is.
+        assert!(Config::from_text(&cfg(true, "enforce", "notify_command = [\"notify\"]\n"), "t").is_ok());
+        // Drains need no notice: an ops webhook is enough there, as before.
+        let c = Config::from_text(&cfg(false, "enforce", ""), "t").unwrap();
+        assert!(!c.enforcer.has_user_channel());
+        // Observe mode tells nobody and changes nothing.
+        let c = Config::from_text(&cfg(true, "observe", ""), "t").unwrap();
+        assert!(!c.enforcer.has_user_channel());
+        // Every ceiling below cancel: no cancel is reachable.
+        let capped = "ceilings = { idle = \"drain\", hung = \"drain\" }\n";
+        let text = cfg(true, "enforce", "").replacen("[enforcer]", &format!("{capped}[enforcer]"), 1);
+        assert!(Config::from_text(&text, "t").is_ok(), "{:?}", Config::from_text(&text, "t"));
     }
 
     #[test]

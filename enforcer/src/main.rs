@@ -258,6 +258,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
             slurm: slurm.clone(),
             notify_command: e.notify_command.clone(),
             webhook,
+            notice_by_webhook: e.notice_by_webhook(),
             timeout,
         }),
         RunMode::Observe => AnyExecutor::Observe(ObserveExecutor { webhook }),

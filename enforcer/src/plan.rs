@@ -424,8 +424,9 @@ pub struct Limits {
     pub suspect_min_jobs: u32,
     /// Suspect-collector rule: fraction at alert or above that trips it (strictly more).
     pub suspect_frac: f64,
-    /// A channel that tells the job's user is configured (`notify_command` or the webhook):
-    /// a notice action is planned at the first alert of each breach of a job.
+    /// A channel that tells the job's user is configured (`notify_command`, or the webhook
+    /// with `webhook_reaches_users`): a notice action is planned at the first alert of each
+    /// breach of a job.
     pub notify: bool,
     /// `policy.notice`, seconds: with a channel, and always in enforce mode, a cancel also
     /// needs a notice delivered in the current breach at least this long ago (the engine

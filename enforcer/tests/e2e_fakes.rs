@@ -602,6 +602,37 @@ fn enforce_without_a_channel_to_the_user_is_refused_before_anything_runs() {
     assert!(!o.status.success() && err.contains("enforcer.notify_command"), "{err}");
 }
 
+/// Trial 5 #3: a post to the webhook is not by itself the user's notice (the webhook often
+/// reaches an ops channel, not the job's user). Enforce mode with a reachable cancel and only
+/// a webhook is refused before anything runs, naming `webhook_reaches_users`; once the
+/// operator says the webhook reaches users, the notice is posted there and the cancel follows.
+#[test]
+fn a_webhook_is_the_users_notice_only_when_the_config_says_it_reaches_users() {
+    const VAR: &str = "GPU_REAPER_TEST_USERS_WEBHOOK_URL";
+    std::env::set_var(VAR, "http://127.0.0.1:9/hook");
+    let e = plain();
+    let curl = e.dir.path().join("curl");
+    let posts = e.dir.path().join("curl.stdin");
+    std::fs::write(&curl, format!("#!/bin/sh\ncat >> {}\nexit 0\n", posts.display())).unwrap();
+    std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hook = format!("notify_command = []\nwebhook_url_env = \"{VAR}\"\ncurl = \"{}\"", curl.display());
+    let ops = e.config("enforce", &hook);
+    let (ok, log) = e.run(&ops, T0, 40);
+    assert!(!ok && log.contains("enforcer.webhook_reaches_users"), "{log}");
+    assert!(e.argv("squeue").is_empty() && !posts.exists(), "refused before anything ran");
+    let o = check_config(&ops);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("webhook_reaches_users = true"), "{err}");
+
+    let users = e.config("enforce", &format!("{hook}\nwebhook_reaches_users = true"));
+    let (ok, log) = e.run(&users, T0, 40);
+    assert!(ok, "{log}");
+    let posted = std::fs::read_to_string(&posts).unwrap();
+    assert!(posted.contains("notice to user alice"), "{posted}");
+    assert_eq!(e.argv("scancel").len(), 1, "{log}");
+    assert!(e.argv("notify").is_empty());
+}
+
 #[test]
 fn parse_refuses_empty_and_contradictory_input() {
     for kind in ["nvidia-smi", "compute-apps", "squeue", "squeue-json"] {
@@ -1027,7 +1058,10 @@ fn format_source_resumes_only_on_a_header_never_on_empty_output() {
 fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when_it_is_the_only_channel() {
     const VAR: &str = "GPU_REAPER_TEST_NOPE_NOT_SET";
     let e = plain();
-    let only = e.config("enforce", &format!("notify_command = []\nwebhook_url_env = \"{VAR}\""));
+    let only = e.config(
+        "enforce",
+        &format!("notify_command = []\nwebhook_url_env = \"{VAR}\"\nwebhook_reaches_users = true"),
+    );
     let cmd = |args: &[&str], cfg: &Path, url: Option<&str>| {
         let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
         let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));

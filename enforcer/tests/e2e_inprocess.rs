@@ -124,6 +124,7 @@ fn enforce_daemon(w: &World, cfg: Config, now: i64) -> Enf {
         slurm: FakeSlurm(w.cluster.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     };
     Daemon::new(cfg, FakeSlurm(w.cluster.clone()), w.gpus.clone(), exec, Box::new(NoProc), now)
@@ -342,6 +343,7 @@ fn suspect_collector_with_defaults_trips_on_an_8_gpu_node() {
         slurm: FakeSlurm(w.cluster.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     };
     let mut d = Daemon::new(
@@ -614,6 +616,7 @@ fn a_notice_nobody_received_never_lets_a_cancel_follow() {
             slurm: FakeSlurm(w.cluster.clone()),
             notify_command: notify.clone(),
             webhook: None,
+            notice_by_webhook: false,
             timeout: std::time::Duration::from_secs(1),
         };
         let cfg = config(dir.path(), "enforce", "");
@@ -831,6 +834,7 @@ fn requeue_daemon(
         slurm: FakeSlurm(cluster.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     };
     Daemon::new(
