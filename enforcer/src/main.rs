@@ -509,6 +509,14 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
         }
     }
     let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
+    let read = match kind {
+        Kind::NvidiaSmi => &smi::GPU_QUERY[..],
+        Kind::ComputeApps => &smi::APPS_QUERY[..],
+        _ => &[][..],
+    };
+    if let Some(e) = cols.iter().flatten().find_map(|c| misspelt_column(c, read)) {
+        return print_error(&e);
+    }
     let result: Result<serde_json::Value, String> = match kind {
         Kind::NvidiaSmi => {
             let first = text.lines().find(|l| !l.trim().is_empty());
@@ -576,6 +584,24 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
         }
         Err(e) => print_error(&e),
     }
+}
+
+/// Why `--columns` name `c` is refused: it is not one of `read` (the fields the enforcer
+/// reads) but within 2 edits of one, so it is most likely a misspelling, and its readings
+/// would silently be null. `None` for a field the enforcer reads and for any other name (a
+/// field it does not read is read and ignored). The same rule as `sim import nvidia-smi-log`.
+fn misspelt_column(c: &str, read: &[&str]) -> Option<String> {
+    let c = c.trim();
+    if read.contains(&c) {
+        return None;
+    }
+    let (d, meant) = read.iter().map(|k| (strsim::levenshtein(c, k), *k)).min()?;
+    (d <= 2).then(|| {
+        format!(
+            "--columns: {c:?} is not a field the enforcer reads; did you mean {meant:?}? (it reads {})",
+            read.join(",")
+        )
+    })
 }
 
 fn to_json<T: serde::Serialize>(v: T) -> serde_json::Value {

@@ -464,6 +464,21 @@ fn check_config_and_parse_commands() {
     let (ok, v) = parse("nvidia-smi", "5, 77\n", &["--columns", "index,utilization.gpu"]);
     assert!(ok);
     assert_eq!(v["gpus"][0]["util_pct"], 77.0);
+    // Trial 5: a misspelt column name was accepted and its readings silently null. A name
+    // that looks like a misspelling of a field the enforcer reads is refused with the right
+    // one; any other name (a field the enforcer does not read) is read and ignored.
+    let (ok, v) = parse("nvidia-smi", "5, 77\n", &["--columns", "index,utilisation.gpu"]);
+    let e = v["error"].as_str().unwrap_or("");
+    assert!(
+        !ok && e.contains("\"utilisation.gpu\"") && e.contains("did you mean \"utilization.gpu\""),
+        "{v}"
+    );
+    let (ok, v) = parse("compute-apps", "GPU-a, 42, 100\n", &["--columns", "gpu_uuid,pid,used_memroy"]);
+    let e = v["error"].as_str().unwrap_or("");
+    assert!(!ok && e.contains("did you mean \"used_memory\""), "{v}");
+    let (ok, v) = parse("nvidia-smi", "5, 30, 77\n", &["--columns", "index,fan.speed,utilization.gpu"]);
+    assert!(ok, "{v}");
+    assert_eq!(v["gpus"][0]["util_pct"], 77.0);
     let (ok, v) = parse("nvidia-smi", "No devices were found\n", &[]);
     assert!(!ok);
     assert!(v["error"].as_str().unwrap().contains("no_devices"));

@@ -21,6 +21,8 @@ pub struct Cluster {
     pub node_reason: Option<String>,
     /// `NodeHostName=` (and `NodeAddr=`) shown for the node; `None` shows neither.
     pub node_hostname: Option<String>,
+    /// The `NodeName=` scontrol answers with; `None`: the node asked for.
+    pub node_name_shown: Option<String>,
     pub honour_drain: bool,
     pub scancel_fails: bool,
     pub squeue_fails: bool,
@@ -51,7 +53,8 @@ impl SlurmClient for FakeSlurm {
     }
     fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
         let c = self.0.borrow();
-        let mut t = format!("NodeName={node} State={}\n", c.node_state);
+        let shown = c.node_name_shown.as_deref().unwrap_or(node);
+        let mut t = format!("NodeName={shown} State={}\n", c.node_state);
         if let Some(h) = &c.node_hostname {
             t.push_str(&format!("   NodeAddr={h} NodeHostName={h} Version=22.05.8\n"));
         }
