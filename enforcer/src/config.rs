@@ -200,6 +200,69 @@ pub fn drain_reachable(policy: &Policy) -> bool {
     staged && allowed
 }
 
+impl Config {
+    /// The config as it takes effect, for `check-config` to print: every key with its value,
+    /// defaults filled in, and `policy.ceilings` naming every signature with its effective
+    /// ceiling (the defaults idle and hung `cancel` included), not only those written.
+    pub fn effective_file(&self) -> ConfigFile {
+        let mut policy = self.policy.config().clone();
+        policy.ceilings = policy::signature::REGISTRY
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    s.name().to_string(),
+                    self.policy.ceiling(policy::SignatureId(i as u8)).as_str().to_string(),
+                )
+            })
+            .collect();
+        ConfigFile {
+            policy,
+            enforcer: self.enforcer.clone(),
+        }
+    }
+
+    /// What a valid config probably does not mean, one line each, for `check-config` and the
+    /// daemon's start:
+    /// - `policy.max_sample_gap` under twice `policy.interval`. The daemon samples once a
+    ///   cycle, so samples are an interval apart at best; with less than one interval of
+    ///   slack, a cycle that starts late (a slow squeue or nvidia-smi, up to their timeouts)
+    ///   or one failed nvidia-smi read leaves a hole longer than the gap, which ends the
+    ///   breach: jobs flip between alert and insufficient_evidence and never reach a drain.
+    ///   Twice the interval is the least gap that absorbs a late cycle; three times (the
+    ///   default 3m at 60s) also absorbs one failed read. (A gap under the interval is an
+    ///   error: every sample would be late.)
+    /// - a cancel stage at `"0s"` that some signature may reach: it does not cancel at once.
+    ///   Guard 6 still needs the drain (one cycle after the alert, confirmed the cycle after)
+    ///   to have stood one `window`, and `notice` since the user's notice (sent with the
+    ///   first alert), so the cancel comes about max(2 × interval + window, notice) after
+    ///   the first alert, with no other dwell.
+    pub fn warnings(&self) -> Vec<String> {
+        let c = self.policy.config();
+        let mut out = Vec::new();
+        let (gap, interval) = (c.max_sample_gap, c.interval);
+        if gap.0 < 2 * interval.0 {
+            let late = match gap.0 - interval.0 {
+                0 => "a cycle that starts even a second late".to_string(),
+                slack => format!("a cycle that starts more than {} late", DurationS(slack)),
+            };
+            out.push(format!(
+                "policy.max_sample_gap = \"{gap}\" is less than twice policy.interval (\"{interval}\"): {late}, or one failed nvidia-smi read, leaves a hole longer than the gap, the job's breach starts again, and jobs flip between alert and insufficient_evidence without ever reaching a drain; use at least {} (three times the interval, as the default 3m at 60s, also absorbs one failed read)",
+                DurationS(2 * interval.0)
+            ));
+        }
+        let zero_cancel = self.policy.stages().iter().any(|s| s.verdict == Verdict::Cancel && s.after_s == 0);
+        if zero_cancel && cancel_reachable(&self.policy) {
+            let after_alert = DurationS((2 * interval.0 + c.window.0).max(c.notice.0));
+            out.push(format!(
+                "policy.stages: cancel after \"0s\" does not cancel at once: a cancel still needs the job's drain (one cycle after the first alert, confirmed the cycle after) to have stood one policy.window (\"{}\") and policy.notice (\"{}\") since the user's notice, so an idle job is cancelled about {after_alert} after the first alert (which itself comes about one window into the waste), with no further time to react; give the cancel stage the dwell you mean (for example after = \"2h\")",
+                c.window, c.notice
+            ));
+        }
+        out
+    }
+}
+
 /// True when some job can reach `cancel` under `policy`: a cancel stage and a signature whose
 /// ceiling allows it.
 pub fn cancel_reachable(policy: &Policy) -> bool {
@@ -807,6 +870,81 @@ mod tests {
         let capped = "ceilings = { idle = \"drain\", hung = \"drain\" }\n";
         let text = cfg(true, "enforce", "").replacen("[enforcer]", &format!("{capped}[enforcer]"), 1);
         assert!(Config::from_text(&text, "t").is_ok(), "{:?}", Config::from_text(&text, "t"));
+    }
+
+    /// Trial 5 #5: check-config printed `ceilings = {}`, hiding that idle and hung reach
+    /// cancel by default.
+    #[test]
+    fn the_effective_config_shows_every_signatures_ceiling() {
+        let c = Config::from_text("[policy]\nceilings = { spin = \"drain\" }\n[enforcer]\nnode = \"n\"\n", "t").unwrap();
+        let shown = c.effective_file();
+        let want: std::collections::BTreeMap<String, String> = [
+            ("hung", "cancel"),
+            ("idle", "cancel"),
+            ("partial", "alert"),
+            ("spin", "drain"),
+            ("starved", "alert"),
+            ("unknown", "alert"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(shown.policy.ceilings, want);
+        assert_eq!(shown.policy.ceilings.len(), policy::signature::REGISTRY.len());
+        let text = toml::to_string(&shown).unwrap();
+        assert!(text.contains("[policy.ceilings]\nhung = \"cancel\"\nidle = \"cancel\""), "{text}");
+        // What it prints reads back as the same config.
+        let again = Config::from_text(&text, "effective").unwrap();
+        assert_eq!(again.policy.config(), &shown.policy);
+        assert_eq!(again.enforcer, c.enforcer);
+    }
+
+    /// Trial 5 #4: `max_sample_gap` equal to `interval` was accepted silently; one late sample
+    /// then breaks the evidence, and the job flips between alert and insufficient_evidence.
+    #[test]
+    fn a_sample_gap_under_twice_the_interval_warns() {
+        let with =
+            |gap: &str| Config::from_text(&format!("[policy]\nmax_sample_gap = \"{gap}\"\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        for (gap, shown, late) in [("60s", "1m", "even a second late"), ("119s", "1m59s", "more than 59s late")] {
+            let w = with(gap).warnings();
+            assert_eq!(w.len(), 1, "{gap}: {w:?}");
+            assert!(
+                w[0].contains(&format!("policy.max_sample_gap = \"{shown}\""))
+                    && w[0].contains("twice policy.interval")
+                    && w[0].contains(late)
+                    && w[0].contains("at least 2m"),
+                "{}",
+                w[0]
+            );
+        }
+        for gap in ["120s", "3m"] {
+            assert!(with(gap).warnings().is_empty(), "{gap}");
+        }
+        // Below the interval it is an error already (every sample would look late).
+        assert!(err("[policy]\nmax_sample_gap = \"59s\"\n").contains("policy.max_sample_gap"));
+    }
+
+    /// Trial 5 #5: a cancel stage at "0s" was accepted silently; it does not cancel at once.
+    #[test]
+    fn a_cancel_stage_at_0s_warns_saying_when_the_cancel_really_comes() {
+        let stages = "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"0s\", verdict = \"cancel\" }]";
+        let c = Config::from_text(&format!("[policy]\n{stages}\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        // Defaults: window 20m, notice 30m, interval 60s: max(2 × 60s + 20m, 30m) = 30m.
+        assert!(
+            w[0].contains("policy.stages") && w[0].contains("cancel after \"0s\"") && w[0].contains("about 30m after the first alert"),
+            "{}",
+            w[0]
+        );
+        let c = Config::from_text(&format!("[policy]\nnotice = \"5m\"\n{stages}\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        assert!(c.warnings()[0].contains("about 22m after the first alert"), "{:?}", c.warnings());
+        // No signature may reach cancel: the stage is never used.
+        let capped = "ceilings = { idle = \"drain\", hung = \"drain\" }";
+        let c = Config::from_text(&format!("[policy]\n{stages}\n{capped}\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        assert!(c.warnings().is_empty());
+        let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\n", "t").unwrap();
+        assert!(c.warnings().is_empty());
     }
 
     #[test]

@@ -159,12 +159,13 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             if let Some(w) = c.node_host_warning(&enforcer::config::short_hostname()) {
                 eprintln!("enforcer: warning: {}: {w}", file.display());
             }
+            for w in c.warnings() {
+                eprintln!("enforcer: warning: {}: {w}", file.display());
+            }
             say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
-            let shown = enforcer::config::ConfigFile {
-                policy: c.policy.config().clone(),
-                enforcer: c.enforcer,
-            };
-            say(toml::to_string(&shown).context("rendering the effective config")?.trim_end());
+            say(toml::to_string(&c.effective_file())
+                .context("rendering the effective config")?
+                .trim_end());
             Ok(())
         }
         Cmd::Demo { cycles } => {
@@ -213,6 +214,9 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         Ok(None) => {}
         Ok(Some(w)) => tracing::warn!(problem = %w, "notice channel will fail"),
         Err(why) => anyhow::bail!("{}: {why}", path.display()),
+    }
+    for w in cfg.warnings() {
+        tracing::warn!(config = %path.display(), problem = %w, "config warning");
     }
     let sim = simulated.as_deref().map(parse_simulated_clock).transpose()?;
     if cycles == Some(0) {

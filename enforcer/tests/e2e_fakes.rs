@@ -648,6 +648,39 @@ fn a_webhook_is_the_users_notice_only_when_the_config_says_it_reaches_users() {
     assert!(e.argv("notify").is_empty());
 }
 
+/// Trial 5 #4 and #5: `check-config` shows every signature's effective ceiling and warns
+/// about a sample gap with no slack over the interval and about a cancel stage at "0s"; the
+/// daemon logs the same warnings when it starts.
+#[test]
+fn check_config_shows_every_ceiling_and_warns_about_no_gap_slack_and_an_immediate_cancel() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let text: String = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .lines()
+        .map(|l| match l {
+            l if l.starts_with("stages = ") => {
+                "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"0s\", verdict = \"cancel\" }]\n".to_string()
+            }
+            "interval = \"60s\"" => "interval = \"60s\"\nmax_sample_gap = \"60s\"\n".to_string(),
+            l => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&cfg, text).unwrap();
+    let o = check_config(&cfg);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("[policy.ceilings]\nhung = \"cancel\"\nidle = \"cancel\"\npartial = \"alert\""),
+        "{out}"
+    );
+    assert!(err.contains("warning") && err.contains("policy.max_sample_gap = \"1m\""), "{err}");
+    assert!(err.contains("cancel after \"0s\" does not cancel at once"), "{err}");
+    let (ok, log) = e.run(&cfg, T0, 1);
+    assert!(ok, "{log}");
+    assert!(log.contains("config warning") && log.contains("policy.max_sample_gap"), "{log}");
+}
+
 #[test]
 fn parse_refuses_empty_and_contradictory_input() {
     for kind in ["nvidia-smi", "compute-apps", "squeue", "squeue-json"] {
