@@ -237,6 +237,8 @@ impl Config {
     ///   to have stood one `window`, and `notice` since the user's notice (sent with the
     ///   first alert), so the cancel comes about max(2 × interval + window, notice) after
     ///   the first alert, with no other dwell.
+    /// - observe mode with a reachable cancel and no channel to the user: enforce mode would
+    ///   refuse the config, and observe mode's would-cancels wait for no notice.
     pub fn warnings(&self) -> Vec<String> {
         let c = self.policy.config();
         let mut out = Vec::new();
@@ -257,6 +259,17 @@ impl Config {
             out.push(format!(
                 "policy.stages: cancel after \"0s\" does not cancel at once: a cancel still needs the job's drain (one cycle after the first alert, confirmed the cycle after) to have stood one policy.window (\"{}\") and policy.notice (\"{}\") since the user's notice, so an idle job is cancelled about {after_alert} after the first alert (which itself comes about one window into the waste), with no further time to react; give the cancel stage the dwell you mean (for example after = \"2h\")",
                 c.window, c.notice
+            ));
+        }
+        let e = &self.enforcer;
+        if e.mode == RunMode::Observe && !e.has_user_channel() && cancel_reachable(&self.policy) {
+            out.push(format!(
+                "no channel reaches the job's user ({}), so mode = \"enforce\" would be refused with this cancel stage, and observe mode's would-cancels wait for no notice; set enforcer.notify_command, or webhook_reaches_users = true if the webhook's channel is one your users read",
+                if e.webhook_url_env.is_empty() {
+                    "no notify_command, no webhook"
+                } else {
+                    "no notify_command, and the webhook is not said to reach users"
+                }
             ));
         }
         out
@@ -928,7 +941,11 @@ mod tests {
     #[test]
     fn a_cancel_stage_at_0s_warns_saying_when_the_cancel_really_comes() {
         let stages = "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"0s\", verdict = \"cancel\" }]";
-        let c = Config::from_text(&format!("[policy]\n{stages}\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        let c = Config::from_text(
+            &format!("[policy]\n{stages}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"),
+            "t",
+        )
+        .unwrap();
         let w = c.warnings();
         assert_eq!(w.len(), 1, "{w:?}");
         // Defaults: window 20m, notice 30m, interval 60s: max(2 × 60s + 20m, 30m) = 30m.
@@ -937,14 +954,44 @@ mod tests {
             "{}",
             w[0]
         );
-        let c = Config::from_text(&format!("[policy]\nnotice = \"5m\"\n{stages}\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        let c = Config::from_text(
+            &format!("[policy]\nnotice = \"5m\"\n{stages}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"),
+            "t",
+        )
+        .unwrap();
         assert!(c.warnings()[0].contains("about 22m after the first alert"), "{:?}", c.warnings());
         // No signature may reach cancel: the stage is never used.
         let capped = "ceilings = { idle = \"drain\", hung = \"drain\" }";
-        let c = Config::from_text(&format!("[policy]\n{stages}\n{capped}\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        let c = Config::from_text(
+            &format!("[policy]\n{stages}\n{capped}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"),
+            "t",
+        )
+        .unwrap();
         assert!(c.warnings().is_empty());
-        let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\n", "t").unwrap();
+        let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n", "t").unwrap();
         assert!(c.warnings().is_empty());
+    }
+
+    /// Observe mode is the week before enforce: a config that enforce mode would refuse for
+    /// want of a channel to the user says so now.
+    #[test]
+    fn observe_mode_warns_when_enforce_would_be_refused_for_want_of_a_user_channel() {
+        let cancel = "[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\n";
+        let with = |extra: &str| {
+            Config::from_text(&format!("{cancel}[enforcer]\nnode = \"n\"\n{extra}"), "t")
+                .unwrap()
+                .warnings()
+        };
+        let w = with("webhook_url_env = \"HOOK\"\n");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("mode = \"enforce\"") && w[0].contains("webhook_reaches_users"),
+            "{}",
+            w[0]
+        );
+        assert_eq!(with("").len(), 1);
+        assert!(with("notify_command = [\"notify\"]\n").is_empty());
+        assert!(with("webhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\n").is_empty());
     }
 
     #[test]

@@ -90,7 +90,8 @@ enum Cmd {
         file: Option<String>,
         /// Column names for headerless nvidia-smi / compute-apps text (required for headerless
         /// nvidia-smi text: the --query-gpu list it was produced with), or the --Format
-        /// columns of squeue text.
+        /// columns of squeue text. A name within two edits of a field the enforcer reads
+        /// (utilisation.gpu) is refused with that field suggested.
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
     },
