@@ -300,6 +300,24 @@ fn a_per_node_view_does_not_call_half_a_job_spin() {
     }
 }
 
+/// Runs one single-GPU job (GPU 0 on node 0, started at 0) under `policy` for `ticks`
+/// one-minute cycles, the sample of each tick made by `at(tick, t_s)`; returns the highest
+/// verdict reached, with its signature.
+fn worst_of(policy: Policy, ticks: i64, at: impl Fn(i64, i64) -> Sample) -> (Verdict, &'static str) {
+    let jobs = vec![job("1", 0, &[(0, 1)])];
+    let mut e = Engine::new(policy, Mode::Observe);
+    let mut out = Vec::new();
+    let mut worst = (Verdict::Healthy, "");
+    for tick in 1..=ticks {
+        let t = tick * 60;
+        step_whole(&mut e, &jobs, t, &[at(tick, t)], &mut out);
+        if out[0].verdict > worst.0 {
+            worst = (out[0].verdict, out[0].signature_name());
+        }
+    }
+    worst
+}
+
 /// The broken-exporter guard looks for a window in which *every* sample reads 0 %, 0 MiB and
 /// 0 W. An exporter that reports 0 %, 0 MiB, 0 W but now and then leaves the power out
 /// (`[N/A]`, a transient NVML error) escapes it: the one sample without power is not the
@@ -313,24 +331,13 @@ fn a_per_node_view_does_not_call_half_a_job_spin() {
 #[test]
 #[ignore = "review8: an all-zero exporter that omits power on 1 sample in 10 is judged idle and drained"]
 fn an_all_zero_exporter_with_an_occasional_na_power_is_not_idle() {
-    let jobs = vec![job("3", 0, &[(0, 1)])];
-    let mut e = Engine::new(Policy::default(), Mode::Observe);
-    let mut out = Vec::new();
-    let mut worst = (Verdict::Healthy, "");
-    for tick in 1..=240i64 {
-        let t = tick * 60;
-        let s = Sample {
-            util_pct: 0.0.into(),
-            mem_used_mib: 0.0.into(),
-            power_w: if tick % 10 == 0 { Reading::MISSING } else { 0.0.into() },
-            procs: None,
-            ..base_sample(t)
-        };
-        step_whole(&mut e, &jobs, t, &[s], &mut out);
-        if out[0].verdict > worst.0 {
-            worst = (out[0].verdict, out[0].signature_name());
-        }
-    }
+    let worst = worst_of(Policy::default(), 240, |tick, t| Sample {
+        util_pct: 0.0.into(),
+        mem_used_mib: 0.0.into(),
+        power_w: if tick % 10 == 0 { Reading::MISSING } else { 0.0.into() },
+        procs: None,
+        ..base_sample(t)
+    });
     assert!(worst.0 <= Verdict::Watching, "reached {} {}", worst.0, worst.1);
 }
 
@@ -347,24 +354,13 @@ fn an_all_zero_exporter_with_an_occasional_na_power_is_not_idle() {
 #[test]
 #[ignore = "review8: a frozen collector that omits power on 1 sample in 10 escapes the frozen guard and is cancelled as hung"]
 fn a_frozen_collector_with_an_occasional_na_power_is_not_acted_on() {
-    let jobs = vec![job("11", 0, &[(0, 1)])];
-    let mut e = Engine::new(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), Mode::Observe);
-    let mut out = Vec::new();
-    let mut worst = (Verdict::Healthy, "");
-    for tick in 1..=240i64 {
-        let t = tick * 60;
-        let s = Sample {
-            util_pct: 0.0.into(),
-            mem_used_mib: 40_000.0.into(),
-            power_w: if tick % 10 == 0 { Reading::MISSING } else { 71.0.into() },
-            procs: Some(1),
-            ..base_sample(t)
-        };
-        step_whole(&mut e, &jobs, t, &[s], &mut out);
-        if out[0].verdict > worst.0 {
-            worst = (out[0].verdict, out[0].signature_name());
-        }
-    }
+    let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, |tick, t| Sample {
+        util_pct: 0.0.into(),
+        mem_used_mib: 40_000.0.into(),
+        power_w: if tick % 10 == 0 { Reading::MISSING } else { 71.0.into() },
+        procs: Some(1),
+        ..base_sample(t)
+    });
     assert!(worst.0 <= Verdict::Watching, "reached {} {}", worst.0, worst.1);
 }
 
@@ -387,24 +383,13 @@ fn a_spin_power_fraction_of_one_is_refused_or_never_calls_a_busy_job_spin() {
         }
         Ok(p) => p,
     };
-    let jobs = vec![job("4", 0, &[(0, 1)])];
-    let mut e = Engine::new(p, Mode::Observe);
-    let mut out = Vec::new();
-    let mut worst = (Verdict::Healthy, "");
-    for tick in 1..=90i64 {
-        let t = tick * 60;
-        let s = Sample {
-            util_pct: (95.0 + (tick % 4) as f64).into(),
-            mem_used_mib: 70_000.0.into(),
-            power_w: (350.0 + (tick % 5) as f64 * 2.0).into(),
-            procs: Some(1),
-            ..base_sample(t)
-        };
-        step_whole(&mut e, &jobs, t, &[s], &mut out);
-        if out[0].verdict > worst.0 {
-            worst = (out[0].verdict, out[0].signature_name());
-        }
-    }
+    let worst = worst_of(p, 90, |tick, t| Sample {
+        util_pct: (95.0 + (tick % 4) as f64).into(),
+        mem_used_mib: 70_000.0.into(),
+        power_w: (350.0 + (tick % 5) as f64 * 2.0).into(),
+        procs: Some(1),
+        ..base_sample(t)
+    });
     assert!(worst.0 < Verdict::Alert, "a busy job reached {} {}", worst.0, worst.1);
 }
 
