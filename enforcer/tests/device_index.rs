@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::cluster::{cluster, config_with, Cluster, FakeSlurm, NODE, POLICY, T0};
+use common::cluster::{cluster, config_with, real_executor, Cluster, FakeSlurm, NODE, POLICY, T0};
 use enforcer::attribution::{DeviceIndexState, ProcReader};
 use enforcer::daemon::Daemon;
 use enforcer::executor::RealExecutor;
@@ -87,17 +87,11 @@ fn daemon(dir: &Path, jobs: Vec<enforcer::parse::SlurmJob>, smi_mode: &str) -> (
             .into_iter()
             .collect(),
     );
-    let exec = RealExecutor {
-        slurm: FakeSlurm(c.clone()),
-        notify_command: vec!["true".into()],
-        webhook: None,
-        timeout: std::time::Duration::from_secs(1),
-    };
     let d = Daemon::new(
         config_with(POLICY, &dir.join("state"), "enforce", ""),
         FakeSlurm(c.clone()),
         fake_smi(dir, smi_mode),
-        exec,
+        real_executor(&c),
         Box::new(procs),
         T0,
     );
@@ -171,7 +165,7 @@ fn with_a_contradicting_mapping_the_idle_job_is_never_judged() {
     let (mut d, c) = daemon(dir.path(), squeue("gpu:2(IDX:0-1)", "gpu:1(IDX:2)"), "ok");
     let worst = run(&mut d, 0, 70);
     assert_eq!(worst.get("1001"), None, "job 1001 was judged: {worst:?}");
-    assert!(d.kept.get("1001").is_none());
+    assert!(!d.kept.contains_key("1001"));
     assert!(!c.borrow().calls.iter().any(|c| c.starts_with("drain")), "{:?}", c.borrow().calls);
     let contradiction = d.device_index.contradicted.clone().expect("contradicted");
     assert_eq!(contradiction.job_id, "1000");
