@@ -221,3 +221,37 @@ fn an_nvidia_smi_without_minor_number_keeps_telemetry_and_the_rule_off() {
     assert_eq!(queries.len(), 32, "31 cycles, one of them asking twice: {queries:?}");
     assert!(!c.borrow().calls.iter().any(|c| c.starts_with("drain")));
 }
+
+/// How nvidia-smi's refusal of a query field is read, whatever its exit code: a refusal of
+/// `minor_number` falls back to the old list (the GPUs are read, minor numbers unknown); a
+/// refusal of any other field is no data, never a fallback that drops a reading.
+#[test]
+fn a_refused_query_field_is_read_by_its_words() {
+    use enforcer::telemetry::Telemetry;
+    let header = "index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]";
+    for (refusal, code, falls_back) in [
+        (r#"Field "minor_number" is not a valid field to query."#, 2, true),
+        (r#"Field "minor_number" is not a valid field to query."#, 0, true),
+        (r#"Field "power.limit" is not a valid field to query."#, 2, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let body = format!(
+            "case \"$1\" in\n  --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; exit 0 ;;\n  *minor_number*) echo '{refusal}'; exit {code} ;;\nesac\necho '{header}'\necho '0, GPU-a, 5, 100, 81920, 60.5, 400.00'"
+        );
+        let mut smi = NvidiaSmi::new(
+            common::script(dir.path(), "nvidia-smi", &body),
+            std::time::Duration::from_secs(5),
+            enforcer::run::KillMode::Ignore,
+        );
+        let r = smi.read(T0);
+        assert_eq!(smi.minor_refused, falls_back, "{refusal} (exit {code}): {r:?}");
+        if falls_back {
+            assert_eq!(r.no_data, None, "{r:?}");
+            assert_eq!((r.gpus.len(), r.gpus[0].minor), (1, None), "{r:?}");
+        } else {
+            assert_eq!(r.no_data.as_deref(), Some("field_refused"), "{r:?}");
+            assert!(r.no_data_detail.as_deref().is_some_and(|d| d.contains("power.limit")), "{r:?}");
+            assert!(r.gpus.is_empty());
+        }
+    }
+}
