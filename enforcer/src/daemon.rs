@@ -57,8 +57,8 @@ pub struct CycleReport {
     /// Slurm showed jobs on this node but none holding GPUs, while compute processes ran on
     /// its GPUs (see the warning in [`Daemon::cycle`]).
     pub gpu_jobs_unseen: bool,
-    /// The device-index rule's state this cycle (`Unavailable` when attribution did not run:
-    /// no telemetry).
+    /// The device-index rule's state this cycle. When attribution did not run (no telemetry,
+    /// or squeue failed): `Contradicted` while the state file says so, else `Unavailable`.
     pub device_index: DeviceIndexState,
     /// Jobs placed by Slurm's device index this cycle (not those kept from earlier cycles).
     pub placed_by_device_index: Vec<String>,
@@ -323,6 +323,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         rep.placed_by_device_index = r.placed.clone();
     }
 
+    /// The device-index rule's state in a cycle whose attribution did not run (squeue or
+    /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
+    /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
+    fn device_index_idle_state(&self) -> DeviceIndexState {
+        if self.device_index.contradicted.is_some() {
+            DeviceIndexState::Contradicted
+        } else {
+            DeviceIndexState::Unavailable
+        }
+    }
+
     /// One cycle at `now_s`.
     pub fn cycle(&mut self, now_s: i64) -> CycleReport {
         let mut rep = CycleReport {
@@ -346,6 +357,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 self.metrics.findings.clear();
                 self.metrics.wasted_gpu_h.clear();
                 self.metrics.jobs_evaluated = 0;
+                self.metrics.device_index_state = self.device_index_idle_state().as_str();
                 return rep;
             }
         };
@@ -440,8 +452,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
 
         // 3. Attribution.
-        // Without telemetry only what is kept for the same run of a job carries over (a
-        // requeued job has a new start time and is not placed on its old GPUs).
         // Jobs whose GPUs come from Slurm's device index (rule 3), placed now or kept.
         let mut by_device_index: BTreeSet<String> = self
             .kept
@@ -449,6 +459,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .filter(|(_, k)| k.by_device_index)
             .map(|(j, _)| j.clone())
             .collect();
+        // Without telemetry only what is kept for the same run of a job carries over (a
+        // requeued job has a new start time and is not placed on its old GPUs).
+        rep.device_index = self.device_index_idle_state();
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
@@ -863,7 +876,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         drop(views);
         if tel.no_data.is_some() {
-            self.metrics.device_index_state = DeviceIndexState::Unavailable.as_str();
+            self.metrics.device_index_state = rep.device_index.as_str();
         }
         log_cycle_summary(&rep, read.jobs.len(), on_node.len(), samples.len());
         self.findings = findings;

@@ -57,7 +57,9 @@ pub struct Metrics {
     /// processes run on (each one switches the rule off on this node).
     pub device_index_contradictions: u64,
     /// Gauge: the device-index rule's state in the last cycle: `unavailable`, `untrusted`,
-    /// `trusted` or `contradicted` (empty before the first cycle: all four 0).
+    /// `trusted` or `contradicted` (empty before the first cycle: all four 0). A cycle whose
+    /// squeue or nvidia-smi read failed shows `contradicted` while the state file says so, else
+    /// `unavailable`.
     pub device_index_state: &'static str,
 }
 

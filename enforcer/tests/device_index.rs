@@ -189,6 +189,15 @@ fn with_a_contradicting_mapping_the_idle_job_is_never_judged() {
             .any(|(j, why)| j == "1001" && *why == "ambiguous_attribution"),
         "{rep:?}"
     );
+    // A cycle without GPU data still reports the standing contradiction (no flapping alert).
+    std::fs::write(dir.path().join("smi.mode"), "exit15").unwrap();
+    let rep = d.cycle(T0 + 81 * 60);
+    assert!(rep.telemetry_no_data.is_some(), "{rep:?}");
+    assert_eq!(rep.device_index, DeviceIndexState::Contradicted);
+    assert!(d
+        .metrics
+        .render()
+        .contains("gpu_reaper_device_index_state{state=\"contradicted\"} 1"));
 }
 
 /// An nvidia-smi that refuses `minor_number` (an older driver: exit 2 and `Field
