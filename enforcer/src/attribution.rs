@@ -45,7 +45,8 @@
 //! it too. At least one such process and no inconsistency confirms it; any inconsistency
 //! switches the rule off on this node, kept in the state file, until the node's GPU set
 //! (UUIDs and minor numbers) changes or an operator clears the record (README, "Placing a
-//! job on its GPUs"). A placement made by rule 3 is then no longer kept either.
+//! job on its GPUs"). A placement made by rule 3 is then no longer kept either, nor in the
+//! pass that finds the GPU set changed.
 
 use crate::parse::cgroup::{self, CgroupJob};
 use crate::parse::smi::{AppsTable, GpuReading};
@@ -295,6 +296,10 @@ pub fn attribute(
         }
     }
     let contradicted_before = trust.contradicted.is_some();
+    // Placements kept from rule 3 are not used once the mapping is contradicted, nor in the
+    // pass that finds the node's GPU set changed (the minor numbers they came from may be
+    // other devices now).
+    let drop_kept_by_index = contradicted_before || out.device_index.reset_from.is_some();
 
     // Process claims: GPU index -> set of job positions (usize::MAX = a job not in the list).
     let mut claims: BTreeMap<u16, BTreeSet<usize>> = BTreeMap::new();
@@ -333,9 +338,9 @@ pub fn attribute(
         // (the job moved or was restarted), so it is not used and the job is derived afresh.
         let strays = |k: &[u16]| claims.iter().any(|(g, c)| c.contains(&pos) && !k.contains(g));
         // A placement made by Slurm's device index is not kept once that mapping is
-        // contradicted on this node.
+        // contradicted on this node, or the node's GPU set changed.
         let by_index = kept.get(&job.job_id).is_some_and(|k| k.by_device_index);
-        let dropped = by_index && contradicted_before;
+        let dropped = by_index && drop_kept_by_index;
         let kept_gpus = kept_for(kept, job).filter(|k| !dropped && !strays(k));
         if let Some(k) = kept_gpus {
             if k.iter().all(|g| visible.contains(g)) && Some(k.len() as u32) == per_node_gpus(job) {
@@ -955,6 +960,36 @@ mod tests {
         let r = pass(&[&a, &b], &other, Some(&[]), true, &BTreeMap::new(), &mut loaded);
         assert_eq!(r.device_index.state, DeviceIndexState::Untrusted);
         assert!(r.device_index.reset_from.is_some() && loaded.contradicted.is_none() && loaded.confirmed.is_none());
+    }
+
+    /// A placement kept from the device index is not used in the pass that finds the node's
+    /// GPU set changed: the rule is untrusted again, and the job is derived afresh.
+    #[test]
+    fn a_changed_gpu_set_drops_placements_kept_from_the_device_index() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut trust = DeviceIndexTrust::default();
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        let k: KeptMap = [(
+            "30".to_string(),
+            Kept {
+                start_s: 1000,
+                gpus: vec![2],
+                by_device_index: true,
+            },
+        )]
+        .into_iter()
+        .collect();
+        let r = pass(&[&b], &g, Some(&[]), false, &k, &mut trust);
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]), "same GPUs: kept");
+        assert_eq!(r.device_index.derived.iter().collect::<Vec<_>>(), ["30"]);
+        // GPU 2 and 3 swap minor numbers (a reboot renumbered them).
+        let swapped = gpus_with_minors(&[Some(0), Some(1), Some(3), Some(2)]);
+        let r = pass(&[&b], &swapped, Some(&[]), true, &k, &mut trust);
+        assert!(r.device_index.reset_from.is_some());
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
+        assert!(r.device_index.derived.is_empty());
     }
 
     /// Confirmation and contradiction in the same pass: the contradiction wins.
