@@ -818,6 +818,13 @@ mod tests {
             .collect()
     }
 
+    /// Job `id` (start 1000) kept on `gpus`, placed there by its device index.
+    fn kept_by_index(id: &str, gpus: &[u16]) -> KeptMap {
+        let mut k = kept(&[(id, 1000, gpus)]);
+        k.values_mut().for_each(|k| k.by_device_index = true);
+        k
+    }
+
     /// A single-node job with Slurm device indices `idx` on node n1.
     fn idx_job(id: &str, raw: u64, gpus: u32, idx: &[u32]) -> SlurmJob {
         let mut j = job(id, raw, gpus, &["n1"]);
@@ -939,16 +946,7 @@ mod tests {
         assert!(ambiguous_why(&r, "30").contains("contradicted"), "{r:?}");
         assert!(r.device_index.contradictions.is_empty(), "not checked again once off");
         // A placement kept from the device index is dropped as well.
-        let k: KeptMap = [(
-            "30".to_string(),
-            Kept {
-                start_s: 1000,
-                gpus: vec![2],
-                by_device_index: true,
-            },
-        )]
-        .into_iter()
-        .collect();
+        let k = kept_by_index("30", &[2]);
         let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &k, &mut loaded);
         assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
         // An incomplete read never resets it; a whole read of another GPU set (GPU 3
@@ -971,16 +969,7 @@ mod tests {
         let mut trust = DeviceIndexTrust::default();
         let a = idx_job("10", 11, 2, &[0, 1]);
         pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
-        let k: KeptMap = [(
-            "30".to_string(),
-            Kept {
-                start_s: 1000,
-                gpus: vec![2],
-                by_device_index: true,
-            },
-        )]
-        .into_iter()
-        .collect();
+        let k = kept_by_index("30", &[2]);
         let r = pass(&[&b], &g, Some(&[]), false, &k, &mut trust);
         assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]), "same GPUs: kept");
         assert_eq!(r.device_index.derived.iter().collect::<Vec<_>>(), ["30"]);
