@@ -48,6 +48,7 @@ fn smi_daemon(dir: &std::path::Path, smi_body: &str, jobs: Vec<SlurmJob>, procs:
         program: smi,
         timeout: std::time::Duration::from_secs(5),
         kill: enforcer::run::KillMode::Ignore,
+        minor_refused: false,
     };
     let c = cluster(jobs);
     let procs = Procs(
@@ -228,8 +229,17 @@ fn attribution_never_panics_with_uneven_multi_node_jobs() {
     let mut jobs: Vec<&SlurmJob> = uneven.iter().collect();
     jobs.push(&idle);
     let apps = AppsTable::default();
-    let r =
-        std::panic::catch_unwind(|| attribution::attribute(&jobs, &gpus(8), Some(&apps), &Procs(BTreeMap::new()), true, &KeptMap::new()));
+    let r = std::panic::catch_unwind(|| {
+        attribution::attribute(
+            &jobs,
+            &gpus(8),
+            Some(&apps),
+            &Procs(BTreeMap::new()),
+            true,
+            &KeptMap::new(),
+            &mut attribution::DeviceIndexTrust::default(),
+        )
+    });
     let r = r.expect("attribute panicked (attempt to add with overflow)");
     assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
 }
