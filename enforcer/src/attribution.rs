@@ -37,7 +37,16 @@
 //! - no other job's process (nor one of a job not in the list) is on any of those GPUs, and
 //!   none of them is already another job's;
 //! - the mapping is trusted on this node ([`DeviceIndexTrust`]): confirmed at least once and
-//!   never contradicted.
+//!   never contradicted;
+//! - the job's index list is pinned down by what jobs were seen doing on this node: each job
+//!   seen with its processes on exactly the GPUs its whole list names proves that Slurm's
+//!   index-to-device relation maps that set of minor numbers onto itself, and a list is used
+//!   only when it is a union of the atoms those sets cut the node into
+//!   ([`DeviceIndexTrust::pinned`], [`union_of_atoms`]). So one job seen on GPUs 0–1 pins
+//!   {0,1} and {2,3} but not GPU 2 alone: if `gres.conf` listed its devices out of minor
+//!   order, index 2 could be the device of minor 3. A busy job whose processes are hidden
+//!   (another PID namespace) can then never have its idle-looking neighbour's GPU mistaken
+//!   for its own.
 //!
 //! Every cycle the mapping is checked against what the processes show: for each job on one
 //! node with an index list, every GPU its own processes run on must have a minor number in
@@ -147,6 +156,32 @@ pub struct DeviceIndexTrust {
     pub confirmed: Option<IndexEvidence>,
     /// The contradiction that switched the rule off.
     pub contradicted: Option<IndexEvidence>,
+    /// Sets of minor numbers each seen held whole by one job: its processes on exactly the
+    /// GPUs of these minor numbers, on no GPU shared with another job, and its Slurm device
+    /// indices exactly these numbers. Whatever Slurm's index-to-device relation is, it maps
+    /// each such set onto itself; so it maps onto itself every union of the atoms these sets
+    /// cut the node's minor numbers into, and only such a union is used to place a job (see
+    /// [`union_of_atoms`]). A set is kept only when it cuts an atom further, so there are
+    /// fewer than the node's GPUs. Each sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<Vec<u32>>,
+}
+
+/// The atom of `minor` in the partition `pinned` cuts the minor numbers into: which pinned
+/// sets hold it.
+fn atom_of(minor: u32, pinned: &[Vec<u32>]) -> Vec<bool> {
+    pinned.iter().map(|p| p.binary_search(&minor).is_ok()).collect()
+}
+
+/// True when `set` (minor numbers) is a union of atoms of the partition that the `pinned` sets
+/// cut `universe` into: no two minor numbers of one atom fall on different sides of `set`.
+/// With no pinned set the only atom is the whole node.
+pub fn union_of_atoms(set: &[u32], pinned: &[Vec<u32>], universe: &[u32]) -> bool {
+    let mut side: BTreeMap<Vec<bool>, bool> = BTreeMap::new();
+    universe.iter().all(|&m| {
+        let inside = set.contains(&m);
+        *side.entry(atom_of(m, pinned)).or_insert(inside) == inside
+    })
 }
 
 /// Rule 3's state in one pass, as the cycle line and the metrics name it.
@@ -191,6 +226,8 @@ pub struct DeviceIndexReport {
     pub consistent_jobs: u32,
     /// True when this pass gave the mapping its first confirmation.
     pub newly_confirmed: bool,
+    /// Sets added to [`DeviceIndexTrust::pinned`] in this pass.
+    pub newly_pinned: u32,
     /// Inconsistencies found in this pass (each one an ERROR); the first is kept in
     /// [`DeviceIndexTrust::contradicted`].
     pub contradictions: Vec<IndexEvidence>,
@@ -392,6 +429,7 @@ pub fn attribute(
         (per_node_gpus(job) == Some(g.len() as u32) && !g.is_empty()).then_some(g)
     };
     let report = &mut out.device_index;
+    let mut pins: Vec<Vec<u32>> = Vec::new();
     if minor_to_index.is_some() && !contradicted_before {
         for (pos, job) in jobs.iter().enumerate() {
             let Some(idx) = single_node_indices(job) else { continue };
@@ -438,6 +476,15 @@ pub fn attribute(
                 Some(b) => report.contradictions.push(b),
                 None if seen > 0 => {
                     report.consistent_jobs += 1;
+                    // Held whole: processes on exactly as many GPUs as the list names (so on
+                    // all of them, none of them shared), which pins the list's set.
+                    let own: Vec<u16> = claims.iter().filter(|(_, c)| c.contains(&pos)).map(|(g, _)| *g).collect();
+                    let unshared = own.iter().all(|g| claims.get(g).is_some_and(|c| c.len() == 1));
+                    if unshared && own.len() == idx.len() && per_node_gpus(job) == Some(idx.len() as u32) {
+                        let mut set = idx.to_vec();
+                        set.sort_unstable();
+                        pins.push(set);
+                    }
                     if trust.confirmed.is_none() && report.contradictions.is_empty() {
                         let g = claims.iter().find(|(_, c)| c.contains(&pos)).map_or(0, |(g, _)| *g);
                         trust.confirmed = Some(IndexEvidence {
@@ -458,6 +505,15 @@ pub fn attribute(
             if report.newly_confirmed {
                 trust.confirmed = None;
                 report.newly_confirmed = false;
+            }
+        } else if let Some(universe) = &minor_to_index {
+            let universe: Vec<u32> = universe.keys().copied().collect();
+            for set in pins {
+                // Kept only when it cuts an atom further, i.e. is not already a union of atoms.
+                if !trust.pinned.contains(&set) && !union_of_atoms(&set, &trust.pinned, &universe) {
+                    trust.pinned.push(set);
+                    report.newly_pinned += 1;
+                }
             }
         }
     }
@@ -497,6 +553,16 @@ pub fn attribute(
                 index_why.insert(pos, why.into());
                 continue;
             };
+            let idx = single_node_indices(job).unwrap_or_default();
+            let universe: Vec<u32> = minor_to_index.iter().flat_map(|m| m.keys().copied()).collect();
+            if !union_of_atoms(idx, &trust.pinned, &universe) {
+                index_why.insert(
+                    pos,
+                    "its device indices are not yet pinned down: no set of jobs seen on this node's GPUs tells its GPUs apart from others"
+                        .into(),
+                );
+                continue;
+            }
             if want.iter().any(|g| claims.get(g).is_some_and(|c| c.iter().any(|p| *p != pos))) {
                 index_why.insert(pos, "another job's process is on one of its device-index GPUs".into());
             } else if want.iter().any(|g| taken.contains(g)) {
@@ -841,7 +907,8 @@ mod tests {
 
     /// The case the rule exists for: 4 GPUs, job 10 busy on two (its processes), job 30 idle
     /// on one with no process, one GPU free. Counts 2 + 1 do not add up to 4, so elimination
-    /// cannot place job 30; its device index can, once job 10's processes confirm the mapping.
+    /// cannot place job 30; its device index can, once jobs' processes have confirmed the
+    /// mapping and pinned its GPU down.
     #[test]
     fn idle_job_on_a_shared_node_is_placed_by_device_index() {
         let a = idx_job("10", 11, 2, &[0, 1]);
@@ -851,21 +918,67 @@ mod tests {
         let mut trust = DeviceIndexTrust::default();
         let r = attribute(&[&a, &b], &g, Some(&busy), &procs(), true, &BTreeMap::new(), &mut trust);
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]));
-        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]));
-        assert_eq!(r.device_index.placed, ["30"]);
         assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
         assert!(r.device_index.newly_confirmed && r.device_index.contradictions.is_empty());
         assert_eq!(trust.confirmed.as_ref().map(|c| c.job_id.as_str()), Some("10"));
         assert_eq!(trust.gpus.len(), 4, "the GPU set is recorded on a whole read");
+        // Job 10 pins {0,1}, so {2,3} too; but index 2 alone could still be minor 3's device.
+        assert_eq!(trust.pinned, [vec![0, 1]]);
+        assert!(ambiguous_why(&r, "30").contains("not yet pinned"), "{r:?}");
+        // A job seen on GPU 3 alone (minor 3, its list IDX:3) pins {3}, so {2} too.
+        let mut c = idx_job("20", 20, 1, &[3]);
+        c.sluid = Some("sEKNKTV3WPV500".into());
+        let r = pass(
+            &[&a, &b, &c],
+            &g,
+            Some(&[(0, 100), (1, 100), (3, 200)]),
+            true,
+            &BTreeMap::new(),
+            &mut trust,
+        );
+        assert_eq!(r.device_index.newly_pinned, 1);
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]));
+        assert_eq!(r.device_index.placed, ["30"]);
         // Without device indices for job 30 the old rules cannot place it.
         let mut b2 = b.clone();
         b2.gres_idx.clear();
         let r = attribute(&[&a, &b2], &g, Some(&busy), &procs(), true, &BTreeMap::new(), &mut trust);
         assert!(ambiguous_why(&r, "30").contains("no device indices"), "{r:?}");
-        // Once confirmed, the confirmation holds for later cycles with no process at all.
+        // Once confirmed and pinned, that holds for later cycles with no process at all.
         let r = pass(&[&a, &b], &g, Some(&[]), true, &BTreeMap::new(), &mut trust);
         assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]));
         assert!(!r.device_index.newly_confirmed);
+    }
+
+    /// A `gres.conf` whose device list is out of minor order: Slurm's index 2 is the device of
+    /// minor 3 and index 3 that of minor 2. Job 10 (indices 0–1, on minors 0–1) confirms the
+    /// mapping, and job 40, busy on index 3 (minor 2's GPU, nvidia-smi GPU 2) with its process
+    /// hidden (another PID namespace), shows nothing. Taking indices for minor numbers would
+    /// put idle job 30 (index 2, really minor 3's GPU) on GPU 2, where job 40 works: the
+    /// atoms keep {2,3} whole, so job 30 is not placed.
+    #[test]
+    fn an_index_not_pinned_down_is_never_used() {
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let hidden = idx_job("40", 40, 1, &[3]);
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let mut trust = DeviceIndexTrust::default();
+        for _ in 0..3 {
+            let r = pass(
+                &[&a, &b, &hidden],
+                &g,
+                Some(&[(0, 100), (1, 100)]),
+                true,
+                &BTreeMap::new(),
+                &mut trust,
+            );
+            assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+            assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
+            assert!(r.device_index.placed.is_empty());
+        }
+        assert!(union_of_atoms(&[2, 3], &trust.pinned, &[0, 1, 2, 3]));
+        assert!(!union_of_atoms(&[2], &trust.pinned, &[0, 1, 2, 3]));
+        assert!(union_of_atoms(&[0, 1, 2, 3], &[], &[0, 1, 2, 3]), "the whole node is one atom");
     }
 
     /// nvidia-smi index and minor number differ (the jobstats #34 case): Slurm's IDX is the
@@ -875,7 +988,11 @@ mod tests {
         let g = gpus_with_minors(&[Some(3), Some(2), Some(1), Some(0)]);
         let a = idx_job("10", 11, 2, &[2, 3]);
         let b = idx_job("30", 30, 1, &[0]);
-        let mut trust = DeviceIndexTrust::default();
+        // Indices 2-3 were seen held whole, and so was index 1 (say by an earlier job).
+        let mut trust = DeviceIndexTrust {
+            pinned: vec![vec![1]],
+            ..DeviceIndexTrust::default()
+        };
         let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]));
         assert_eq!(r.jobs["30"], Attributed::Gpus(vec![3]), "{r:?}");
@@ -1016,7 +1133,10 @@ mod tests {
         let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
         let a = idx_job("10", 11, 2, &[0, 1]);
         let b = idx_job("30", 30, 1, &[2]);
-        let mut trust = DeviceIndexTrust::default();
+        let mut trust = DeviceIndexTrust {
+            pinned: vec![vec![2]],
+            ..DeviceIndexTrust::default()
+        };
         // PID 200 is in the cgroup of a job (SLUID) that is not on the list.
         let r = pass(
             &[&a, &b],

@@ -5,7 +5,9 @@
 //!
 //! The node has 4 GPUs; nvidia-smi index i has minor number 3 - i. Job 1000 runs processes
 //! on GPUs 0 and 1 (minors 3 and 2); job 1001 holds one GPU and runs nothing; GPU 2 is free.
-//! The counts (2 + 1) do not add up to 4, so no earlier rule can place job 1001.
+//! The counts (2 + 1) do not add up to 4, so no earlier rule can place job 1001. Job 1000
+//! alone pins minors {2,3} (and so {0,1}) but not minor 0 by itself; a short job 999 seen on
+//! GPU 2 (minor 1) pins {1}, and with it {0}.
 
 mod common;
 
@@ -21,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
 
-/// PID 4242 is in job 1000's cgroup.
+/// PID 4242 is in job 1000's cgroup, PID 4343 in job 999's.
 struct Procs(BTreeMap<u32, String>);
 impl ProcReader for Procs {
     fn cgroup(&self, pid: u32) -> Option<String> {
@@ -46,20 +48,29 @@ GPU-00000000-0000-0000-0000-000000000000, 4242, 30000
 GPU-00000000-0000-0000-0000-000000000001, 4242, 30000
 ";
 
+/// [`APPS`] plus job 999's process on GPU 2.
+const APPS_WITH_999: &str = "\
+GPU-00000000-0000-0000-0000-000000000000, 4242, 30000
+GPU-00000000-0000-0000-0000-000000000001, 4242, 30000
+GPU-00000000-0000-0000-0000-000000000002, 4343, 500
+";
+
 /// squeue --json as Slurm 22.05 gives it on a cluster without `gres/gpu` in the TRES: the
 /// GPUs only in `gres_detail`. `busy` and `idle` are the two jobs' detail strings.
 fn squeue(busy: &str, idle: &str) -> Vec<enforcer::parse::SlurmJob> {
+    squeue_rows(&[(1000, "train", busy), (1001, "forgotten", idle)])
+}
+
+/// squeue --json (as [`squeue`]) with one row per `(job id, name, gres_detail string)`.
+fn squeue_rows(rows: &[(u32, &str, &str)]) -> Vec<enforcer::parse::SlurmJob> {
     let start = T0 - 7200;
     let row = |id: u32, name: &str, detail: &str| {
         format!(
             r#"{{"job_id": {id}, "job_state": ["RUNNING"], "user_name": "alice", "account": "ml", "partition": "gpu", "qos": "normal", "name": "{name}", "comment": "", "start_time": {{"set": true, "infinite": false, "number": {start}}}, "nodes": "{NODE}", "tres_alloc_str": "cpu=2,mem=8G,node=1,billing=2", "gres_detail": ["{detail}"]}}"#
         )
     };
-    let text = format!(
-        r#"{{"jobs": [{}, {}], "errors": [], "warnings": []}}"#,
-        row(1000, "train", busy),
-        row(1001, "forgotten", idle)
-    );
+    let rows: Vec<String> = rows.iter().map(|(id, name, detail)| row(*id, name, detail)).collect();
+    let text = format!(r#"{{"jobs": [{}], "errors": [], "warnings": []}}"#, rows.join(", "));
     let r = squeue_json::parse(&text).unwrap();
     assert!(r.row_errors.is_empty(), "{r:?}");
     r.jobs
@@ -83,9 +94,12 @@ fn fake_smi(dir: &Path, mode: &str) -> NvidiaSmi {
 fn daemon(dir: &Path, jobs: Vec<enforcer::parse::SlurmJob>, smi_mode: &str) -> (SmiDaemon, Rc<RefCell<Cluster>>) {
     let c = cluster(jobs);
     let procs = Procs(
-        [(4242, "0::/system.slice/slurmstepd.scope/job_1000/step_0/user/task_0\n".to_string())]
-            .into_iter()
-            .collect(),
+        [
+            (4242, "0::/system.slice/slurmstepd.scope/job_1000/step_0/user/task_0\n".to_string()),
+            (4343, "0::/system.slice/slurmstepd.scope/job_999/step_0/user/task_0\n".to_string()),
+        ]
+        .into_iter()
+        .collect(),
     );
     let d = Daemon::new(
         config_with(POLICY, &dir.join("state"), "enforce", ""),
@@ -119,13 +133,27 @@ fn audit(dir: &Path) -> Vec<serde_json::Value> {
 }
 
 /// Job 1000's indices are minors 2-3 (GPUs 1 and 0: its processes confirm the mapping);
-/// job 1001's `IDX:0` is minor 0, GPU 3. It is placed there, judged idle, alerted and, with
-/// the test policy's drain stage at 30 minutes, drained; the busy job stays healthy.
+/// job 1001's `IDX:0` is minor 0, GPU 3. Job 1000 alone does not tell minor 0 from minor 1,
+/// so job 1001 is not placed; once job 999 (`IDX:1`) is seen on GPU 2 (minor 1) for one cycle
+/// it is placed on GPU 3, judged idle, alerted and, with the test policy's drain stage at 30
+/// minutes, drained; the busy job stays healthy.
 #[test]
 fn idle_job_without_processes_on_a_shared_node_is_alerted_and_drained() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, c) = daemon(dir.path(), squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)"), "ok");
+    let before = d.cycle(T0 - 60);
+    assert_eq!(before.device_index, DeviceIndexState::Trusted, "{before:?}");
+    assert!(before.placed_by_device_index.is_empty(), "{before:?}");
+    assert!(!d.kept.contains_key("1001"));
+    c.borrow_mut().jobs = squeue_rows(&[
+        (1000, "train", "gpu:2(IDX:2-3)"),
+        (1001, "forgotten", "gpu:1(IDX:0)"),
+        (999, "short", "gpu:1(IDX:1)"),
+    ]);
+    std::fs::write(dir.path().join("apps.csv"), APPS_WITH_999).unwrap();
     let first = d.cycle(T0);
+    c.borrow_mut().jobs = squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)");
+    std::fs::write(dir.path().join("apps.csv"), APPS).unwrap();
     assert_eq!(first.device_index, DeviceIndexState::Trusted, "{first:?}");
     assert_eq!(first.placed_by_device_index, ["1001"]);
     let kept = &d.kept["1001"];
