@@ -590,3 +590,30 @@ fn a_sweep_of_very_few_jobs_warns_that_its_recommendation_says_little() {
     let summary = std::fs::read_to_string(d.join("tiny/summary.md")).unwrap();
     assert!(summary.contains("**Too few jobs to choose from:**"), "{summary}");
 }
+
+#[test]
+fn replay_says_which_policy_it_ran_and_refuses_what_the_enforcer_refuses() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    std::fs::create_dir_all(d.join("t")).unwrap();
+    std::fs::write(
+        d.join("t/jobs.csv"),
+        "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\n7,u,a,p,q,n,,1000,5000,,1,node001:0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("t/samples.csv"),
+        "t_s,job_id,node,gpu,util_pct,mem_used_mib,mem_total_mib,power_w,power_limit_w,procs,sm_active\n1060,7,node001,0,97,,,,,,\n",
+    )
+    .unwrap();
+    let s = ok(d, &["replay", "--trace", "t", "--policy", "/dev/null", "--out", "o1"]);
+    assert!(s.starts_with("policy: the default policy (/dev/null has no [policy] table"), "{s}");
+    std::fs::write(d.join("p.toml"), "[policy]\nwindow = \"30m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    let s = ok(d, &["replay", "--trace", "t", "--policy", "p.toml", "--out", "o2"]);
+    assert!(s.starts_with("policy: p.toml\n"), "{s}");
+    // The trial's file: a policy key at the top level next to [enforcer].
+    std::fs::write(d.join("p.toml"), "window = \"30m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    let e = fails(d, &["replay", "--trace", "t", "--policy", "p.toml", "--out", "o3"]);
+    assert!(e.contains("p.toml: unknown top-level key(s) `window`"), "{e}");
+    assert!(!d.join("o3").exists(), "a refused policy wrote a replay");
+}
