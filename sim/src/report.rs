@@ -146,20 +146,27 @@ fn tie_paragraph(rec: &Aggregate, tied: &[&Aggregate]) -> String {
             format!("{}: {}", a.config_id, d.join(", "))
         })
         .collect();
+    let one = ids.len() == 1;
+    let how = if one {
+        // One tied configuration: its differences alone, without repeating its id.
+        format!(
+            "It differs from {} in: {}.",
+            rec.config_id,
+            diffs[0].split_once(": ").map_or("", |(_, d)| d)
+        )
+    } else {
+        format!("How they differ from {}: {}.", rec.config_id, diffs.join("; "))
+    };
     format!(
         "**Tied:** {} also recover{} {:.1} GPU-hours with 0 false cancels, {} false drains and {} false alerts, so the rule \
-         cannot separate {} from {}; the lowest config id is shown. How {} differ{} from {}: {}.\n",
+         cannot separate {} from {}; the lowest config id is shown. {how}\n",
         ids.join(", "),
-        if ids.len() == 1 { "s" } else { "" },
+        if one { "s" } else { "" },
         rec.recovered_gpu_h,
         rec.false_drains,
         rec.false_alerts,
-        if ids.len() == 1 { "it" } else { "them" },
+        if one { "it" } else { "them" },
         rec.config_id,
-        if ids.len() == 1 { "it" } else { "they" },
-        if ids.len() == 1 { "s" } else { "" },
-        rec.config_id,
-        diffs.join("; ")
     )
 }
 
@@ -870,6 +877,13 @@ mod tests {
         let mut reversed = rows.clone();
         reversed.reverse();
         assert_eq!(md, summary_md(&reversed));
+        // One tied configuration: named, with its difference.
+        let rows = [row("c039", 900, 100.0, 3, 20), row("c097", 1800, 100.0, 3, 20)];
+        let md = summary_md(&rows);
+        assert!(
+            md.contains("**Tied:** c097 also recovers 100.0 GPU-hours with 0 false cancels, 3 false drains and 4 false alerts, so the rule cannot separate it from c039; the lowest config id is shown. It differs from c039 in: warmup 30m.\n"),
+            "{md}"
+        );
     }
 
     #[test]
