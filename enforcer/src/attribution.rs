@@ -10,12 +10,52 @@
 //! 2. **By process.** nvidia-smi compute-app PIDs → `/proc/PID/cgroup` → job (`job_<id>` or
 //!    a Slurm 26.05 SLUID). A job whose processes sit on exactly as many GPUs as it holds on
 //!    this node, and on no GPU shared with another job, gets those GPUs.
-//! 3. **By node.** When the job set on the node is known completely: the only GPU job on a
+//! 3. **By Slurm's device index.** A job rule 2 leaves short gets the GPUs Slurm names for it
+//!    (see below), when that mapping is trusted on this node.
+//! 4. **By node.** When the job set on the node is known completely: the only GPU job on a
 //!    node that holds every visible GPU gets them all; and when the jobs' GPU counts add up to
 //!    the visible GPUs and exactly one job is still short, it gets its own GPUs plus every GPU
 //!    no process claims.
 //!
 //! Anything else is ambiguous: the job is skipped this cycle and counted.
+//!
+//! **Rule 3 in detail.** `squeue --json` gives each job's `gres_detail` (Slurm 21.08+), one
+//! string per node, with the GPU indices Slurm allocated: `gpu:2(IDX:0-1)`
+//! ([`SlurmJob::gres_idx`]). Slurm's index is the GPU's device-file index, i.e. the NVIDIA
+//! minor number (`/dev/nvidia<minor>`), which is often nvidia-smi's `index` but not always
+//! (PrincetonUniversity/jobstats issue #34: on AMD hosts `/dev/nvidia0` was nvidia-smi GPU 6,
+//! and Slurm's `IDX:0` and the job's devices cgroup named the minor number). So an index is
+//! mapped to a GPU through nvidia-smi's `minor_number`, never taken as an nvidia-smi index. A
+//! job is placed this way only when all of these hold:
+//! - the job runs on exactly one node (which `gres_detail` string belongs to which node of a
+//!   multi-node job is not verified here; such jobs stop at alert on a per-node enforcer
+//!   anyway);
+//! - every visible GPU has a known minor number, and no two share one;
+//! - the compute-apps query answered, with every row read;
+//! - the job's index list on its node has exactly its GPU count, and every index is the minor
+//!   number of a visible GPU;
+//! - no other job's process (nor one of a job not in the list) is on any of those GPUs, and
+//!   none of them is already another job's;
+//! - the mapping is trusted on this node ([`DeviceIndexTrust`]): confirmed at least once and
+//!   never contradicted;
+//! - the job's index list is pinned down by what jobs were seen doing on this node: each job
+//!   seen with its processes on exactly the GPUs its whole list names proves that Slurm's
+//!   index-to-device relation maps that set of minor numbers onto itself, and a list is used
+//!   only when it is a union of the atoms those sets cut the node into
+//!   ([`DeviceIndexTrust::pinned`], [`union_of_atoms`]). So one job seen on GPUs 0–1 pins
+//!   {0,1} and {2,3} but not GPU 2 alone: if `gres.conf` listed its devices out of minor
+//!   order, index 2 could be the device of minor 3. A busy job whose processes are hidden
+//!   (another PID namespace) can then never have its idle-looking neighbour's GPU mistaken
+//!   for its own.
+//!
+//! Every cycle the mapping is checked against what the processes show: for each job on one
+//! node with an index list, every GPU its own processes run on must have a minor number in
+//! that list; and a job placed by rule 1 or 2 whose index list maps to other GPUs contradicts
+//! it too. At least one such process and no inconsistency confirms it; any inconsistency
+//! switches the rule off on this node, kept in the state file, until the node's GPU set
+//! (UUIDs and minor numbers) changes or an operator clears the record (README, "Placing a
+//! job on its GPUs"). A placement made by rule 3 is then no longer kept either, nor in the
+//! pass that finds the GPU set changed.
 
 use crate::parse::cgroup::{self, CgroupJob};
 use crate::parse::smi::{AppsTable, GpuReading};
@@ -61,6 +101,138 @@ pub struct Attribution {
     /// Compute processes whose PID could not be resolved to a job (not visible, not in a
     /// Slurm cgroup, or a job not on this node's list).
     pub unresolved_processes: u32,
+    /// What rule 3 (Slurm's device index) saw and did this pass.
+    pub device_index: DeviceIndexReport,
+}
+
+/// One GPU of this node as the device-index rule knows it: nvidia-smi `uuid` and
+/// `minor_number`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceMinor {
+    /// nvidia-smi `uuid`.
+    pub uuid: String,
+    /// nvidia-smi `minor_number` (`/dev/nvidia<minor>`).
+    pub minor: u32,
+}
+
+/// One job's processes seen against its Slurm device indices: the evidence behind a
+/// confirmation or a contradiction of the device-index mapping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexEvidence {
+    /// Exact job id.
+    pub job_id: String,
+    /// The GPU (nvidia-smi `index`) the job's process runs on, or, for a contradiction between
+    /// two placements, a GPU in one and not the other.
+    pub gpu: u16,
+    /// That GPU's `minor_number`.
+    pub minor: u32,
+    /// The job's Slurm device indices on this node (`gres_detail` `IDX:`).
+    pub idx: Vec<u32>,
+    /// What was seen, for the log: `process on the GPU`, or the two placements that differ.
+    pub what: String,
+}
+
+/// Whether Slurm's device indices may place jobs on this node (rule 3), kept in the state
+/// file so that a restart forgets neither a confirmation nor a contradiction.
+///
+/// Lifecycle: empty at first (the rule waits); `confirmed` once a cycle shows at least one
+/// job's processes all on GPUs whose minor numbers are in its index list and no
+/// inconsistency; `contradicted` at the first inconsistency, after which the rule is off and
+/// no longer checked. The whole record is reset (the rule waits for a new confirmation) when a
+/// whole read of the node's GPUs (every row read, no GPU missing, every job row read) shows
+/// another set of UUIDs and minor numbers than [`DeviceIndexTrust::gpus`]: a reboot that
+/// renumbered the devices, a GPU replaced, added or removed. An operator who has fixed the
+/// cause of a contradiction on the same hardware re-enables the rule by stopping the daemon,
+/// deleting the `device_index` key from `state.json`, and starting it again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceIndexTrust {
+    /// The node's GPUs (UUID and minor number, sorted) when this record was started; empty
+    /// until the first whole read with every minor number known.
+    pub gpus: Vec<DeviceMinor>,
+    /// The first confirmation.
+    pub confirmed: Option<IndexEvidence>,
+    /// The contradiction that switched the rule off.
+    pub contradicted: Option<IndexEvidence>,
+    /// Sets of minor numbers each seen held whole by one job: its processes on exactly the
+    /// GPUs of these minor numbers, on no GPU shared with another job, and its Slurm device
+    /// indices exactly these numbers. Whatever Slurm's index-to-device relation is, it maps
+    /// each such set onto itself; so it maps onto itself every union of the atoms these sets
+    /// cut the node's minor numbers into, and only such a union is used to place a job (see
+    /// [`union_of_atoms`]). A set is kept only when it cuts an atom further, so there are
+    /// fewer than the node's GPUs. Each sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<Vec<u32>>,
+}
+
+/// The atom of `minor` in the partition `pinned` cuts the minor numbers into: which pinned
+/// sets hold it.
+fn atom_of(minor: u32, pinned: &[Vec<u32>]) -> Vec<bool> {
+    pinned.iter().map(|p| p.binary_search(&minor).is_ok()).collect()
+}
+
+/// True when `set` (minor numbers) is a union of atoms of the partition that the `pinned` sets
+/// cut `universe` into: no two minor numbers of one atom fall on different sides of `set`.
+/// With no pinned set the only atom is the whole node.
+pub fn union_of_atoms(set: &[u32], pinned: &[Vec<u32>], universe: &[u32]) -> bool {
+    let mut side: BTreeMap<Vec<bool>, bool> = BTreeMap::new();
+    universe.iter().all(|&m| {
+        let inside = set.contains(&m);
+        *side.entry(atom_of(m, pinned)).or_insert(inside) == inside
+    })
+}
+
+/// Rule 3's state in one pass, as the cycle line and the metrics name it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceIndexState {
+    /// Not every visible GPU has a known, distinct minor number (nvidia-smi refused
+    /// `minor_number`, printed `[N/A]`, or no GPU data), or no compute-apps table.
+    #[default]
+    Unavailable,
+    /// Minor numbers known, but the mapping has not been confirmed yet.
+    Untrusted,
+    /// Confirmed and never contradicted: jobs may be placed by it.
+    Trusted,
+    /// Contradicted on this node: off until the GPU set changes or the record is cleared.
+    Contradicted,
+}
+
+impl DeviceIndexState {
+    /// The state's name: `unavailable`, `untrusted`, `trusted`, `contradicted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceIndexState::Unavailable => "unavailable",
+            DeviceIndexState::Untrusted => "untrusted",
+            DeviceIndexState::Trusted => "trusted",
+            DeviceIndexState::Contradicted => "contradicted",
+        }
+    }
+}
+
+/// What rule 3 saw and did in one pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceIndexReport {
+    /// The rule's state after this pass's self-check.
+    pub state: DeviceIndexState,
+    /// Jobs placed by the rule in this pass (not those kept from an earlier one).
+    pub placed: Vec<String>,
+    /// Every job whose GPUs come from the rule, placed now or kept from an earlier pass (the
+    /// daemon keeps this mark with the attribution).
+    pub derived: BTreeSet<String>,
+    /// Jobs whose processes were all consistent with their index list in this pass.
+    pub consistent_jobs: u32,
+    /// True when this pass gave the mapping its first confirmation.
+    pub newly_confirmed: bool,
+    /// Sets added to [`DeviceIndexTrust::pinned`] in this pass.
+    pub newly_pinned: u32,
+    /// Inconsistencies found in this pass (each one an ERROR); the first is kept in
+    /// [`DeviceIndexTrust::contradicted`].
+    pub contradictions: Vec<IndexEvidence>,
+    /// The GPU set recorded before, when this pass found another one and reset the record.
+    pub reset_from: Option<Vec<DeviceMinor>>,
 }
 
 /// An attribution kept from an earlier cycle for one run of a job.
@@ -72,6 +244,10 @@ pub struct Kept {
     pub start_s: i64,
     /// The job's GPUs on this node (nvidia-smi indices, sorted).
     pub gpus: Vec<u16>,
+    /// True when the GPUs came from Slurm's device index (rule 3): such a placement is
+    /// dropped once the mapping is contradicted on this node. Absent in older files (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_device_index: bool,
 }
 
 /// Kept attributions per exact job id.
@@ -84,6 +260,15 @@ pub fn kept_for<'a>(kept: &'a KeptMap, job: &SlurmJob) -> Option<&'a [u16]> {
     (job.start_s == Some(k.start_s)).then_some(k.gpus.as_slice())
 }
 
+/// The job's Slurm device indices on this node, for a job on exactly one node whose
+/// `gres_detail` gives indices there; `None` otherwise (see [`SlurmJob::gres_idx`]).
+pub fn single_node_indices(job: &SlurmJob) -> Option<&[u32]> {
+    match (job.nodes.len(), job.gres_idx.as_slice()) {
+        (1, [Some(idx)]) => Some(idx.as_slice()),
+        _ => None,
+    }
+}
+
 /// GPUs the job holds on each of its nodes: the TRES count divided evenly over its nodes;
 /// `None` when it does not divide.
 pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
@@ -94,8 +279,10 @@ pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
 /// Attributes this node's GPUs. `jobs` are the GPU jobs running on this node (CONFIGURING
 /// ones included, since they hold GPUs too); `complete` says both the job list (no squeue
 /// row error) and `gpus`, the node's GPU list (no row unread, none missing), are known to be
-/// whole: elimination (rule 3) runs only then. `kept` is the previous cycle's result (used
-/// only for the same run of a job, see [`kept_for`]).
+/// whole: elimination (rule 4) runs only then, and only then is the GPU set compared with
+/// `trust`'s. `kept` is the previous cycle's result (used only for the same run of a job, see
+/// [`kept_for`]). `trust` is this node's device-index record: updated in place (confirmed,
+/// contradicted or reset, see [`DeviceIndexTrust`]); the caller persists it.
 pub fn attribute(
     jobs: &[&SlurmJob],
     gpus: &[GpuReading],
@@ -103,10 +290,53 @@ pub fn attribute(
     proc: &dyn ProcReader,
     complete: bool,
     kept: &KeptMap,
+    trust: &mut DeviceIndexTrust,
 ) -> Attribution {
     let mut out = Attribution::default();
     let visible: BTreeSet<u16> = gpus.iter().filter_map(|g| g.index).collect();
     let uuid_to_index: BTreeMap<&str, u16> = gpus.iter().filter_map(|g| Some((g.uuid.as_deref()?, g.index?))).collect();
+    // Minor number -> nvidia-smi index, when every visible GPU has a minor number and no two
+    // share one; otherwise rule 3 is unavailable this pass.
+    let minor_to_index: Option<BTreeMap<u32, u16>> = {
+        let pairs: Vec<(u32, u16)> = gpus
+            .iter()
+            .filter(|g| g.index.is_some())
+            .map(|g| Some((g.minor?, g.index?)))
+            .collect::<Option<_>>()
+            .unwrap_or_default();
+        let map: BTreeMap<u32, u16> = pairs.iter().copied().collect();
+        (!pairs.is_empty() && map.len() == pairs.len() && map.len() == visible.len()).then_some(map)
+    };
+    let index_to_minor: BTreeMap<u16, u32> = minor_to_index.iter().flatten().map(|(m, i)| (*i, *m)).collect();
+    if let (true, Some(_)) = (complete, &minor_to_index) {
+        let set: Option<Vec<DeviceMinor>> = gpus
+            .iter()
+            .filter(|g| g.index.is_some())
+            .map(|g| {
+                Some(DeviceMinor {
+                    uuid: g.uuid.clone()?,
+                    minor: g.minor?,
+                })
+            })
+            .collect();
+        if let Some(mut set) = set {
+            set.sort();
+            if trust.gpus.is_empty() {
+                trust.gpus = set;
+            } else if trust.gpus != set {
+                out.device_index.reset_from = Some(std::mem::take(&mut trust.gpus));
+                *trust = DeviceIndexTrust {
+                    gpus: set,
+                    ..DeviceIndexTrust::default()
+                };
+            }
+        }
+    }
+    let contradicted_before = trust.contradicted.is_some();
+    // Placements kept from rule 3 are not used once the mapping is contradicted, nor in the
+    // pass that finds the node's GPU set changed (the minor numbers they came from may be
+    // other devices now).
+    let drop_kept_by_index = contradicted_before || out.device_index.reset_from.is_some();
 
     // Process claims: GPU index -> set of job positions (usize::MAX = a job not in the list).
     let mut claims: BTreeMap<u16, BTreeSet<usize>> = BTreeMap::new();
@@ -136,13 +366,20 @@ pub fn attribute(
     }
 
     let mut assigned: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
+    // Jobs whose kept GPUs came from rule 3.
+    let mut kept_by_index: BTreeSet<usize> = BTreeSet::new();
     let mut short: Vec<usize> = Vec::new();
     for (pos, job) in jobs.iter().enumerate() {
         let foreign = |g: &u16| claims.get(g).is_some_and(|c| c.iter().any(|p| *p != pos));
         // The job's own processes on a GPU outside the kept list: the kept list is out of date
         // (the job moved or was restarted), so it is not used and the job is derived afresh.
         let strays = |k: &[u16]| claims.iter().any(|(g, c)| c.contains(&pos) && !k.contains(g));
-        if let Some(k) = kept_for(kept, job).filter(|k| !strays(k)) {
+        // A placement made by Slurm's device index is not kept once that mapping is
+        // contradicted on this node, or the node's GPU set changed.
+        let by_index = kept.get(&job.job_id).is_some_and(|k| k.by_device_index);
+        let dropped = by_index && drop_kept_by_index;
+        let kept_gpus = kept_for(kept, job).filter(|k| !dropped && !strays(k));
+        if let Some(k) = kept_gpus {
             if k.iter().all(|g| visible.contains(g)) && Some(k.len() as u32) == per_node_gpus(job) {
                 if k.iter().any(foreign) {
                     out.jobs.insert(
@@ -151,6 +388,9 @@ pub fn attribute(
                     );
                 } else {
                     assigned.insert(pos, k.to_vec());
+                    if by_index {
+                        kept_by_index.insert(pos);
+                    }
                 }
                 continue;
             }
@@ -180,6 +420,190 @@ pub fn attribute(
         }
     }
 
+    // Rule 3: check the mapping against the processes, then place the jobs left short.
+    let mapped = |job: &SlurmJob| -> Option<Vec<u16>> {
+        let idx = single_node_indices(job)?;
+        let map = minor_to_index.as_ref()?;
+        let mut g: Vec<u16> = idx.iter().map(|m| map.get(m).copied()).collect::<Option<_>>()?;
+        g.sort_unstable();
+        (per_node_gpus(job) == Some(g.len() as u32) && !g.is_empty()).then_some(g)
+    };
+    let report = &mut out.device_index;
+    let mut pins: Vec<Vec<u32>> = Vec::new();
+    if minor_to_index.is_some() && !contradicted_before {
+        for (pos, job) in jobs.iter().enumerate() {
+            let Some(idx) = single_node_indices(job) else { continue };
+            let mut seen = 0u32;
+            let mut bad: Option<IndexEvidence> = None;
+            for (g, c) in claims.iter().filter(|(_, c)| c.contains(&pos)) {
+                let Some(&minor) = index_to_minor.get(g) else { continue };
+                seen += 1;
+                if !idx.contains(&minor) && bad.is_none() {
+                    bad = Some(IndexEvidence {
+                        job_id: job.job_id.clone(),
+                        gpu: *g,
+                        minor,
+                        idx: idx.to_vec(),
+                        what: format!("a process of the job runs on GPU {g} (minor {minor}), outside its Slurm device indices")
+                            + if c.len() > 1 { " (the GPU is shared with another job)" } else { "" },
+                    });
+                }
+            }
+            // A job placed by rule 1 or 2 whose index list maps to other GPUs.
+            if let (None, Some(have), Some(want)) = (&bad, assigned.get(&pos), mapped(job)) {
+                if *have != want {
+                    let g = have
+                        .iter()
+                        .find(|g| !want.contains(g))
+                        .or_else(|| want.iter().find(|g| !have.contains(g)))
+                        .copied()
+                        .unwrap_or(0);
+                    let how = if kept_for(kept, job).is_some() {
+                        "kept"
+                    } else {
+                        "placed by its processes"
+                    };
+                    bad = Some(IndexEvidence {
+                        job_id: job.job_id.clone(),
+                        gpu: g,
+                        minor: index_to_minor.get(&g).copied().unwrap_or(u32::MAX),
+                        idx: idx.to_vec(),
+                        what: format!("{how} on GPUs {have:?}, but its Slurm device indices map to GPUs {want:?}"),
+                    });
+                }
+            }
+            match bad {
+                Some(b) => report.contradictions.push(b),
+                None if seen > 0 => {
+                    report.consistent_jobs += 1;
+                    // Held whole: processes on exactly as many GPUs as the list names (so on
+                    // all of them, none of them shared), which pins the list's set.
+                    let own: Vec<u16> = claims.iter().filter(|(_, c)| c.contains(&pos)).map(|(g, _)| *g).collect();
+                    let unshared = own.iter().all(|g| claims.get(g).is_some_and(|c| c.len() == 1));
+                    if unshared && own.len() == idx.len() && per_node_gpus(job) == Some(idx.len() as u32) {
+                        let mut set = idx.to_vec();
+                        set.sort_unstable();
+                        pins.push(set);
+                    }
+                    if trust.confirmed.is_none() && report.contradictions.is_empty() {
+                        let g = claims.iter().find(|(_, c)| c.contains(&pos)).map_or(0, |(g, _)| *g);
+                        trust.confirmed = Some(IndexEvidence {
+                            job_id: job.job_id.clone(),
+                            gpu: g,
+                            minor: index_to_minor.get(&g).copied().unwrap_or(u32::MAX),
+                            idx: idx.to_vec(),
+                            what: "every process of the job runs on a GPU whose minor number is in its Slurm device indices".into(),
+                        });
+                        report.newly_confirmed = true;
+                    }
+                }
+                None => {}
+            }
+        }
+        if let Some(first) = report.contradictions.first() {
+            trust.contradicted = Some(first.clone());
+            if report.newly_confirmed {
+                trust.confirmed = None;
+                report.newly_confirmed = false;
+            }
+        } else if let Some(universe) = &minor_to_index {
+            let universe: Vec<u32> = universe.keys().copied().collect();
+            for set in pins {
+                // Kept only when it cuts an atom further, i.e. is not already a union of atoms.
+                if !trust.pinned.contains(&set) && !union_of_atoms(&set, &trust.pinned, &universe) {
+                    trust.pinned.push(set);
+                    report.newly_pinned += 1;
+                }
+            }
+        }
+    }
+    let apps_whole = apps.is_some_and(|a| a.row_errors.is_empty());
+    report.state = match (&minor_to_index, &trust.contradicted, &trust.confirmed) {
+        (_, Some(_), _) => DeviceIndexState::Contradicted,
+        (None, _, _) => DeviceIndexState::Unavailable,
+        _ if !apps_whole => DeviceIndexState::Unavailable,
+        (Some(_), None, None) => DeviceIndexState::Untrusted,
+        (Some(_), None, Some(_)) => DeviceIndexState::Trusted,
+    };
+    // A kept placement of rule 3 contradicted in this very pass is not used either.
+    if report.state == DeviceIndexState::Contradicted {
+        for pos in std::mem::take(&mut kept_by_index) {
+            assigned.remove(&pos);
+            out.jobs.insert(
+                jobs[pos].job_id.clone(),
+                Attributed::Ambiguous("kept from Slurm's device index, which this node's processes now contradict".into()),
+            );
+        }
+    }
+    // Why a job short of evidence was not placed by rule 3, for its ambiguity reason.
+    let mut index_why: BTreeMap<usize, String> = BTreeMap::new();
+    if report.state == DeviceIndexState::Trusted {
+        let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
+        let mut candidates: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
+        for &pos in &short {
+            let job = jobs[pos];
+            let Some(want) = mapped(job) else {
+                let why = if job.nodes.len() != 1 {
+                    "the job runs on several nodes"
+                } else if single_node_indices(job).is_none() {
+                    "squeue gave no device indices for it"
+                } else {
+                    "its device indices do not match its GPU count or this node's minor numbers"
+                };
+                index_why.insert(pos, why.into());
+                continue;
+            };
+            let idx = single_node_indices(job).unwrap_or_default();
+            let universe: Vec<u32> = minor_to_index.iter().flat_map(|m| m.keys().copied()).collect();
+            if !union_of_atoms(idx, &trust.pinned, &universe) {
+                index_why.insert(
+                    pos,
+                    "its device indices are not yet pinned down: no set of jobs seen on this node's GPUs tells its GPUs apart from others"
+                        .into(),
+                );
+                continue;
+            }
+            if want.iter().any(|g| claims.get(g).is_some_and(|c| c.iter().any(|p| *p != pos))) {
+                index_why.insert(pos, "another job's process is on one of its device-index GPUs".into());
+            } else if want.iter().any(|g| taken.contains(g)) {
+                index_why.insert(pos, "one of its device-index GPUs is already another job's".into());
+            } else {
+                candidates.insert(pos, want);
+            }
+        }
+        // Two jobs naming one GPU: neither is placed.
+        let mut count: BTreeMap<u16, u32> = BTreeMap::new();
+        for g in candidates.values().flatten() {
+            *count.entry(*g).or_insert(0) += 1;
+        }
+        for (pos, g) in candidates {
+            if g.iter().any(|g| count[g] > 1) {
+                index_why.insert(pos, "another job's device indices name one of its GPUs".into());
+                continue;
+            }
+            report.placed.push(jobs[pos].job_id.clone());
+            assigned.insert(pos, g);
+            short.retain(|p| *p != pos);
+        }
+    } else {
+        let why = match report.state {
+            DeviceIndexState::Contradicted => "off on this node since the processes contradicted it",
+            DeviceIndexState::Untrusted => "not yet confirmed on this node by any job's processes",
+            _ => "minor numbers or the process list unknown",
+        };
+        for &pos in &short {
+            if single_node_indices(jobs[pos]).is_some() {
+                index_why.insert(pos, why.into());
+            }
+        }
+    }
+    report.derived = report
+        .placed
+        .iter()
+        .cloned()
+        .chain(kept_by_index.iter().map(|p| jobs[*p].job_id.clone()))
+        .collect();
+
     if complete && short.len() == 1 {
         let pos = short[0];
         let job = jobs[pos];
@@ -207,10 +631,11 @@ pub fn attribute(
         }
     }
     for pos in short {
-        out.jobs.insert(
-            jobs[pos].job_id.clone(),
-            Attributed::Ambiguous("not enough evidence to place its GPUs".into()),
-        );
+        let why = match index_why.get(&pos) {
+            Some(w) => format!("not enough evidence to place its GPUs (by Slurm's device index: {w})"),
+            None => "not enough evidence to place its GPUs".into(),
+        };
+        out.jobs.insert(jobs[pos].job_id.clone(), Attributed::Ambiguous(why));
     }
     for (pos, mut g) in assigned {
         g.sort_unstable();
@@ -262,6 +687,7 @@ mod tests {
                     Kept {
                         start_s: *start_s,
                         gpus: g.to_vec(),
+                        by_device_index: false,
                     },
                 )
             })
@@ -307,18 +733,32 @@ mod tests {
         )
     }
 
+    /// One pass with [`procs`]; `on` lists (GPU, PID) compute processes, `None` for no
+    /// compute-apps table.
+    fn pass(
+        jobs: &[&SlurmJob],
+        g: &[GpuReading],
+        on: Option<&[(u16, u32)]>,
+        complete: bool,
+        kept: &KeptMap,
+        trust: &mut DeviceIndexTrust,
+    ) -> Attribution {
+        let table = on.map(apps);
+        attribute(jobs, g, table.as_ref(), &procs(), complete, kept, trust)
+    }
+
     #[test]
     fn by_process_legacy_and_sluid() {
         let a = job("10_1", 11, 2, &["n1"]);
         let mut b = job("20", 20, 1, &["n1"]);
         b.sluid = Some("sEKNKTV3WPV500".into());
-        let r = attribute(
+        let r = pass(
             &[&a, &b],
             &gpus(3),
-            Some(&apps(&[(0, 100), (1, 100), (2, 200)])),
-            &procs(),
+            Some(&[(0, 100), (1, 100), (2, 200)]),
             true,
             &BTreeMap::new(),
+            &mut DeviceIndexTrust::default(),
         );
         assert_eq!(r.jobs["10_1"], Attributed::Gpus(vec![0, 1]));
         assert_eq!(r.jobs["20"], Attributed::Gpus(vec![2]));
@@ -327,32 +767,39 @@ mod tests {
     #[test]
     fn node_exclusive_and_elimination() {
         let a = job("10", 11, 4, &["n1"]);
-        let r = attribute(&[&a], &gpus(4), Some(&apps(&[])), &procs(), true, &BTreeMap::new());
+        let r = pass(&[&a], &gpus(4), Some(&[]), true, &BTreeMap::new(), &mut DeviceIndexTrust::default());
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1, 2, 3]));
         // The only job, but it holds 2 of 4 GPUs and runs nothing: ambiguous.
         let a2 = job("10", 11, 2, &["n1"]);
-        let r = attribute(&[&a2], &gpus(4), Some(&apps(&[])), &procs(), true, &BTreeMap::new());
+        let r = pass(
+            &[&a2],
+            &gpus(4),
+            Some(&[]),
+            true,
+            &BTreeMap::new(),
+            &mut DeviceIndexTrust::default(),
+        );
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
         // Two jobs, 2+2 = 4 visible; job 20 idle gets the two unclaimed GPUs.
         let b = job("20", 20, 2, &["n1"]);
-        let r = attribute(
+        let r = pass(
             &[&a2, &b],
             &gpus(4),
-            Some(&apps(&[(1, 100), (3, 100)])),
-            &procs(),
+            Some(&[(1, 100), (3, 100)]),
             true,
             &BTreeMap::new(),
+            &mut DeviceIndexTrust::default(),
         );
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1, 3]));
         assert_eq!(r.jobs["20"], Attributed::Gpus(vec![0, 2]));
         // Same, but the job list may be incomplete: no elimination.
-        let r = attribute(
+        let r = pass(
             &[&a2, &b],
             &gpus(4),
-            Some(&apps(&[(1, 100), (3, 100)])),
-            &procs(),
+            Some(&[(1, 100), (3, 100)]),
             false,
             &BTreeMap::new(),
+            &mut DeviceIndexTrust::default(),
         );
         assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
     }
@@ -362,20 +809,27 @@ mod tests {
         let a = job("10", 11, 1, &["n1"]);
         let mut b = job("20", 20, 1, &["n1"]);
         b.sluid = Some("sEKNKTV3WPV500".into());
-        let r = attribute(
+        let r = pass(
             &[&a, &b],
             &gpus(2),
-            Some(&apps(&[(0, 100), (0, 200)])),
-            &procs(),
+            Some(&[(0, 100), (0, 200)]),
             true,
             &BTreeMap::new(),
+            &mut DeviceIndexTrust::default(),
         );
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
         assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)));
         let kept = kept(&[("10", 1000, &[1])]);
-        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), false, &kept);
+        let r = pass(&[&a], &gpus(2), Some(&[]), false, &kept, &mut DeviceIndexTrust::default());
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1]));
-        let r = attribute(&[&a, &b], &gpus(2), Some(&apps(&[(1, 200)])), &procs(), false, &kept);
+        let r = pass(
+            &[&a, &b],
+            &gpus(2),
+            Some(&[(1, 200)]),
+            false,
+            &kept,
+            &mut DeviceIndexTrust::default(),
+        );
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)));
     }
 
@@ -385,14 +839,14 @@ mod tests {
         // process: the old GPU is not reused, and with 2 GPUs visible it cannot be placed.
         let mut a = job("10", 11, 1, &["n1"]);
         let k = kept(&[("10", 1000, &[0])]);
-        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), true, &k);
+        let r = pass(&[&a], &gpus(2), Some(&[]), true, &k, &mut DeviceIndexTrust::default());
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0]), "same run: kept");
         a.start_s = Some(2000);
-        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), true, &k);
+        let r = pass(&[&a], &gpus(2), Some(&[]), true, &k, &mut DeviceIndexTrust::default());
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
         // No start time at all: nothing kept applies either.
         a.start_s = None;
-        let r = attribute(&[&a], &gpus(2), Some(&apps(&[])), &procs(), true, &k);
+        let r = pass(&[&a], &gpus(2), Some(&[]), true, &k, &mut DeviceIndexTrust::default());
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
     }
 
@@ -401,16 +855,344 @@ mod tests {
         // Same run, kept on GPU 0, but its process now runs on GPU 1: it is placed on GPU 1.
         let a = job("10", 11, 1, &["n1"]);
         let k = kept(&[("10", 1000, &[0])]);
-        let r = attribute(&[&a], &gpus(2), Some(&apps(&[(1, 100)])), &procs(), true, &k);
+        let r = pass(&[&a], &gpus(2), Some(&[(1, 100)]), true, &k, &mut DeviceIndexTrust::default());
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1]));
         // A 2-GPU job kept on 0,1 with a process now on GPU 2 only: 1 of 2 GPUs placed by
         // process, and the rest cannot be derived (4 GPUs, 1 job): ambiguous, never guessed.
         let b = job("10", 11, 2, &["n1"]);
         let k = kept(&[("10", 1000, &[0, 1])]);
-        let r = attribute(&[&b], &gpus(4), Some(&apps(&[(2, 100)])), &procs(), true, &k);
+        let r = pass(&[&b], &gpus(4), Some(&[(2, 100)]), true, &k, &mut DeviceIndexTrust::default());
         assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
         // Its process on a kept GPU only: the kept list stands.
-        let r = attribute(&[&b], &gpus(4), Some(&apps(&[(1, 100)])), &procs(), true, &k);
+        let r = pass(&[&b], &gpus(4), Some(&[(1, 100)]), true, &k, &mut DeviceIndexTrust::default());
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]));
+    }
+
+    // ---- Rule 3: Slurm's device index -------------------------------------------------
+
+    /// `n` GPUs, index i with minor number `minors[i]` (`None`: `[N/A]`).
+    fn gpus_with_minors(minors: &[Option<u32>]) -> Vec<GpuReading> {
+        minors
+            .iter()
+            .enumerate()
+            .map(|(i, m)| GpuReading {
+                index: Some(i as u16),
+                uuid: Some(format!("GPU-{i}")),
+                minor: *m,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Job `id` (start 1000) kept on `gpus`, placed there by its device index.
+    fn kept_by_index(id: &str, gpus: &[u16]) -> KeptMap {
+        let mut k = kept(&[(id, 1000, gpus)]);
+        k.values_mut().for_each(|k| k.by_device_index = true);
+        k
+    }
+
+    /// A single-node job with Slurm device indices `idx` on node n1.
+    fn idx_job(id: &str, raw: u64, gpus: u32, idx: &[u32]) -> SlurmJob {
+        let mut j = job(id, raw, gpus, &["n1"]);
+        j.gres_idx = vec![Some(idx.to_vec())];
+        j
+    }
+
+    fn ambiguous_why(r: &Attribution, id: &str) -> String {
+        match &r.jobs[id] {
+            Attributed::Ambiguous(why) => why.clone(),
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+
+    /// The case the rule exists for: 4 GPUs, job 10 busy on two (its processes), job 30 idle
+    /// on one with no process, one GPU free. Counts 2 + 1 do not add up to 4, so elimination
+    /// cannot place job 30; its device index can, once jobs' processes have confirmed the
+    /// mapping and pinned its GPU down.
+    #[test]
+    fn idle_job_on_a_shared_node_is_placed_by_device_index() {
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let busy = apps(&[(0, 100), (1, 100)]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = attribute(&[&a, &b], &g, Some(&busy), &procs(), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]));
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+        assert!(r.device_index.newly_confirmed && r.device_index.contradictions.is_empty());
+        assert_eq!(trust.confirmed.as_ref().map(|c| c.job_id.as_str()), Some("10"));
+        assert_eq!(trust.gpus.len(), 4, "the GPU set is recorded on a whole read");
+        // Job 10 pins {0,1}, so {2,3} too; but index 2 alone could still be minor 3's device.
+        assert_eq!(trust.pinned, [vec![0, 1]]);
+        assert!(ambiguous_why(&r, "30").contains("not yet pinned"), "{r:?}");
+        // A job seen on GPU 3 alone (minor 3, its list IDX:3) pins {3}, so {2} too.
+        let mut c = idx_job("20", 20, 1, &[3]);
+        c.sluid = Some("sEKNKTV3WPV500".into());
+        let r = pass(
+            &[&a, &b, &c],
+            &g,
+            Some(&[(0, 100), (1, 100), (3, 200)]),
+            true,
+            &BTreeMap::new(),
+            &mut trust,
+        );
+        assert_eq!(r.device_index.newly_pinned, 1);
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]));
+        assert_eq!(r.device_index.placed, ["30"]);
+        // Without device indices for job 30 the old rules cannot place it.
+        let mut b2 = b.clone();
+        b2.gres_idx.clear();
+        let r = attribute(&[&a, &b2], &g, Some(&busy), &procs(), true, &BTreeMap::new(), &mut trust);
+        assert!(ambiguous_why(&r, "30").contains("no device indices"), "{r:?}");
+        // Once confirmed and pinned, that holds for later cycles with no process at all.
+        let r = pass(&[&a, &b], &g, Some(&[]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]));
+        assert!(!r.device_index.newly_confirmed);
+    }
+
+    /// A `gres.conf` whose device list is out of minor order: Slurm's index 2 is the device of
+    /// minor 3 and index 3 that of minor 2. Job 10 (indices 0–1, on minors 0–1) confirms the
+    /// mapping, and job 40, busy on index 3 (minor 2's GPU, nvidia-smi GPU 2) with its process
+    /// hidden (another PID namespace), shows nothing. Taking indices for minor numbers would
+    /// put idle job 30 (index 2, really minor 3's GPU) on GPU 2, where job 40 works: the
+    /// atoms keep {2,3} whole, so job 30 is not placed.
+    #[test]
+    fn an_index_not_pinned_down_is_never_used() {
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let hidden = idx_job("40", 40, 1, &[3]);
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let mut trust = DeviceIndexTrust::default();
+        for _ in 0..3 {
+            let r = pass(
+                &[&a, &b, &hidden],
+                &g,
+                Some(&[(0, 100), (1, 100)]),
+                true,
+                &BTreeMap::new(),
+                &mut trust,
+            );
+            assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+            assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
+            assert!(r.device_index.placed.is_empty());
+        }
+        assert!(union_of_atoms(&[2, 3], &trust.pinned, &[0, 1, 2, 3]));
+        assert!(!union_of_atoms(&[2], &trust.pinned, &[0, 1, 2, 3]));
+        assert!(union_of_atoms(&[0, 1, 2, 3], &[], &[0, 1, 2, 3]), "the whole node is one atom");
+    }
+
+    /// nvidia-smi index and minor number differ (the jobstats #34 case): Slurm's IDX is the
+    /// minor number, so job 30's `IDX:0` is GPU 3, not GPU 0 (which job 10 is busy on).
+    #[test]
+    fn device_index_maps_through_the_minor_number_not_the_index() {
+        let g = gpus_with_minors(&[Some(3), Some(2), Some(1), Some(0)]);
+        let a = idx_job("10", 11, 2, &[2, 3]);
+        let b = idx_job("30", 30, 1, &[0]);
+        // Indices 2-3 were seen held whole, and so was index 1 (say by an earlier job).
+        let mut trust = DeviceIndexTrust {
+            pinned: vec![vec![1]],
+            ..DeviceIndexTrust::default()
+        };
+        let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]));
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![3]), "{r:?}");
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+        // Read as nvidia-smi indices, job 10's IDX 2,3 would not hold its processes on GPUs
+        // 0,1: the same data with index == minor assumed is a contradiction.
+        let same_as_index = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(
+            &[&a, &b],
+            &same_as_index,
+            Some(&[(0, 100), (1, 100)]),
+            true,
+            &BTreeMap::new(),
+            &mut trust,
+        );
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)));
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted);
+    }
+
+    /// No process has confirmed the mapping yet: the job stays ambiguous, and says why.
+    #[test]
+    fn untrusted_mapping_places_nothing() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        // Job 10 runs processes but squeue gave it no device indices: nothing to check.
+        let mut a = idx_job("10", 11, 2, &[0, 1]);
+        a.gres_idx.clear();
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Untrusted);
+        assert!(ambiguous_why(&r, "30").contains("not yet confirmed"), "{r:?}");
+        assert!(r.device_index.placed.is_empty() && trust.confirmed.is_none());
+        // Nobody runs anything: still untrusted.
+        let b_only = pass(&[&b], &g, Some(&[]), true, &BTreeMap::new(), &mut trust);
+        assert!(matches!(b_only.jobs["30"], Attributed::Ambiguous(_)));
+        assert!(trust.confirmed.is_none());
+    }
+
+    /// A job's process on a GPU whose minor number is outside its Slurm indices switches the
+    /// rule off, and the record says so across a save and load (the state file), for later
+    /// passes whatever they show, until the node's GPU set changes.
+    #[test]
+    fn contradiction_switches_the_rule_off_and_is_kept() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut trust = DeviceIndexTrust::default();
+        // Confirmed first.
+        pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert!(trust.confirmed.is_some());
+        // Then job 10's process shows on GPU 3 (minor 3), outside IDX 0-1.
+        let r = pass(&[&a, &b], &g, Some(&[(0, 100), (3, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted);
+        let c = &r.device_index.contradictions;
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(
+            (c[0].job_id.as_str(), c[0].gpu, c[0].minor, c[0].idx.as_slice()),
+            ("10", 3, 3, &[0, 1][..])
+        );
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
+        // Persisted: a fresh load of the record still says contradicted, and consistent
+        // processes later do not lift it.
+        let mut loaded: DeviceIndexTrust = serde_json::from_str(&serde_json::to_string(&trust).unwrap()).unwrap();
+        assert_eq!(loaded, trust);
+        let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut loaded);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted);
+        assert!(ambiguous_why(&r, "30").contains("contradicted"), "{r:?}");
+        assert!(r.device_index.contradictions.is_empty(), "not checked again once off");
+        // A placement kept from the device index is dropped as well.
+        let k = kept_by_index("30", &[2]);
+        let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &k, &mut loaded);
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
+        // An incomplete read never resets it; a whole read of another GPU set (GPU 3
+        // replaced) does, and the rule waits for a new confirmation.
+        let mut other = g.clone();
+        other[3].uuid = Some("GPU-new".into());
+        pass(&[&a, &b], &other, Some(&[]), false, &BTreeMap::new(), &mut loaded);
+        assert!(loaded.contradicted.is_some());
+        let r = pass(&[&a, &b], &other, Some(&[]), true, &BTreeMap::new(), &mut loaded);
+        assert_eq!(r.device_index.state, DeviceIndexState::Untrusted);
+        assert!(r.device_index.reset_from.is_some() && loaded.contradicted.is_none() && loaded.confirmed.is_none());
+    }
+
+    /// A placement kept from the device index is not used in the pass that finds the node's
+    /// GPU set changed: the rule is untrusted again, and the job is derived afresh.
+    #[test]
+    fn a_changed_gpu_set_drops_placements_kept_from_the_device_index() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut trust = DeviceIndexTrust::default();
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        let k = kept_by_index("30", &[2]);
+        let r = pass(&[&b], &g, Some(&[]), false, &k, &mut trust);
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]), "same GPUs: kept");
+        assert_eq!(r.device_index.derived.iter().collect::<Vec<_>>(), ["30"]);
+        // GPU 2 and 3 swap minor numbers (a reboot renumbered them).
+        let swapped = gpus_with_minors(&[Some(0), Some(1), Some(3), Some(2)]);
+        let r = pass(&[&b], &swapped, Some(&[]), true, &k, &mut trust);
+        assert!(r.device_index.reset_from.is_some());
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
+        assert!(r.device_index.derived.is_empty());
+    }
+
+    /// Confirmation and contradiction in the same pass: the contradiction wins.
+    #[test]
+    fn a_contradiction_in_the_confirming_pass_wins() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let a = idx_job("10", 11, 1, &[0]);
+        let mut c = idx_job("20", 20, 1, &[3]);
+        c.sluid = Some("sEKNKTV3WPV500".into());
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(&[&a, &c, &b], &g, Some(&[(0, 100), (1, 200)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted);
+        assert!(trust.confirmed.is_none() && trust.contradicted.as_ref().is_some_and(|x| x.job_id == "20"));
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)));
+    }
+
+    /// A kept placement whose GPUs differ from what the job's device indices map to is a
+    /// contradiction too.
+    #[test]
+    fn kept_placement_differing_from_the_device_index_contradicts_it() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let a = idx_job("10", 11, 2, &[2, 3]);
+        let k = kept(&[("10", 1000, &[0, 1])]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(&[&a], &g, Some(&[]), true, &k, &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted, "{r:?}");
+        assert!(r.device_index.contradictions[0].what.contains("kept on GPUs [0, 1]"), "{r:?}");
+    }
+
+    /// Another job's process (here one of a job not on this node's list) on a GPU that the
+    /// device index names: never placed there.
+    #[test]
+    fn foreign_process_on_a_device_index_gpu_is_ambiguous() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut trust = DeviceIndexTrust {
+            pinned: vec![vec![2]],
+            ..DeviceIndexTrust::default()
+        };
+        // PID 200 is in the cgroup of a job (SLUID) that is not on the list.
+        let r = pass(
+            &[&a, &b],
+            &g,
+            Some(&[(0, 100), (1, 100), (2, 200)]),
+            true,
+            &BTreeMap::new(),
+            &mut trust,
+        );
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+        assert!(ambiguous_why(&r, "30").contains("another job's process"), "{r:?}");
+        assert!(r.device_index.placed.is_empty());
+    }
+
+    /// Without a known, distinct minor number for every visible GPU the rule is off.
+    #[test]
+    fn unknown_or_repeated_minor_numbers_switch_the_rule_off() {
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        for minors in [
+            vec![Some(0), Some(1), Some(2), None],
+            vec![None, None, None, None],
+            vec![Some(0), Some(1), Some(2), Some(2)],
+        ] {
+            let g = gpus_with_minors(&minors);
+            let mut trust = DeviceIndexTrust::default();
+            let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+            assert_eq!(r.device_index.state, DeviceIndexState::Unavailable, "{minors:?}");
+            assert!(ambiguous_why(&r, "30").contains("minor numbers"), "{minors:?}: {r:?}");
+            assert_eq!(trust, DeviceIndexTrust::default(), "{minors:?}: nothing learnt");
+        }
+        // No compute-apps table: the rule cannot tell a foreign process is absent.
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let mut trust = DeviceIndexTrust::default();
+        pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        let r = pass(&[&a, &b], &g, None, true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Unavailable);
+        assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)));
+    }
+
+    /// Multi-node jobs, and index lists that do not fit the job's count or the node's
+    /// minor numbers, are never placed by device index.
+    #[test]
+    fn device_index_needs_one_node_and_a_fitting_list() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let mut multi = job("30", 30, 2, &["n1", "n2"]);
+        multi.gres_idx = vec![Some(vec![2]), Some(vec![0])];
+        let short_list = idx_job("31", 31, 2, &[2]);
+        let absent = idx_job("32", 32, 1, &[9]);
+        // `complete` false: elimination (which would place job 31 by counts) is out of play.
+        for other in [&multi, &short_list, &absent] {
+            let mut trust = DeviceIndexTrust::default();
+            let r = pass(&[&a, other], &g, Some(&[(0, 100), (1, 100)]), false, &BTreeMap::new(), &mut trust);
+            assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+            assert!(matches!(r.jobs[&other.job_id], Attributed::Ambiguous(_)), "{}: {r:?}", other.job_id);
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! tests drive it in-process with fakes and a recording executor, and the binary drives it
 //! with the command-line implementations.
 
-use crate::attribution::{self, Attributed, Kept, KeptMap, ProcReader};
+use crate::attribution::{self, Attributed, DeviceIndexState, DeviceIndexTrust, Kept, KeptMap, ProcReader};
 use crate::config::{Config, RunMode};
 use crate::executor::{Executor, Outcome};
 use crate::metrics::Metrics;
@@ -57,6 +57,11 @@ pub struct CycleReport {
     /// Slurm showed jobs on this node but none holding GPUs, while compute processes ran on
     /// its GPUs (see the warning in [`Daemon::cycle`]).
     pub gpu_jobs_unseen: bool,
+    /// The device-index rule's state this cycle. When attribution did not run (no telemetry,
+    /// or squeue failed): `Contradicted` while the state file says so, else `Unavailable`.
+    pub device_index: DeviceIndexState,
+    /// Jobs placed by Slurm's device index this cycle (not those kept from earlier cycles).
+    pub placed_by_device_index: Vec<String>,
 }
 
 /// The daemon's state and its three collaborators.
@@ -81,6 +86,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     pub actions: ActionState,
     /// Kept attributions, per job id, each for one run of the job (its start time).
     pub kept: KeptMap,
+    /// Whether Slurm's device indices may place jobs on this node (confirmed, contradicted),
+    /// kept in the state file (see [`DeviceIndexTrust`]).
+    pub device_index: DeviceIndexTrust,
     /// Metrics.
     pub metrics: Metrics,
     /// When this process first saw each standing drain of ours (by job). Not persisted: after
@@ -138,10 +146,15 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mode = cfg.enforcer.mode;
         let path = cfg.enforcer.state_dir.join("state.json");
         let mut remembered: (usize, Option<String>) = (0, None);
+        let mut device_index = DeviceIndexTrust::default();
         let (engine, mut nodes, mut actions, kept) = match state::load(&path) {
             Loaded::State(s) => {
                 let s = *s;
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
+                device_index = s.device_index.clone();
+                if let Some(c) = &device_index.contradicted {
+                    tracing::warn!(job_id = %c.job_id, gpu = c.gpu, minor = c.minor, idx = ?c.idx, what = %c.what, "placing jobs by Slurm's device index stays off on this node: it was contradicted (state file key device_index; it resets when the node's GPU set changes)");
+                }
                 let mut actions = s.actions;
                 if s.mode != mode {
                     tracing::warn!(
@@ -206,6 +219,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             proc,
             actions,
             kept,
+            device_index,
             metrics,
             drain_found: BTreeMap::new(),
             most_gpus_seen: remembered.0,
@@ -255,6 +269,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 engine: self.engine.snapshot(now_s),
                 actions: self.actions.clone(),
                 attribution: self.kept.clone(),
+                device_index: self.device_index.clone(),
                 most_gpus_seen: self.most_gpus_seen,
                 last_node_hostname: self.last_node_hostname.clone(),
             },
@@ -280,6 +295,45 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         Metrics::inc(&mut self.metrics.read_errors, (source.to_string(), kind.to_string()));
     }
 
+    /// Logs, counts and records what the device-index rule saw in one attribution pass: each
+    /// contradiction (ERROR, `gpu_reaper_device_index_contradictions_total`, an audit record),
+    /// a reset of the record when the node's GPU set changed, the first confirmation, and the
+    /// jobs placed (`gpu_reaper_jobs_placed_by_device_index_total`).
+    fn device_index_report(&mut self, now_s: i64, r: &attribution::DeviceIndexReport, rep: &mut CycleReport) {
+        if let Some(from) = &r.reset_from {
+            tracing::warn!(before = ?from, now = ?self.device_index.gpus, "this node's GPU set (UUIDs, minor numbers) changed; placing jobs by Slurm's device index waits for a new confirmation");
+        }
+        for c in &r.contradictions {
+            tracing::error!(job_id = %c.job_id, gpu = c.gpu, minor = c.minor, idx = ?c.idx, what = %c.what, "Slurm's device indices contradict what the job's processes show on this node; placing jobs by device index is off on this node (kept in the state file)");
+            self.metrics.device_index_contradictions += 1;
+            let mode = self.cfg.enforcer.mode;
+            self.audit(json!({"t_s": now_s, "mode": mode.as_str(), "record": "device_index_contradiction", "job_id": c.job_id, "gpu": c.gpu, "minor": c.minor, "idx": c.idx, "what": c.what}));
+        }
+        if r.newly_confirmed {
+            if let Some(c) = &self.device_index.confirmed {
+                tracing::info!(job_id = %c.job_id, gpu = c.gpu, minor = c.minor, idx = ?c.idx, "Slurm's device indices confirmed by a job's processes on this node; jobs may now be placed by them");
+            }
+        }
+        for j in &r.placed {
+            tracing::info!(job_id = %j, "job placed by Slurm's device index (gres_detail IDX through nvidia-smi minor_number)");
+        }
+        self.metrics.jobs_placed_by_device_index += r.placed.len() as u64;
+        self.metrics.device_index_state = r.state.as_str();
+        rep.device_index = r.state;
+        rep.placed_by_device_index = r.placed.clone();
+    }
+
+    /// The device-index rule's state in a cycle whose attribution did not run (squeue or
+    /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
+    /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
+    fn device_index_idle_state(&self) -> DeviceIndexState {
+        if self.device_index.contradicted.is_some() {
+            DeviceIndexState::Contradicted
+        } else {
+            DeviceIndexState::Unavailable
+        }
+    }
+
     /// One cycle at `now_s`.
     pub fn cycle(&mut self, now_s: i64) -> CycleReport {
         let mut rep = CycleReport {
@@ -303,6 +357,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 self.metrics.findings.clear();
                 self.metrics.wasted_gpu_h.clear();
                 self.metrics.jobs_evaluated = 0;
+                self.metrics.device_index_state = self.device_index_idle_state().as_str();
                 return rep;
             }
         };
@@ -397,8 +452,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
 
         // 3. Attribution.
+        // Jobs whose GPUs come from Slurm's device index (rule 3), placed now or kept.
+        let mut by_device_index: BTreeSet<String> = self
+            .kept
+            .iter()
+            .filter(|(_, k)| k.by_device_index)
+            .map(|(j, _)| j.clone())
+            .collect();
         // Without telemetry only what is kept for the same run of a job carries over (a
         // requeued job has a new start time and is not placed on its old GPUs).
+        rep.device_index = self.device_index_idle_state();
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
@@ -406,7 +469,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .collect()
         } else {
             let whole = complete && gpus_whole;
-            let a = attribution::attribute(&on_node, &tel.gpus, tel.apps.as_ref(), self.proc.as_ref(), whole, &self.kept);
+            let a = attribution::attribute(
+                &on_node,
+                &tel.gpus,
+                tel.apps.as_ref(),
+                self.proc.as_ref(),
+                whole,
+                &self.kept,
+                &mut self.device_index,
+            );
+            self.device_index_report(now_s, &a.device_index, &mut rep);
+            by_device_index = a.device_index.derived;
             a.jobs
         };
         // A job placed on other GPUs than were kept for the same run (its own processes showed
@@ -482,7 +555,15 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .filter_map(|(k, v)| match v {
                 Attributed::Gpus(gpus) => {
                     let start_s = *start_of.get(k.as_str())?;
-                    Some((k, Kept { start_s, gpus }))
+                    let by_device_index = by_device_index.contains(&k);
+                    Some((
+                        k,
+                        Kept {
+                            start_s,
+                            gpus,
+                            by_device_index,
+                        },
+                    ))
                 }
                 Attributed::Ambiguous(_) => None,
             })
@@ -814,6 +895,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             self.actions.prune_overrides(&listed);
         }
         drop(views);
+        if tel.no_data.is_some() {
+            self.metrics.device_index_state = rep.device_index.as_str();
+        }
         log_cycle_summary(&rep, read.jobs.len(), on_node.len(), samples.len());
         self.findings = findings;
         let saved = self.save(now_s);
@@ -828,7 +912,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
 /// One info line per completed cycle, so a quiet node still shows it is working: jobs in
 /// squeue and on this node, and of those on this node how many were evaluated and how many
-/// skipped, with why (`ambiguous_attribution=2 no_start_time=1`), GPUs read, findings per
+/// skipped, with why (`ambiguous_attribution=2 no_start_time=1`), GPUs read, the
+/// device-index rule's state and the jobs it placed this cycle, findings per
 /// verdict (`healthy=3 watching=1`, verdicts in rung order), and actions done, would-do,
 /// failed and skipped.
 fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, gpus_read: usize) {
@@ -855,6 +940,8 @@ fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, g
         jobs_skipped = rep.jobs_skipped.len(),
         jobs_skipped_why = %jobs_skipped_why,
         gpus_read,
+        device_index = rep.device_index.as_str(),
+        placed_by_device_index = rep.placed_by_device_index.len(),
         telemetry_no_data = rep.telemetry_no_data.as_deref().unwrap_or(""),
         verdicts = %verdicts,
         actions_done = count("done") + count("already_gone"),

@@ -50,6 +50,17 @@ pub struct Metrics {
     pub jobs_evaluated: u64,
     /// Counter: children abandoned after a timeout (would not die).
     pub abandoned_children: u64,
+    /// Counter: jobs placed on their GPUs by Slurm's device index (`gres_detail` IDX through
+    /// nvidia-smi `minor_number`); a placement kept from an earlier cycle is not counted again.
+    pub jobs_placed_by_device_index: u64,
+    /// Counter: inconsistencies found between Slurm's device indices and the GPUs a job's
+    /// processes run on (each one switches the rule off on this node).
+    pub device_index_contradictions: u64,
+    /// Gauge: the device-index rule's state in the last cycle: `unavailable`, `untrusted`,
+    /// `trusted` or `contradicted` (empty before the first cycle: all four 0). A cycle whose
+    /// squeue or nvidia-smi read failed shows `contradicted` while the state file says so, else
+    /// `unavailable`.
+    pub device_index_state: &'static str,
 }
 
 /// The reasons of `gpu_reaper_skipped_total` that the daemon counts itself, besides the
@@ -95,13 +106,13 @@ pub fn read_error_kinds(source: &str) -> Vec<&'static str> {
             .chain(PROCESS_KINDS)
             .collect(),
         "scontrol" => ["exit_1", "parse", "wrong_node"].into_iter().chain(PROCESS_KINDS).collect(),
-        "nvidia-smi" => ["no_gpus", "bad_header", "bad_row", "no_index"]
+        "nvidia-smi" => ["no_gpus", "bad_header", "bad_row", "no_index", "field_refused"]
             .into_iter()
             .chain(smi_no_data)
             .chain(SMI_EXIT_KINDS)
             .chain(PROCESS_KINDS)
             .collect(),
-        "compute-apps" => ["bad_row", "parse"]
+        "compute-apps" => ["bad_row", "parse", "field_refused"]
             .into_iter()
             .chain(smi_no_data)
             .chain(SMI_EXIT_KINDS)
@@ -277,9 +288,34 @@ impl Metrics {
                 "Commands abandoned after a timeout because they would not die.",
                 self.abandoned_children as f64,
             ),
+            (
+                "gpu_reaper_jobs_placed_by_device_index_total",
+                "counter",
+                "Jobs placed on their GPUs by Slurm's device index (gres_detail IDX through nvidia-smi minor_number).",
+                self.jobs_placed_by_device_index as f64,
+            ),
+            (
+                "gpu_reaper_device_index_contradictions_total",
+                "counter",
+                "Inconsistencies between Slurm's device indices and the GPUs a job's processes run on; each switches the rule off on this node.",
+                self.device_index_contradictions as f64,
+            ),
         ] {
             head(&mut s, name, kind, help);
             let _ = writeln!(s, "{name} {v}");
+        }
+        head(
+            &mut s,
+            "gpu_reaper_device_index_state",
+            "gauge",
+            "1 for the device-index placement rule's state in the last cycle (unavailable, untrusted, trusted, contradicted), 0 for the others.",
+        );
+        for st in ["unavailable", "untrusted", "trusted", "contradicted"] {
+            let _ = writeln!(
+                s,
+                "gpu_reaper_device_index_state{{state=\"{st}\"}} {}",
+                (self.device_index_state == st) as u8
+            );
         }
         s
     }

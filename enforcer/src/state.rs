@@ -3,7 +3,7 @@
 //! file is a fresh start; a corrupt or unreadable one is logged by the caller and also means
 //! a fresh start, which is safe: escalation begins again from the first alert.
 
-use crate::attribution::KeptMap;
+use crate::attribution::{DeviceIndexTrust, KeptMap};
 use crate::config::RunMode;
 use crate::plan::ActionState;
 use policy::{EngineSnapshot, NodeTable};
@@ -44,6 +44,13 @@ pub struct StateFile {
     /// files.
     #[serde(default)]
     pub last_node_hostname: Option<String>,
+    /// Whether Slurm's device indices may place jobs on this node: its GPU set, the first
+    /// confirmation, the contradiction that switched the rule off (see
+    /// [`crate::attribution::DeviceIndexTrust`]). Absent in older files (nothing confirmed).
+    /// Deleting this key (daemon stopped) re-enables a contradicted rule, which then waits
+    /// for a new confirmation.
+    #[serde(default)]
+    pub device_index: DeviceIndexTrust,
 }
 
 /// What loading found.

@@ -6,7 +6,7 @@
 //! 14 with a printed table), a timeout, or a hung earlier nvidia-smi all give a read with no
 //! GPUs and the reason recorded.
 
-use crate::parse::smi::{self, AppsTable, GpuReading, APPS_QUERY, GPU_QUERY};
+use crate::parse::smi::{self, AppsTable, GpuReading, APPS_QUERY, GPU_QUERY, GPU_QUERY_WITHOUT_MINOR};
 use crate::run::{self, KillMode, RunOptions, RunOutcome};
 use std::time::Duration;
 
@@ -91,6 +91,13 @@ pub trait Telemetry {
 }
 
 /// [`Telemetry`] over `nvidia-smi --query-gpu` and `--query-compute-apps`.
+///
+/// The GPU query is [`GPU_QUERY`], which asks for `minor_number`. An nvidia-smi that does not
+/// know that field (an old driver) answers `Field "minor_number" is not a valid field to
+/// query.` and exits 2 ("a supplied argument or flag is invalid", nvidia-smi(1) RETURN
+/// VALUE): the same cycle then asks [`GPU_QUERY_WITHOUT_MINOR`] instead, a warning is logged
+/// once, and the rest of the run uses that list ([`NvidiaSmi::minor_refused`]), so telemetry
+/// never breaks; without minor numbers the device-index placement rule stays off.
 #[derive(Debug, Clone)]
 pub struct NvidiaSmi {
     /// Program (name on PATH or path).
@@ -99,12 +106,35 @@ pub struct NvidiaSmi {
     pub timeout: Duration,
     /// How a timed-out nvidia-smi is stopped (tests use [`KillMode::Ignore`]).
     pub kill: KillMode,
+    /// True once nvidia-smi has refused `minor_number` as a query field in this run; start
+    /// with false.
+    pub minor_refused: bool,
+}
+
+impl NvidiaSmi {
+    /// An nvidia-smi reader that asks for minor numbers until nvidia-smi refuses them.
+    pub fn new(program: impl Into<String>, timeout: Duration, kill: KillMode) -> Self {
+        NvidiaSmi {
+            program: program.into(),
+            timeout,
+            kill,
+            minor_refused: false,
+        }
+    }
 }
 
 enum Query {
     Table(String),
     /// The kind (a metric label) and nvidia-smi's own words, if it printed any.
     NoData(String, Option<String>),
+    /// nvidia-smi refused a query field (`Field "…" is not a valid field to query.`); the
+    /// line that said so.
+    FieldRefused(String),
+}
+
+/// The line in which nvidia-smi refuses a `--query-gpu` field, if `text` has one.
+fn field_refused(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).find(|l| l.contains("is not a valid field to query"))
 }
 
 /// The first two non-blank lines of `stderr`, or else of `stdout`, as one line of at most 240
@@ -123,6 +153,11 @@ impl NvidiaSmi {
         o.kill = self.kill;
         let out = run::run(&self.program, &args, &o);
         let label = out.label();
+        if let RunOutcome::Exited { stdout, stderr, .. } = &out {
+            if let Some(line) = field_refused(stdout).or_else(|| field_refused(stderr)) {
+                return Query::FieldRefused(policy::one_line(line, 240));
+            }
+        }
         match out {
             RunOutcome::Exited { code: Some(0), stdout, .. } => match smi::no_data(&stdout) {
                 Some(smi::SmiError::NoData { kind, line }) => Query::NoData(kind.to_string(), Some(policy::one_line(&line, 240))),
@@ -140,8 +175,28 @@ impl NvidiaSmi {
 impl Telemetry for NvidiaSmi {
     fn read(&mut self, _now_s: i64) -> TelemetryRead {
         let mut r = TelemetryRead::default();
-        let gpu_args = vec![format!("--query-gpu={}", GPU_QUERY.join(",")), "--format=csv,nounits".into()];
-        match self.query(gpu_args) {
+        let gpu_args = |fields: &[&str]| vec![format!("--query-gpu={}", fields.join(",")), "--format=csv,nounits".into()];
+        let mut answer = if self.minor_refused {
+            self.query(gpu_args(&GPU_QUERY_WITHOUT_MINOR))
+        } else {
+            self.query(gpu_args(&GPU_QUERY))
+        };
+        if let (Query::FieldRefused(line), false) = (&answer, self.minor_refused) {
+            if line.contains("minor_number") {
+                tracing::warn!(
+                    nvidia_smi_said = %line,
+                    "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it for the rest of this run, and placing jobs by Slurm's device index stays off"
+                );
+                self.minor_refused = true;
+                answer = self.query(gpu_args(&GPU_QUERY_WITHOUT_MINOR));
+            }
+        }
+        match answer {
+            Query::FieldRefused(line) => {
+                r.no_data = Some("field_refused".into());
+                r.no_data_detail = Some(line);
+                return r;
+            }
             Query::NoData(k, detail) => {
                 r.no_data = Some(k);
                 r.no_data_detail = detail;
@@ -192,6 +247,10 @@ impl Telemetry for NvidiaSmi {
                 Ok(t) => r.apps = Some(t),
                 Err(e) => r.errors.push(TelemetryProblem::new("compute-apps", "parse", None, e.to_string())),
             },
+            Query::FieldRefused(line) => {
+                let problem = format!("--query-compute-apps refused a field ({line}); process counts unknown");
+                r.errors.push(TelemetryProblem::new("compute-apps", "field_refused", None, problem));
+            }
             Query::NoData(k, detail) => {
                 let said = detail.map(|d| format!(": {d}")).unwrap_or_default();
                 let problem = format!("--query-compute-apps gave no table ({k}{said}); process counts unknown");

@@ -301,7 +301,8 @@ fn truncated_nvidia_smi_row_is_logged_each_cycle_with_source_line_and_problem() 
         assert_eq!(w["fields"]["source"], "nvidia-smi", "{w}");
         assert_eq!(w["fields"]["line"], 3, "header, GPU 0, then the cut row: {w}");
         let problem = w["fields"]["problem"].as_str().unwrap();
-        assert!(problem.contains("expected 7") && problem.contains("GPU-1"), "{w}");
+        // The header has 8 columns: the enforcer asks for minor_number too.
+        assert!(problem.contains("expected 8") && problem.contains("GPU-1"), "{w}");
     }
     assert!(e.audit().iter().all(|a| a["action"] != "drain" && a["action"] != "cancel"));
 }
@@ -456,11 +457,26 @@ fn check_config_and_parse_commands() {
     let headerless = "0, GPU-a, [N/A], 10, 80, [Not Supported], 400\n";
     let (ok, v) = parse("nvidia-smi", headerless, &[]);
     assert!(!ok && v["error"].as_str().unwrap().contains("--columns"), "{v}");
-    let own = enforcer::parse::smi::GPU_QUERY.join(",");
-    let (ok, v) = parse("nvidia-smi", headerless, &["--columns", &own]);
+    let old = enforcer::parse::smi::GPU_QUERY_WITHOUT_MINOR.join(",");
+    let (ok, v) = parse("nvidia-smi", headerless, &["--columns", &old]);
     assert!(ok);
     assert_eq!(v["gpus"][0]["util_pct"], serde_json::Value::Null, "missing is null");
     assert_eq!(v["gpus"][0]["mem_used_mib"], 10.0);
+    assert_eq!(v["gpus"][0]["minor"], serde_json::Value::Null, "not queried: null");
+    // The enforcer's own list ends with minor_number; a 7-field row does not fit it.
+    let own = enforcer::parse::smi::GPU_QUERY.join(",");
+    let (ok, v) = parse("nvidia-smi", headerless, &["--columns", &own]);
+    assert!(!ok, "{v}");
+    let (ok, v) = parse(
+        "nvidia-smi",
+        "0, GPU-a, [N/A], 10, 80, [Not Supported], 400, 6\n",
+        &["--columns", &own],
+    );
+    assert!(ok, "{v}");
+    assert_eq!(
+        (&v["gpus"][0]["index"], &v["gpus"][0]["minor"]),
+        (&serde_json::json!(0), &serde_json::json!(6))
+    );
     let (ok, v) = parse("nvidia-smi", "5, 77\n", &["--columns", "index,utilization.gpu"]);
     assert!(ok);
     assert_eq!(v["gpus"][0]["util_pct"], 77.0);
@@ -1429,4 +1445,59 @@ fn a_node_hostname_of_another_host_holds_every_action_and_check_config_warns() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// The real binary, squeue --json from the fake (with `gres_detail`), the fake nvidia-smi with
+/// minor numbers that differ from the indices (index i is minor 3 - i), and a /proc in which
+/// PID 5000 is job 1000's and PID 5001 job 999's. Job 1000 runs on GPUs 0 and 1 (IDX 2-3),
+/// job 999 on GPU 2 (IDX 1); job 1001 is idle with no process on IDX 0, i.e. GPU 3. The first
+/// cycle confirms the mapping, pins minor 0 down (jobs 1000 and 999 tell it apart from the
+/// rest) and places job 1001 by it (the cycle line says so), and observe mode alerts it once
+/// its window is full.
+#[test]
+fn binary_places_an_idle_job_by_slurm_device_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Env { dir };
+    std::fs::create_dir_all(e.fake_dir().join("proc/5000")).unwrap();
+    e.set(
+        "proc/5000/cgroup",
+        "0::/system.slice/slurmstepd.scope/job_1000/step_0/user/task_0\n",
+    );
+    std::fs::create_dir_all(e.fake_dir().join("proc/5001")).unwrap();
+    e.set("proc/5001/cgroup", "0::/system.slice/slurmstepd.scope/job_999/step_0/user/task_0\n");
+    let start = T0 - 7200;
+    e.set(
+        "jobs.tsv",
+        &format!(
+            "1000\t1000\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,node=1\ttrain\t\t\"gpu:2(IDX:2-3)\"\n\
+             1001\t1001\t0\t0\t0\t0\tRUNNING\tbob\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,node=1\tforgotten\t\t\"gpu:1(IDX:0)\"\n\
+             999\t999\t0\t0\t0\t0\tRUNNING\tcarol\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,node=1\tshort\t\t\"gpu:1(IDX:1)\"\n"
+        ),
+    );
+    e.set(
+        "gpus.txt",
+        "0 GPU-0 90 5 30000 81920 300 400 3\n1 GPU-1 90 5 30000 81920 300 400 2\n2 GPU-2 80 5 20000 81920 250 400 1\n3 GPU-3 0 0 3 81920 56 400 0\n",
+    );
+    e.set("apps.csv", "GPU-0, 5000, 30000\nGPU-1, 5000, 30000\nGPU-2, 5001, 20000\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 15);
+    assert!(ok, "{log}");
+    let cycles = log_lines(&log, |v| v["fields"]["message"] == "cycle");
+    assert_eq!(cycles.len(), 15, "{log}");
+    let first = &cycles[0]["fields"];
+    assert_eq!(first["device_index"], "trusted", "{first}");
+    assert_eq!(first["placed_by_device_index"], 1, "{first}");
+    assert_eq!(first["jobs_skipped"], 0, "{first}");
+    assert!(
+        cycles[1..].iter().all(|c| c["fields"]["placed_by_device_index"] == 0),
+        "kept, not placed again"
+    );
+    let alerts: Vec<_> = e.audit().into_iter().filter(|a| a["action"] == "alert").collect();
+    assert!(alerts.iter().any(|a| a["job_id"] == "1001"), "{alerts:?}");
+    assert!(!alerts.iter().any(|a| a["job_id"] == "1000" || a["job_id"] == "999"), "{alerts:?}");
+    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(e.state_dir().join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["attribution"]["1001"]["gpus"], serde_json::json!([3]), "minor 0 is GPU 3");
+    assert_eq!(state["attribution"]["1001"]["by_device_index"], true);
+    assert_eq!(state["device_index"]["confirmed"]["job_id"], "1000");
+    assert_eq!(state["device_index"]["gpus"].as_array().map(Vec::len), Some(4));
+    assert_eq!(state["device_index"]["pinned"], serde_json::json!([[2, 3], [1]]));
 }

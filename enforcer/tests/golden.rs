@@ -7,7 +7,7 @@ use chrono::FixedOffset;
 use common::{sample, sample_raw, script};
 use enforcer::parse::cgroup::{self, CgroupJob};
 use enforcer::parse::smi::{self, SmiError};
-use enforcer::parse::{hostlist, squeue_format, squeue_json, tres};
+use enforcer::parse::{gres_detail, hostlist, squeue_format, squeue_json, tres};
 use enforcer::run::KillMode;
 use enforcer::slurm::{JobSource, SlurmCli, SlurmClient, SQUEUE_ENV_REMOVE};
 use enforcer::telemetry::{NvidiaSmi, Telemetry};
@@ -47,7 +47,9 @@ fn smi_gpu_normal_noheader_8_gpus_integers_mib() {
         matches!(smi::parse_gpus(&t, None), Err(SmiError::BadHeader(_))),
         "no header to go by"
     );
-    let wrong = smi::parse_gpus(&t, Some(&smi::GPU_QUERY)).unwrap();
+    let eight = smi::parse_gpus(&t, Some(&smi::GPU_QUERY)).unwrap();
+    assert!(eight.gpus.is_empty() && eight.row_errors.iter().all(|e| e.problem.starts_with("7 fields, expected 8")));
+    let wrong = smi::parse_gpus(&t, Some(&smi::GPU_QUERY_WITHOUT_MINOR)).unwrap();
     assert!(wrong.gpus.is_empty(), "name text in utilization.gpu: every row rejected: {wrong:?}");
     assert_eq!(wrong.row_errors.len(), 8);
     assert!(wrong.row_errors[0]
@@ -127,6 +129,7 @@ fn smi_script(dir: &std::path::Path, body: &str) -> NvidiaSmi {
         program: script(dir, "nvidia-smi", body),
         timeout: Duration::from_secs(5),
         kill: KillMode::Kill,
+        minor_refused: false,
     }
 }
 
@@ -617,6 +620,58 @@ fn scontrol_show_job_d_gres_tres_and_nodes() {
         "(e) NodeList=(null): no allocation yet"
     );
     assert_eq!(hostlist::parse("gpu[04-07]").unwrap().len(), 4, "one Nodes= line for several nodes");
+}
+
+/// The per-node GRES detail forms of `scontrol -d show job` (B10) read as squeue JSON's
+/// `gres_detail` strings: the index lists of `GRES_IDX=` (2019) and `GRES=` lines, typed and
+/// untyped items, a non-GPU `CNT:` item ignored, an empty `GRES=` (no GPU), and the public
+/// variants quoted in the sample's comments.
+#[test]
+fn scontrol_show_job_d_gres_index_lists() {
+    let Some(raw) = sample_raw("scontrol-show-job-d-gres.txt") else {
+        return;
+    };
+    // The records, then the public variants quoted in the closing comment (the comments
+    // above the records only name the syntaxes).
+    let variants = raw.find("# Other public variants").map_or("", |at| &raw[at..]);
+    let t = format!("{}\n{variants}", enforcer::parse::strip_comments(&raw));
+    let values: Vec<&str> = t
+        .split_whitespace()
+        .map(|w| w.trim_start_matches('"'))
+        .filter_map(|w| w.strip_prefix("GRES_IDX=").or_else(|| w.strip_prefix("GRES=")))
+        .map(|v| v.trim_end_matches(['"', ',', '.']))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            "gpu(IDX:0,2-3,5)",
+            "gpu(IDX:5)",
+            "gpu:rtx2080:1(IDX:1),gg:g0(CNT:1)",
+            "",
+            "gpu(IDX:0-7)",
+            "gpu:h200:2(IDX:0-1)",
+            "gpu:a100:1(IDX:0),gpu:v100:2(IDX:1-2)",
+        ],
+        "the GRES detail values of the sample, in order"
+    );
+    let lists: Vec<Option<Vec<u32>>> = values.iter().map(|v| gres_detail::gpu_indices(v).unwrap()).collect();
+    assert_eq!(
+        lists,
+        [
+            Some(vec![0, 2, 3, 5]),
+            Some(vec![5]),
+            Some(vec![1]),
+            Some(vec![]),
+            Some((0..8).collect()),
+            Some(vec![0, 1]),
+            Some(vec![0, 1, 2]),
+        ],
+        "(a) GRES_IDX= 0,2-3,5; (b) 5; (c) the typed GPU at 1, gg ignored; (d) empty: no GPU"
+    );
+    // Each index list agrees with the count the same string gives.
+    for (v, l) in values.iter().zip(&lists) {
+        assert_eq!(gres_detail::gpu_count(v).unwrap() as usize, l.as_ref().unwrap().len(), "{v}");
+    }
 }
 
 #[test]

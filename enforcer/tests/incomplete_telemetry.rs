@@ -49,6 +49,7 @@ fn smi_daemon(dir: &std::path::Path, smi_body: &str, jobs: Vec<SlurmJob>, procs:
         program: smi,
         timeout: std::time::Duration::from_secs(5),
         kill: enforcer::run::KillMode::Ignore,
+        minor_refused: false,
     };
     let c = cluster(jobs);
     let procs = Procs(
@@ -140,10 +141,12 @@ fn one_incomplete_gpu_list_never_pins_a_busy_job_to_a_free_gpu() {
     }
 }
 
-/// A whole-node idle job (2 GPUs, 0 %, 3 MiB), placed in the first cycle, whose power then
+/// A whole-node idle job (2 GPUs, 0–1 %, 3 MiB), placed in the first cycle, whose power then
 /// reads `ERR!` (nvidia-smi's mark for a GPU or driver error) on every row: the rows are no
-/// evidence, so the job is never drained or cancelled. The same job with power `[N/A]` (unknown, as on GPUs without power
-/// readings) is judged on the rest and drained: the test tells the two apart.
+/// evidence, so the job is never drained or cancelled. The same job with power `[N/A]`
+/// (unknown, as on GPUs without power readings) is judged on the rest and drained: the test
+/// tells the two apart. (Util moves between 0 and 1 %: readings that never change with power
+/// unknown could be a frozen collector, and are held at alert.)
 #[test]
 fn a_gpu_row_with_an_unreadable_value_is_no_evidence() {
     for (power, want_action) in [("ERR!", false), ("nan", false), ("[N/A]", true)] {
@@ -153,8 +156,9 @@ fn a_gpu_row_with_an_unreadable_value_is_no_evidence() {
 n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n + 1)) > "$D/n"
 {SMI_HEADER}
 p="6$((n % 3)).5"; if [ "$n" -ge 2 ]; then p="{power}"; fi
-echo "0, GPU-0, 0, 3, 81920, $p, 400.00"
-echo "1, GPU-1, 0, 3, 81920, $p, 400.00""#
+u=$((n % 2))
+echo "0, GPU-0, $u, 3, 81920, $p, 400.00"
+echo "1, GPU-1, $u, 3, 81920, $p, 400.00""#
         );
         let (mut d, c) = smi_daemon(dir.path(), &body, vec![job("1000", 1000, 2, &[NODE])], &[]);
         let (mut worst, mut last) = (policy::Verdict::Healthy, None);
@@ -226,8 +230,17 @@ fn attribution_never_panics_with_uneven_multi_node_jobs() {
     let mut jobs: Vec<&SlurmJob> = uneven.iter().collect();
     jobs.push(&idle);
     let apps = AppsTable::default();
-    let r =
-        std::panic::catch_unwind(|| attribution::attribute(&jobs, &gpus(8), Some(&apps), &Procs(BTreeMap::new()), true, &KeptMap::new()));
+    let r = std::panic::catch_unwind(|| {
+        attribution::attribute(
+            &jobs,
+            &gpus(8),
+            Some(&apps),
+            &Procs(BTreeMap::new()),
+            true,
+            &KeptMap::new(),
+            &mut attribution::DeviceIndexTrust::default(),
+        )
+    });
     let r = r.expect("attribute panicked (attempt to add with overflow)");
     assert!(matches!(r.jobs["20"], Attributed::Ambiguous(_)), "{:?}", r.jobs);
 }

@@ -20,6 +20,7 @@ proptest! {
         let _ = hostlist::parse(&t);
         let _ = tres::parse(&t);
         let _ = gres_detail::gpu_count(&t);
+        let _ = gres_detail::gpu_indices(&t);
         let _ = smi::parse_gpus(&t, None);
         let _ = smi::parse_gpus(&t, Some(&smi::GPU_QUERY));
         let _ = smi::parse_apps(&t, None);
@@ -65,6 +66,55 @@ proptest! {
         // A range reaching u32::MAX is an error or a count, never a panic.
         let _ = gres_detail::gpu_count(&format!("gpu(IDX:{big}-{})", u32::MAX));
         let _ = gres_detail::gpu_count(&format!("gpu(IDX:0-{big},0-{big})"));
+    }
+
+    #[test]
+    fn gres_detail_index_lists_round_trip(
+        set in proptest::collection::btree_set(0u32..300, 1..24),
+        cuts in proptest::collection::vec(any::<bool>(), 24),
+        merge in proptest::collection::vec(any::<bool>(), 24),
+        types in proptest::collection::vec("[a-z][a-z0-9]{0,5}", 4),
+        typed in any::<bool>(),
+    ) {
+        // The set, written as runs `a-b` (a run may also be written index by index), split
+        // into several items (`gpu:TYPE:N(IDX:…)` or untyped), with non-GPU GRES between them.
+        let v: Vec<u32> = set.iter().copied().collect();
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for (i, &x) in v.iter().enumerate() {
+            match runs.last_mut() {
+                Some((_, hi)) if *hi + 1 == x && merge[i] => *hi = x,
+                _ => runs.push((x, x)),
+            }
+        }
+        let mut items: Vec<Vec<String>> = vec![Vec::new()];
+        for (i, (lo, hi)) in runs.iter().enumerate() {
+            if i > 0 && cuts[i] {
+                items.push(Vec::new());
+            }
+            let text = if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") };
+            items.last_mut().unwrap().push(text);
+        }
+        let mut parts = Vec::new();
+        for (i, list) in items.iter().enumerate() {
+            let n: u32 = list.iter().map(|r| match r.split_once('-') {
+                Some((a, b)) => b.parse::<u32>().unwrap() - a.parse::<u32>().unwrap() + 1,
+                None => 1,
+            }).sum();
+            let head = if typed { format!("gpu:{}:{n}", types[i % types.len()]) } else { "gpu".to_string() };
+            parts.push(format!("{head}(IDX:{})", list.join(",")));
+            if i % 2 == 0 {
+                parts.push("gg:g0(CNT:1)".to_string());
+            }
+        }
+        let text = parts.join(",");
+        prop_assert_eq!(gres_detail::gpu_indices(&text).unwrap(), Some(v.clone()), "{}", text);
+        prop_assert_eq!(gres_detail::gpu_count(&text).unwrap(), v.len() as u32, "{}", text);
+        // One count-only GPU item anywhere: no indices, never a partial list.
+        let with_cnt = format!("{text},gpu:x(CNT:1)");
+        prop_assert_eq!(gres_detail::gpu_indices(&with_cnt).unwrap(), None);
+        // Any index given twice is an error, never a list with a repeat.
+        let twice = format!("{text},gpu(IDX:{})", v[v.len() / 2]);
+        prop_assert!(gres_detail::gpu_indices(&twice).is_err(), "{}", twice);
     }
 
     #[test]

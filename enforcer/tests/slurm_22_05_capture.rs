@@ -44,6 +44,23 @@ fn squeue_json_without_gpu_tres_takes_gpus_from_gres_detail() {
 }
 
 #[test]
+fn squeue_json_gres_detail_gives_each_running_jobs_device_indices() {
+    let r = squeue_json::parse(&read("squeue.json")).unwrap();
+    // `gpu:2(IDX:0-1)` and `gpu:1(IDX:2)`: one list per node, the only node.
+    assert_eq!(job(&r.jobs, "5").gres_idx, vec![Some(vec![0, 1])]);
+    assert_eq!(job(&r.jobs, "6").gres_idx, vec![Some(vec![2])]);
+    assert_eq!(
+        enforcer::attribution::single_node_indices(job(&r.jobs, "6")),
+        Some(&[2][..]),
+        "a one-node job's list is the one the device-index rule reads"
+    );
+    // The pending array and the cancelled jobs have an empty gres_detail: no list.
+    for id in ["1", "2", "3", "4", "7"] {
+        assert!(job(&r.jobs, id).gres_idx.is_empty(), "{id}");
+    }
+}
+
+#[test]
 fn squeue_format_header_is_ours_on_22_05_and_tres_shows_no_gpus() {
     let text = read("squeue-format.txt");
     assert_eq!(text.lines().next().unwrap(), squeue_format::own_header());

@@ -188,6 +188,9 @@ pub const MAX_WINDOW_S: i64 = 7 * 86_400;
 /// The longest accepted `warmup`, `notice`, `clock_skew` and stage dwell: 366 days, past any
 /// Slurm time limit a site sets in practice.
 pub const MAX_SPAN_S: i64 = 366 * 86_400;
+/// The highest accepted `spin_power_frac`: half of `power.limit`. A GPU at full util that draws
+/// more is working; at 1 every sample would count as low power.
+pub const MAX_SPIN_POWER_FRAC: f64 = 0.5;
 
 impl Policy {
     /// True when an engine can judge `self` and `other` over one set of windows (see
@@ -315,6 +318,15 @@ impl Policy {
         }
         pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0)?;
         pct("policy.spin_power_frac", c.spin_power_frac, 0.0, 1.0)?;
+        if c.spin_power_frac > MAX_SPIN_POWER_FRAC {
+            // Every sample at or below its limit would pass "low power" at 1; above half the
+            // limit a GPU at full util is doing real work, whatever its power's flatness.
+            return Err(err(
+                "policy.spin_power_frac",
+                c.spin_power_frac,
+                format!("must be at most {MAX_SPIN_POWER_FRAC}: spin is full util at low power (a deadlocked NCCL kernel draws near idle power), and a GPU at full util drawing more than half its power.limit is working, so a higher value would call steady busy jobs spin"),
+            ));
+        }
         pct("policy.mem_held_frac", c.mem_held_frac, 0.0, 1.0)?;
         pct("policy.spin_power_cv", c.spin_power_cv, 0.0, 10.0)?;
         pct("policy.idle_power_w", c.idle_power_w, 0.0, 2000.0)?;

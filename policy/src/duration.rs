@@ -107,14 +107,14 @@ impl DurationS {
 impl fmt::Display for DurationS {
     /// Writes the shortest exact form: `"20m"`, `"90s"`, `"1h30m"`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut s = self.0;
-        if s == 0 {
+        if self.0 == 0 {
             return write!(f, "0s");
         }
-        if s < 0 {
+        if self.0 < 0 {
             write!(f, "-")?;
-            s = -s;
         }
+        // `unsigned_abs`: `i64::MIN` has no positive i64.
+        let mut s = self.0.unsigned_abs();
         for (unit, name) in [(86_400, 'd'), (3600, 'h'), (60, 'm'), (1, 's')] {
             if s >= unit {
                 write!(f, "{}{}", s / unit, name)?;

@@ -7,7 +7,7 @@ use crate::input::{GpuRef, JobFacts, NodeId, Observation, Sample, Scope};
 use crate::sample_check;
 use crate::signature;
 use crate::verdict::Verdict;
-use crate::window::{Brief, Coverage, Cycle, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds};
+use crate::window::{Brief, Coverage, Cycle, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds, WindowKey};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -262,10 +262,15 @@ struct Look {
 ///
 /// Restoring keeps the sample windows (trimmed to one window before the restore time) but
 /// not the escalation: every job starts again below the first alert (see [`Engine::restore`]).
+/// Windows are kept only under the same window and ingest thresholds they were built with.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineSnapshot {
     /// Time the snapshot was taken, epoch seconds.
     pub taken_s: i64,
+    /// The window and ingest thresholds the windows were built under; absent in snapshots
+    /// written before it existed, whose windows are then not kept.
+    #[serde(default)]
+    windows_key: Option<WindowKey>,
     jobs: Vec<JobState>,
 }
 
@@ -398,6 +403,7 @@ impl Engine {
     pub fn snapshot(&self, now_s: i64) -> EngineSnapshot {
         EngineSnapshot {
             taken_s: now_s,
+            windows_key: Some(self.th.key()),
             jobs: self.jobs.clone(),
         }
     }
@@ -405,8 +411,16 @@ impl Engine {
     /// An engine resumed from a snapshot at `now_s`. Window contents older than one window are
     /// dropped, and escalation starts again from the first alert: no job keeps a breach,
     /// rung, alert time or drain confirmation across a restart.
+    ///
+    /// Each kept sample's predicates (memory held, power at idle, a hole before it …) were
+    /// decided when it was ingested, under the snapshot's config. When `policy` differs in
+    /// any of them (window, gap, skew or an ingest threshold), or the snapshot does not say
+    /// which it was built under, no window is kept: every job gathers a full window again.
     pub fn restore(policy: Policy, mode: Mode, snap: EngineSnapshot, now_s: i64) -> Engine {
         let mut e = Engine::new(policy, mode);
+        if snap.windows_key != Some(e.th.key()) {
+            return e;
+        }
         for mut j in snap.jobs {
             if j.gpus.len() != j.alloc.len() {
                 continue;
@@ -742,16 +756,27 @@ impl Engine {
         let st = &mut self.jobs[ji];
         let (from, to) = self.ranges[ji];
         let (from, to) = (from as usize, to as usize);
+        // A sample stamped before the job started says nothing about the job (the GPU's
+        // earlier history, re-sent or scraped as a range): it is counted invalid, never
+        // evidence, so no window reaching before the start is ever covered.
+        let start_s = st.start_s;
         if self.direct {
             for (s, &slot) in obs.samples[from..to].iter().zip(&self.slots[from..to]) {
                 if slot != NO_SLOT {
-                    st.gpus[slot as usize].ingest(s, cyc, &th);
+                    let w = &mut st.gpus[slot as usize];
+                    if s.t_s < start_s {
+                        w.ingest_before_start(s.t_s);
+                    } else {
+                        w.ingest(s, cyc, &th);
+                    }
                 }
             }
         } else {
             for r in &self.routed[from..to] {
                 let w = &mut st.gpus[(r.key & 0xffff_ffff) as usize];
-                if r.conflict {
+                if r.t_s < start_s {
+                    w.ingest_before_start(r.t_s);
+                } else if r.conflict {
                     w.ingest_unusable(r.t_s, cyc);
                 } else {
                     w.ingest(&obs.samples[r.idx as usize], cyc, &th);
@@ -776,7 +801,7 @@ impl Engine {
         let mut late = 0;
         let mut pool = Pool::default();
         for (w, g) in st.gpus.iter_mut().zip(&st.alloc) {
-            late += w.late;
+            late = w.late.saturating_add(late);
             // Under `Scope::Whole` every GPU is observed; the allocation is not even read.
             if !whole_scope && !observed(scope, g) {
                 look.whole = false;
@@ -859,7 +884,7 @@ impl Engine {
                 }
                 self.stats_of = Some(ji);
             }
-            signature::classify(&self.scratch, cfg)
+            signature::classify_view(&self.scratch, cfg, look.whole)
         } else {
             None
         };
@@ -947,6 +972,10 @@ impl Engine {
             limit(&mut v, Verdict::Watching, Cap::Exempt);
         }
         limit(&mut v, policy.ceiling(sig), Cap::Ceiling);
+        // Guard 3: a window that may be a frozen collector is no ground for a drain or cancel.
+        if f.evidence.freeze_undetectable_gpus > 0 {
+            limit(&mut v, Verdict::Alert, Cap::FreezeUndetectable);
+        }
         if !look.whole {
             limit(&mut v, Verdict::Alert, Cap::PartialScope);
         }

@@ -36,6 +36,9 @@ pub enum Cap {
     DrainUnconfirmed,
     /// Less than `notice` since the first alert (guard 6).
     Notice,
+    /// Every reading of some GPU stayed bit-identical over the window with power unknown, so
+    /// a frozen collector cannot be told from a quiet GPU (guard 3): no drain or cancel on it.
+    FreezeUndetectable,
 }
 
 impl Cap {
@@ -48,6 +51,7 @@ impl Cap {
             Cap::OneRung => "one_rung",
             Cap::DrainUnconfirmed => "drain_unconfirmed",
             Cap::Notice => "notice",
+            Cap::FreezeUndetectable => "freeze_undetectable",
         }
     }
 }
@@ -178,7 +182,10 @@ impl Finding {
     }
 }
 
-/// Replaces control characters with spaces and cuts to at most `max` characters.
+/// Replaces every character that can break a line with a space and cuts to at most `max`
+/// characters: control characters (C0 and C1, so `\n`, `\r` and U+0085 NEL too) and the
+/// Unicode line and paragraph separators U+2028 and U+2029, which are not control characters.
 pub fn one_line(s: &str, max: usize) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max).collect()
+    let breaks = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    s.chars().map(|c| if breaks(c) { ' ' } else { c }).take(max).collect()
 }

@@ -145,34 +145,12 @@ pub(crate) fn check(s: &Sample) -> Checked {
     }
 }
 
-/// The bit pattern of every reading of a sample, used to detect a frozen collector.
+/// The bit pattern of every reading of a sample: two samples of one GPU at one instant that
+/// differ in any bit conflict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RawKey(pub(crate) [u64; 7]);
 
 impl RawKey {
-    /// A 64-bit fingerprint of every reading: each word times its own odd constant, rotated
-    /// by its own amount, summed. Only equality is ever used. A change in one word always
-    /// changes it (odd multipliers and rotations are invertible); the rotations also keep a
-    /// change of the same bit in two words (two readings flipping sign together) from
-    /// cancelling out. A collision can only make a window look frozen: the safe side.
-    #[inline(always)]
-    pub(crate) fn mix(&self) -> u64 {
-        const K: [(u64, u32); 7] = [
-            (0x9e37_79b9_7f4a_7c15, 0),
-            (0xc2b2_ae3d_27d4_eb4f, 9),
-            (0x1656_67b1_9e37_79f9, 18),
-            (0x85eb_ca77_c2b2_ae63, 27),
-            (0x27d4_eb2f_1656_67c5, 36),
-            (0xff51_afd7_ed55_8ccd, 45),
-            (0xc4ce_b9fe_1a85_ec53, 54),
-        ];
-        let mut h = 0u64;
-        for (w, (k, r)) in self.0.iter().zip(K) {
-            h = h.wrapping_add(w.wrapping_mul(k).rotate_left(r));
-        }
-        h
-    }
-
     /// The words in the order that breaks ties between two samples of one GPU with the same
     /// time: a missing reading sorts after every present one (`u64::MAX − 1`), as it always has.
     pub(crate) fn tie_order(&self) -> [u64; 7] {

@@ -21,10 +21,14 @@ const POWER_KNOWN: u16 = 1 << 4;
 const POWER_IDLE: u16 = 1 << 5;
 const POWER_SPIN_LOW: u16 = 1 << 6;
 const UTIL_SPIN: u16 = 1 << 7;
-const ALL_ZERO: u16 = 1 << 8;
+/// Compute reads 0, and memory used and power each read 0 or are missing: what a broken
+/// exporter shows (guard 3), even one that now and then leaves a field out.
+const ZERO_OR_MISSING: u16 = 1 << 8;
 const CHANGED: u16 = 1 << 9;
 const GAP_BEFORE: u16 = 1 << 10;
-const MEM_KNOWN: u16 = 1 << 11;
+/// Compute, memory used and power all read exactly 0: a sample no live GPU gives (a working
+/// GPU never draws 0 W). A window is the broken exporter's only when it has one.
+const ALL_ZERO: u16 = 1 << 11;
 const NFLAGS: usize = 12;
 const _: () = assert!(NFLAGS <= 12, "counts hold 12 flags");
 
@@ -105,6 +109,25 @@ impl IngestThresholds {
         } == *other
     }
 
+    /// What decided the flags and hole marks of every entry kept in a window: the window, the
+    /// gap, the skew and every ingest threshold (not the ring's capacity hint). Windows kept
+    /// under one key mean nothing under another, so a snapshot carries its key and a restore
+    /// under a different one starts the windows afresh (see `Engine::restore`). Floats are
+    /// kept as their bits, so the key survives any serialiser exactly.
+    pub(crate) fn key(&self) -> WindowKey {
+        WindowKey {
+            window_s: self.window_s,
+            max_gap_s: self.max_gap_s,
+            skew_s: self.skew_s,
+            mem_held_frac_bits: self.mem_held_frac.to_bits(),
+            mem_held_mib_bits: self.mem_held_mib.to_bits(),
+            idle_power_frac_bits: self.idle_power_frac.to_bits(),
+            idle_power_w_bits: self.idle_power_w.to_bits(),
+            spin_power_frac_bits: self.spin_power_frac.to_bits(),
+            spin_util_milli: self.spin_util_milli,
+        }
+    }
+
     /// The limits of one evaluation cycle at `now_s`, computed once per cycle.
     pub(crate) fn cycle(&self, now_s: i64) -> Cycle {
         let cutoff_s = now_s.saturating_sub(self.window_s);
@@ -115,6 +138,21 @@ impl IngestThresholds {
             short_after_s: cutoff_s.saturating_add(self.max_gap_s),
         }
     }
+}
+
+/// See [`IngestThresholds::key`]. Serialised into the engine's snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WindowKey {
+    window_s: i64,
+    max_gap_s: i64,
+    skew_s: i64,
+    mem_held_frac_bits: u64,
+    mem_held_mib_bits: u64,
+    idle_power_frac_bits: u64,
+    idle_power_w_bits: u64,
+    spin_power_frac_bits: u64,
+    spin_util_milli: u32,
 }
 
 /// The least peak, in thousandths of a percent, that [`crate::signature::peak_is_low`] does
@@ -316,6 +354,16 @@ impl Default for Brief {
 
 const NO_TIME: i64 = i64::MIN;
 
+/// The readings the freeze check compares: util, SM activity, memory used and power. A frozen
+/// collector repeats them bit for bit; the process count (another query, often live when the
+/// GPU metrics are stuck) and the fixed totals and limits take no part.
+const FROZEN_FIELDS: usize = 4;
+
+/// `last_bits` of a GPU with no reading yet: every field missing.
+fn never_present() -> [u64; FROZEN_FIELDS] {
+    [Reading::MISSING.to_bits(); FROZEN_FIELDS]
+}
+
 /// One GPU's window state: a ring of [`Entry`]s (oldest at `head`) with its counts and sums.
 ///
 /// Serialised (for the enforcer's state file) as its entries and clocks only; counts, sums
@@ -346,9 +394,8 @@ pub(crate) struct GpuWindow {
     base_t_s: i64,
     newest_t_s: i64,
     last_valid_t_s: i64,
-    /// A 64-bit mix of the previous valid sample's readings, for frozen-collector detection.
-    /// A collision can only make a window look frozen (insufficient evidence), the safe side.
-    prev_raw: u64,
+    /// The last present bits of each reading the freeze check compares (see [`FROZEN_FIELDS`]).
+    last_bits: [u64; FROZEN_FIELDS],
     /// Times of invalid samples still in the window; allocated only when there is one, to keep
     /// the common window small.
     #[allow(clippy::box_collection)]
@@ -365,7 +412,8 @@ struct WindowRepr {
     base_t_s: i64,
     newest_t_s: i64,
     last_valid_t_s: i64,
-    prev_raw: u64,
+    #[serde(default = "never_present")]
+    last_bits: [u64; FROZEN_FIELDS],
     late: u32,
 }
 
@@ -377,7 +425,7 @@ impl From<GpuWindow> for WindowRepr {
             base_t_s: w.base_t_s,
             newest_t_s: w.newest_t_s,
             last_valid_t_s: w.last_valid_t_s,
-            prev_raw: w.prev_raw,
+            last_bits: w.last_bits,
             late: w.late,
         }
     }
@@ -389,7 +437,7 @@ impl From<WindowRepr> for GpuWindow {
             base_t_s: r.base_t_s,
             newest_t_s: r.newest_t_s,
             last_valid_t_s: r.last_valid_t_s,
-            prev_raw: r.prev_raw,
+            last_bits: r.last_bits,
             late: r.late,
             invalid: (!r.invalid.is_empty()).then(|| Box::new(r.invalid.into_iter().collect())),
             ..GpuWindow::default()
@@ -417,7 +465,7 @@ impl Default for GpuWindow {
             base_t_s: NO_TIME,
             newest_t_s: NO_TIME,
             last_valid_t_s: NO_TIME,
-            prev_raw: 0,
+            last_bits: never_present(),
             invalid: None,
             late: 0,
         }
@@ -508,6 +556,13 @@ impl GpuWindow {
         }
     }
 
+    /// A sample stamped at `t_s`, before its job started: no evidence about the job, counted
+    /// invalid (at its own time, so it leaves the count with the window).
+    #[cold]
+    pub(crate) fn ingest_before_start(&mut self, t_s: i64) {
+        self.note_invalid(t_s);
+    }
+
     /// Takes note of a sample stamped `t_s` whose readings cannot be used (it conflicts with
     /// another sample of the same instant): like a sample without a compute reading, it
     /// counts as invalid and as this GPU's newest, so the rest of that instant is late.
@@ -517,7 +572,7 @@ impl GpuWindow {
             return;
         }
         if self.newest_t_s != NO_TIME && t_s <= self.newest_t_s {
-            self.late += 1;
+            self.late = self.late.saturating_add(1);
             return;
         }
         self.newest_t_s = t_s;
@@ -540,7 +595,7 @@ impl GpuWindow {
             return;
         }
         if self.newest_t_s != NO_TIME && s.t_s <= self.newest_t_s {
-            self.late += 1;
+            self.late = self.late.saturating_add(1);
             return;
         }
         self.newest_t_s = s.t_s;
@@ -592,8 +647,8 @@ impl GpuWindow {
             (p <= th.idle_power_w, p <= th.idle_power_w)
         };
         let bit = |c: bool, f: u16| (c as u16) * f;
-        let mut flags = bit(mu_ok, MEM_KNOWN)
-            | bit(mu_ok & held, MEM_HELD)
+        let zero_or_missing = |r: Reading| (r.raw() == 0.0) | r.is_missing();
+        let mut flags = bit(mu_ok & held, MEM_HELD)
             | bit(mu_ok & !held, MEM_FREE)
             | bit(procs == 0, PROCS_ZERO)
             | bit((procs != 0) & (procs <= MAX_PROCS), PROCS_POS)
@@ -604,12 +659,21 @@ impl GpuWindow {
             // The broken-exporter pattern on the compute reading in use (util, or SM activity
             // when util is missing) and the raw memory and power (a missing one is NaN and
             // never equals 0; −0.0 does, as it did as an `Option<f64>`).
-            | bit((compute == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO);
-        let key = sample_check::raw_key(s).mix();
-        if self.last_valid_t_s == NO_TIME || self.prev_raw != key {
+            | bit((compute == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO)
+            | bit((compute == 0.0) & zero_or_missing(s.mem_used_mib) & zero_or_missing(s.power_w), ZERO_OR_MISSING);
+        // The freeze check: a reading changed when it is present and differs from its last
+        // present value. A missing reading is no new value, so a stuck collector that now and
+        // then leaves a field out still reads as frozen.
+        let now_bits = [u.to_bits(), sm.to_bits(), s.mem_used_mib.to_bits(), s.power_w.to_bits()];
+        let mut changed = self.last_valid_t_s == NO_TIME;
+        for (last, now) in self.last_bits.iter_mut().zip(now_bits) {
+            let present = now != Reading::MISSING.to_bits();
+            changed |= present & (now != *last);
+            *last = if present { now } else { *last };
+        }
+        if changed {
             flags |= CHANGED;
         }
-        self.prev_raw = key;
         if self.last_valid_t_s != NO_TIME && s.t_s.saturating_sub(self.last_valid_t_s) > th.max_gap_s {
             flags |= GAP_BEFORE;
         }
@@ -723,9 +787,9 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::Stale)
         } else if holes > 0 {
             Coverage::Broken(EvidenceProblem::Gap)
-        } else if self.lane(ALL_ZERO) == n {
+        } else if self.lane(ZERO_OR_MISSING) == n && self.lane(ALL_ZERO) > 0 {
             Coverage::Broken(EvidenceProblem::AllZero)
-        } else if identical && power_known == n {
+        } else if identical && power_known >= 2 {
             Coverage::Broken(EvidenceProblem::Frozen)
         } else if first_t > cyc.short_after_s {
             Coverage::Short
@@ -738,14 +802,14 @@ impl GpuWindow {
             last_t_s: last_t,
             peak_util_milli: self.peak_milli(),
             sum_util_milli: self.sum_util_milli,
-            mem_known: self.lane(MEM_KNOWN),
+            mem_known: self.lane(MEM_HELD) + self.lane(MEM_FREE),
             mem_held_all: self.lane(MEM_HELD) == n,
             sum_mem_mib: self.sum_mem_mib,
             power_known,
             sum_power_dw: self.sum_power_dw,
             invalid: self.invalid_count(),
             coverage,
-            freeze_undetectable: identical && power_known < n,
+            freeze_undetectable: identical && power_known < 2,
             spin_candidate: self.lane(UTIL_SPIN) == n && power_known == n && self.lane(POWER_SPIN_LOW) == n,
         }
     }
@@ -900,6 +964,8 @@ mod ingest_agrees_with_check {
             (None, None) => None,
         };
         let all_zero_raw = compute == Some(0.0) && r.mem_used == Some(0.0) && r.power == Some(0.0);
+        let zero_or_none = |v: Option<f64>| v.is_none_or(|x| x == 0.0);
+        let zero_or_missing = compute == Some(0.0) && zero_or_none(r.mem_used) && zero_or_none(r.power);
         let Some(util_milli) = compute.map(|u| (u * 1000.0 + 0.5) as u32) else {
             return (None, true);
         };
@@ -924,7 +990,6 @@ mod ingest_agrees_with_check {
         }
         let mut flags = 0u16;
         if let Some(used) = mem_used {
-            flags |= MEM_KNOWN;
             let held = match mem_total {
                 Some(total) => used >= th.mem_held_frac * total,
                 None => used >= th.mem_held_mib,
@@ -954,6 +1019,9 @@ mod ingest_agrees_with_check {
         }
         if all_zero_raw {
             flags |= ALL_ZERO;
+        }
+        if zero_or_missing {
+            flags |= ZERO_OR_MISSING;
         }
         let power_dw = power.map_or(0, |p| (p * 10.0 + 0.5) as u16);
         let mem_mib = mem_used.map_or(0, |m| (m + 0.5) as u32);

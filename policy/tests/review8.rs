@@ -1,6 +1,6 @@
-//! The eighth adversarial review of the policy engine. Each `#[ignore]`d test fails on the
-//! engine as reviewed and shows one finding; the others passed and are kept for the coverage
-//! they add.
+//! The eighth adversarial review of the policy engine. Each test named below failed on the
+//! engine as reviewed and shows one finding, fixed since; the others passed and are kept for
+//! the coverage they add. The last two tests come from the fifth operator trial.
 //!
 //! * `a_duration_of_i64_min_is_refused_not_a_panic`: `Policy::new` panics while formatting
 //!   its own error for a duration of `i64::MIN`.
@@ -14,6 +14,8 @@
 //!   `start_s` cover the window (alert at the end of warmup, or at once with warmup 0).
 //! * `an_all_zero_exporter_with_an_occasional_na_power_is_not_idle`: one `[N/A]` power in a
 //!   window of 0 %, 0 MiB, 0 W samples turns a broken exporter into `idle` evidence, up to drain.
+//! * `a_frozen_collector_with_an_occasional_na_power_is_not_acted_on`: the same hole in the
+//!   frozen guard; one cached hung reading is cancelled.
 //! * `a_spin_power_fraction_of_one_is_refused_or_never_calls_a_busy_job_spin`: with
 //!   `spin_power_frac = 1` a steady, fully busy job is alerted as `spin`.
 //! * `a_per_node_view_does_not_call_half_a_job_spin`: a per-node enforcer alerts half of a
@@ -46,7 +48,6 @@ fn spinning(t_s: i64, util_pct: f64) -> Sample {
 /// "must not be negative" checks, but the error message formats the value with `Display`,
 /// which negates it: `attempt to negate with overflow`.
 #[test]
-#[ignore = "review8: Policy::new panics (DurationS Display negates i64::MIN) instead of naming the key"]
 fn a_duration_of_i64_min_is_refused_not_a_panic() {
     let min = DurationS(i64::MIN);
     type Set = fn(&mut PolicyConfig, DurationS);
@@ -83,7 +84,6 @@ fn a_duration_of_i64_min_is_refused_not_a_panic() {
 /// Spec: "a healthy job must never be called wasted"; guard 7/3 thresholds are the config's
 /// ("The numbers below are defaults: config can change them").
 #[test]
-#[ignore = "review8: restore keeps the old config's ingest predicates; a 60%-util job is alerted as spin under a config where it is working"]
 fn restore_under_a_new_config_does_not_judge_on_the_old_thresholds() {
     let old = PolicyConfig {
         spin_util_pct: 50.0,
@@ -136,7 +136,6 @@ fn restore_under_a_new_config_does_not_judge_on_the_old_thresholds() {
 /// Spec, guard 2: "no hole between samples is larger than `max_sample_gap` … Otherwise the
 /// verdict is `insufficient_evidence`."
 #[test]
-#[ignore = "review8: restore keeps hole flags decided under the old max_sample_gap; a window with holes above the new gap is alerted"]
 fn restore_under_a_shorter_gap_does_not_alert_on_a_window_with_holes() {
     let old = PolicyConfig {
         max_sample_gap: DurationS(10 * 60),
@@ -188,7 +187,6 @@ fn restore_under_a_shorter_gap_does_not_alert_on_a_window_with_holes() {
 /// cycle panic with `attempt to add with overflow` in a debug build (and wrap in release).
 /// Brief: "nothing may panic on any input".
 #[test]
-#[ignore = "review8: late-sample counts from a state file overflow u32 in look/ingest (panic in debug)"]
 fn large_late_counts_in_a_state_file_do_not_panic() {
     let jobs = vec![job("2", 0, &[(0, 2)])];
     let mut e = Engine::new(Policy::default(), Mode::Observe);
@@ -231,7 +229,6 @@ fn large_late_counts_in_a_state_file_do_not_panic() {
 /// Spec, guard 2: "Every observed GPU must have valid samples across the whole window"; a
 /// window reaching before the start cannot be covered by the job's samples.
 #[test]
-#[ignore = "review8: samples stamped before the job's start_s count as its evidence (alert at end of warmup, or on the first cycle with warmup 0)"]
 fn samples_from_before_the_job_started_do_not_cover_its_window() {
     let start = 3600;
     let idle = |t_s: i64| Sample {
@@ -276,7 +273,6 @@ fn samples_from_before_the_job_started_do_not_cover_its_window() {
 /// Spec (regression cases): "Partial breach across nodes. The same job with one node's GPUs
 /// at 380 W is not `spin`."
 #[test]
-#[ignore = "review8: a per-node view of a two-node job whose other node draws 380 W is alerted as spin"]
 fn a_per_node_view_does_not_call_half_a_job_spin() {
     let j = job("1", 0, &[(0, 8), (1, 8)]);
     let mut r = Run::new(cfg(), Mode::Observe, vec![j]);
@@ -298,6 +294,24 @@ fn a_per_node_view_does_not_call_half_a_job_spin() {
     }
 }
 
+/// Runs one single-GPU job (GPU 0 on node 0, started at 0) under `policy` for `ticks`
+/// one-minute cycles, the sample of each tick made by `at(tick, t_s)`; returns the highest
+/// verdict reached, with its signature.
+fn worst_of(policy: Policy, ticks: i64, at: impl Fn(i64, i64) -> Sample) -> (Verdict, &'static str) {
+    let jobs = vec![job("1", 0, &[(0, 1)])];
+    let mut e = Engine::new(policy, Mode::Observe);
+    let mut out = Vec::new();
+    let mut worst = (Verdict::Healthy, "");
+    for tick in 1..=ticks {
+        let t = tick * 60;
+        step_whole(&mut e, &jobs, t, &[at(tick, t)], &mut out);
+        if out[0].verdict > worst.0 {
+            worst = (out[0].verdict, out[0].signature_name());
+        }
+    }
+    worst
+}
+
 /// The broken-exporter guard looks for a window in which *every* sample reads 0 %, 0 MiB and
 /// 0 W. An exporter that reports 0 %, 0 MiB, 0 W but now and then leaves the power out
 /// (`[N/A]`, a transient NVML error) escapes it: the one sample without power is not the
@@ -309,26 +323,36 @@ fn a_per_node_view_does_not_call_half_a_job_spin() {
 /// zeros (0 %, 0 MiB, 0 W) for hours never goes above `watching`." Rule #1: "broken is not
 /// idle".
 #[test]
-#[ignore = "review8: an all-zero exporter that omits power on 1 sample in 10 is judged idle and drained"]
 fn an_all_zero_exporter_with_an_occasional_na_power_is_not_idle() {
-    let jobs = vec![job("3", 0, &[(0, 1)])];
-    let mut e = Engine::new(Policy::default(), Mode::Observe);
-    let mut out = Vec::new();
-    let mut worst = (Verdict::Healthy, "");
-    for tick in 1..=240i64 {
-        let t = tick * 60;
-        let s = Sample {
-            util_pct: 0.0.into(),
-            mem_used_mib: 0.0.into(),
-            power_w: if tick % 10 == 0 { Reading::MISSING } else { 0.0.into() },
-            procs: None,
-            ..base_sample(t)
-        };
-        step_whole(&mut e, &jobs, t, &[s], &mut out);
-        if out[0].verdict > worst.0 {
-            worst = (out[0].verdict, out[0].signature_name());
-        }
-    }
+    let worst = worst_of(Policy::default(), 240, |tick, t| Sample {
+        util_pct: 0.0.into(),
+        mem_used_mib: 0.0.into(),
+        power_w: if tick % 10 == 0 { Reading::MISSING } else { 0.0.into() },
+        procs: None,
+        ..base_sample(t)
+    });
+    assert!(worst.0 <= Verdict::Watching, "reached {} {}", worst.0, worst.1);
+}
+
+/// The frozen-collector guard has the same hole: a collector that repeats one cached
+/// reading bit for bit, but leaves the power out now and then (a failed read), is no longer
+/// "identical across the window", so the cached reading is judged as if it were live. Here
+/// the reading cached is a hung-looking one (memory held, 0 %, one process): `hung`,
+/// ceiling cancel, and the job is drained and, with a cancel stage, cancelled on one reading
+/// repeated for four hours.
+///
+/// Spec, guard 3: "every reading, power included, is bit-identical across the whole window.
+/// That is a frozen collector" (invalid evidence); regression case "Frozen collector. The
+/// same values repeated bit for bit for an hour are `insufficient_evidence`."
+#[test]
+fn a_frozen_collector_with_an_occasional_na_power_is_not_acted_on() {
+    let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, |tick, t| Sample {
+        util_pct: 0.0.into(),
+        mem_used_mib: 40_000.0.into(),
+        power_w: if tick % 10 == 0 { Reading::MISSING } else { 71.0.into() },
+        procs: Some(1),
+        ..base_sample(t)
+    });
     assert!(worst.0 <= Verdict::Watching, "reached {} {}", worst.0, worst.1);
 }
 
@@ -338,7 +362,6 @@ fn an_all_zero_exporter_with_an_occasional_na_power_is_not_idle() {
 /// power would be called spin"); the same holds here for a busy one. Either refusing the
 /// value (naming the key) or not calling the job spin passes this test.
 #[test]
-#[ignore = "review8: spin_power_frac = 1 is accepted and a steady busy job (95% util, 350 W of 400 W) is alerted as spin"]
 fn a_spin_power_fraction_of_one_is_refused_or_never_calls_a_busy_job_spin() {
     let c = PolicyConfig {
         spin_power_frac: 1.0,
@@ -351,24 +374,13 @@ fn a_spin_power_fraction_of_one_is_refused_or_never_calls_a_busy_job_spin() {
         }
         Ok(p) => p,
     };
-    let jobs = vec![job("4", 0, &[(0, 1)])];
-    let mut e = Engine::new(p, Mode::Observe);
-    let mut out = Vec::new();
-    let mut worst = (Verdict::Healthy, "");
-    for tick in 1..=90i64 {
-        let t = tick * 60;
-        let s = Sample {
-            util_pct: (95.0 + (tick % 4) as f64).into(),
-            mem_used_mib: 70_000.0.into(),
-            power_w: (350.0 + (tick % 5) as f64 * 2.0).into(),
-            procs: Some(1),
-            ..base_sample(t)
-        };
-        step_whole(&mut e, &jobs, t, &[s], &mut out);
-        if out[0].verdict > worst.0 {
-            worst = (out[0].verdict, out[0].signature_name());
-        }
-    }
+    let worst = worst_of(p, 90, |tick, t| Sample {
+        util_pct: (95.0 + (tick % 4) as f64).into(),
+        mem_used_mib: 70_000.0.into(),
+        power_w: (350.0 + (tick % 5) as f64 * 2.0).into(),
+        procs: Some(1),
+        ..base_sample(t)
+    });
     assert!(worst.0 < Verdict::Alert, "a busy job reached {} {}", worst.0, worst.1);
 }
 
@@ -377,7 +389,6 @@ fn a_spin_power_fraction_of_one_is_refused_or_never_calls_a_busy_job_spin() {
 /// control characters (category Zl/Zp), so a job id (or an exempt user name) carrying one
 /// reaches the reason as a line break. Spec: "Reason. One line a user can read … no newlines".
 #[test]
-#[ignore = "review8: U+2028/U+2029 from the job id pass through one_line into the reason"]
 fn reason_has_no_unicode_line_separator() {
     for sep in ['\u{2028}', '\u{2029}'] {
         let j = policy::JobFacts {
@@ -660,4 +671,46 @@ fn alerts_only_on_full_window_evidence_by_an_independent_oracle() {
         }
     }
     assert!(alerts > 100, "the scenarios reach alert ({alerts} findings)");
+}
+
+/// Fifth operator trial: a GPU whose readings stay bit-identical (0 %, 3 MiB) while its power
+/// reads 0 W (rejected: no live GPU draws 0 W) or `[N/A]` cannot be told from a frozen
+/// collector. The engine used to drain and cancel it as idle. Guard 3 ("where power is
+/// missing, freezing cannot be told from a quiet GPU") now holds it at alert, and says why.
+#[test]
+fn identical_readings_without_power_are_never_drained() {
+    for power in [Reading::from(0.0), Reading::MISSING] {
+        let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, |_, t| Sample {
+            util_pct: 0.0.into(),
+            mem_used_mib: 3.0.into(),
+            power_w: power,
+            procs: None,
+            ..base_sample(t)
+        });
+        assert_eq!(worst.0, Verdict::Alert, "power {power:?}: reached {} {}", worst.0, worst.1);
+    }
+    // Control: the same GPU with power that moves is judged, up to the cancel stage.
+    let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, |tick, t| Sample {
+        util_pct: 0.0.into(),
+        mem_used_mib: 3.0.into(),
+        power_w: (60.0 + (tick % 7) as f64 * 0.1).into(),
+        procs: None,
+        ..base_sample(t)
+    });
+    assert_eq!(worst.0, Verdict::Cancel, "control: {} {}", worst.0, worst.1);
+}
+
+/// The freeze check compares the GPU's readings only: a process count (from another query,
+/// which can stay live while the GPU metrics are stuck) that changes does not make a window
+/// of bit-identical util, memory and power look alive.
+#[test]
+fn a_frozen_collector_with_a_changing_process_count_is_not_acted_on() {
+    let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, |tick, t| Sample {
+        util_pct: 0.0.into(),
+        mem_used_mib: 40_000.0.into(),
+        power_w: 71.0.into(),
+        procs: Some(1 + (tick % 2) as u32),
+        ..base_sample(t)
+    });
+    assert!(worst.0 <= Verdict::Watching, "reached {} {}", worst.0, worst.1);
 }

@@ -84,7 +84,8 @@ pub fn aggregate(rows: &[Row], workload: Option<&str>) -> Vec<Aggregate> {
 
 /// The recommended configuration: among gpu-reaper configurations with zero false cancels on
 /// every row (every seed of every workload), the one recovering the most GPU-hours; ties go to
-/// fewer false drains, then fewer false alerts, then the lower config id.
+/// fewer false drains, then fewer false alerts, then the lowest config id (summary.md states
+/// this rule and names the configurations only the id separated: [`tied_with`]).
 pub fn recommend(aggs: &[Aggregate]) -> Option<&Aggregate> {
     aggs.iter()
         .filter(|a| a.policy == "gpu-reaper" && a.false_cancels == 0)
@@ -95,6 +96,78 @@ pub fn recommend(aggs: &[Aggregate]) -> Option<&Aggregate> {
                 .then(a.false_alerts.cmp(&b.false_alerts))
                 .then(a.config_id.cmp(&b.config_id))
         })
+}
+
+/// The gpu-reaper configurations the recommendation's rule cannot separate from `rec`: zero
+/// false cancels and the same recovered GPU-hours, false drains and false alerts, so only the
+/// config id decided. Ordered by config id; `rec` itself is not included.
+pub fn tied_with<'a>(aggs: &'a [Aggregate], rec: &Aggregate) -> Vec<&'a Aggregate> {
+    let mut tied: Vec<&Aggregate> = aggs
+        .iter()
+        .filter(|a| {
+            a.policy == "gpu-reaper"
+                && a.config_id != rec.config_id
+                && a.false_cancels == 0
+                && a.recovered_gpu_h == rec.recovered_gpu_h
+                && a.false_drains == rec.false_drains
+                && a.false_alerts == rec.false_alerts
+        })
+        .collect();
+    tied.sort_by(|a, b| a.config_id.cmp(&b.config_id));
+    tied
+}
+
+/// The `Tied:` paragraph of summary.md for `rec` and the configurations [`tied_with`] it:
+/// their ids, the rule's tie-break, and how each differs from `rec` (the parameters of
+/// [`describe`] that differ, and the true alerts when they differ). Empty when none is tied.
+fn tie_paragraph(rec: &Aggregate, tied: &[&Aggregate]) -> String {
+    if tied.is_empty() {
+        return String::new();
+    }
+    let ids: Vec<&str> = tied.iter().map(|a| a.config_id.as_str()).collect();
+    let mine = describe(&rec.first.params());
+    let mine: Vec<&str> = mine.split(", ").collect();
+    let diffs: Vec<String> = tied
+        .iter()
+        .map(|a| {
+            let theirs = describe(&a.first.params());
+            let mut d: Vec<String> = theirs
+                .split(", ")
+                .zip(&mine)
+                .filter(|(t, m)| t != *m)
+                .map(|(t, _)| t.to_string())
+                .collect();
+            if d.is_empty() {
+                d.push("the same parameters".into());
+            }
+            if a.true_alerts != rec.true_alerts {
+                d.push(format!("{} true alerts ({}: {})", a.true_alerts, rec.config_id, rec.true_alerts));
+            }
+            format!("{}: {}", a.config_id, d.join(", "))
+        })
+        .collect();
+    let one = ids.len() == 1;
+    let how = if one {
+        // One tied configuration: its differences alone, without repeating its id.
+        format!(
+            "It differs from {} in: {}.",
+            rec.config_id,
+            diffs[0].split_once(": ").map_or("", |(_, d)| d)
+        )
+    } else {
+        format!("How they differ from {}: {}.", rec.config_id, diffs.join("; "))
+    };
+    format!(
+        "**Tied:** {} also recover{} {:.1} GPU-hours with 0 false cancels, {} false drains and {} false alerts, so the rule \
+         cannot separate {} from {}; the lowest config id is shown. {how}\n",
+        ids.join(", "),
+        if one { "s" } else { "" },
+        rec.recovered_gpu_h,
+        rec.false_drains,
+        rec.false_alerts,
+        if one { "it" } else { "them" },
+        rec.config_id,
+    )
 }
 
 /// Pareto front over (false cancels ↓, recovered GPU-hours ↑) among gpu-reaper configs.
@@ -171,8 +244,19 @@ pub fn short_table(rows: &[Row]) -> String {
             a.policy, a.config_id, a.recovered_gpu_h, a.oracle_gpu_h, a.false_cancels, a.false_drains, a.true_alerts, a.false_alerts
         );
     }
-    if rec.is_none() {
-        s.push_str("no gpu-reaper configuration had zero false cancels on every seed of every workload\n");
+    match rec {
+        None => s.push_str("no gpu-reaper configuration had zero false cancels on every seed of every workload\n"),
+        Some(r) => {
+            let tied: Vec<&str> = tied_with(&aggs, r).iter().map(|a| a.config_id.as_str()).collect();
+            if !tied.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "tied with {}: {} (same recovered GPU-hours, false drains and false alerts; the lowest id is shown, see summary.md)",
+                    r.config_id,
+                    tied.join(", ")
+                );
+            }
+        }
     }
     if let Some(w) = few_jobs_warning(rows) {
         let _ = writeln!(s, "warning: {w}");
@@ -243,8 +327,9 @@ pub fn summary_md(rows: &[Row]) -> String {
             let _ = writeln!(
                 s,
                 "Rule: the gpu-reaper configuration that recovers the most GPU-hours with zero false cancels on every seed of \
-                 every workload.\n\n**{}**: {}.\n\nOver all rows it recovers {:.1} GPU-hours of the oracle's {:.1} ({:.1} %), with {} \
-                 false cancels, {} false drains, {} true and {} false alerts.\n",
+                 every workload; ties go to fewer false drains, then fewer false alerts, then the lowest config id.\n\n**{}**: \
+                 {}.\n\nOver all rows it recovers {:.1} GPU-hours of the oracle's {:.1} ({:.1} %), with {} false cancels, {} false \
+                 drains, {} true and {} false alerts.\n",
                 a.config_id,
                 describe(&a.first.params()),
                 a.recovered_gpu_h,
@@ -259,6 +344,10 @@ pub fn summary_md(rows: &[Row]) -> String {
                 a.true_alerts,
                 a.false_alerts
             );
+            let tie = tie_paragraph(a, &tied_with(&aggs, a));
+            if !tie.is_empty() {
+                let _ = writeln!(s, "{tie}");
+            }
             if a.first.cancel_after_s.is_none() {
                 let _ = writeln!(
                     s,
@@ -724,5 +813,85 @@ mod tests {
         let front: Vec<&str> = pareto(&aggs).iter().map(|a| a.config_id.as_str()).collect();
         assert_eq!(front, ["c006", "c010"]);
         assert_eq!(front[0], rec.config_id, "the front's zero-false-cancel point is the recommendation");
+    }
+
+    /// One row of `config` (warmup `warmup_s`) over world default seed 1 with the given
+    /// outcome.
+    fn row(config: &str, warmup_s: i64, recovered_gpu_h: f64, false_drains: u64, true_alerts: u64) -> Row {
+        Row {
+            policy: "gpu-reaper".into(),
+            config_id: config.into(),
+            workload: "default".into(),
+            seed: 1,
+            util_threshold_pct: Some(5.0),
+            window_s: Some(2400),
+            warmup_s: Some(warmup_s),
+            max_sample_gap_s: Some(180),
+            drain_after_s: Some(3600),
+            cancel_after_s: Some(7200),
+            notice_s: Some(1800),
+            spin_ceiling: "alert".into(),
+            jobs: 500,
+            wasted_gpu_h: 200.0,
+            recovered_gpu_h,
+            oracle_recovered_gpu_h: 150.0,
+            false_drains,
+            true_alerts,
+            false_alerts: 4,
+            days: 7.0,
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn a_recommendation_tied_on_every_headline_metric_names_the_tied_configs_and_the_tie_break() {
+        let rows = [
+            row("c039", 900, 100.0, 3, 20),
+            // Same outcome but fewer true alerts: the rule does not look at true alerts.
+            row("c097", 900, 100.0, 3, 19),
+            row("c012", 1800, 100.0, 3, 20),
+            // Fewer GPU-hours: not tied.
+            row("c050", 900, 90.0, 0, 20),
+            // Same GPU-hours, more false drains: the rule separates it.
+            row("c060", 900, 100.0, 4, 20),
+        ];
+        let md = summary_md(&rows);
+        let rec = md.split("## Recommended configuration next to").next().unwrap();
+        assert!(rec.contains("**c012**"), "{rec}");
+        // The rule, tie-break included, is in the report itself.
+        assert!(
+            rec.contains("fewer false drains, then fewer false alerts, then the lowest config id"),
+            "{rec}"
+        );
+        // The tie is said, the tied configurations named, and only those.
+        assert!(rec.contains("**Tied:**"), "{rec}");
+        assert!(rec.contains("c039, c097"), "{rec}");
+        assert!(!rec.contains("c050") && !rec.contains("c060"), "{rec}");
+        // How each differs from the one shown.
+        assert!(rec.contains("c039: warmup 15m;"), "{rec}");
+        assert!(rec.contains("c097: warmup 15m, 19 true alerts (c012: 20)."), "{rec}");
+        let table = short_table(&rows);
+        assert!(table.contains("tied with c012: c039, c097 "), "{table}");
+        // Same input, same bytes, whatever the row order.
+        assert_eq!(md, summary_md(&rows));
+        let mut reversed = rows.clone();
+        reversed.reverse();
+        assert_eq!(md, summary_md(&reversed));
+        // One tied configuration: named, with its difference.
+        let rows = [row("c039", 900, 100.0, 3, 20), row("c097", 1800, 100.0, 3, 20)];
+        let md = summary_md(&rows);
+        assert!(
+            md.contains("**Tied:** c097 also recovers 100.0 GPU-hours with 0 false cancels, 3 false drains and 4 false alerts, so the rule cannot separate it from c039; the lowest config id is shown. It differs from c039 in: warmup 30m.\n"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_recommendation_without_a_tie_says_none() {
+        let rows = [row("c039", 900, 100.0, 3, 20), row("c097", 1800, 100.0, 4, 20)];
+        let md = summary_md(&rows);
+        assert!(md.contains("**c039**") && !md.contains("Tied"), "{md}");
+        assert!(md.contains("then the lowest config id"), "{md}");
+        assert!(!short_table(&rows).contains("tied"));
     }
 }

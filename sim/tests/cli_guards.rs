@@ -590,3 +590,97 @@ fn a_sweep_of_very_few_jobs_warns_that_its_recommendation_says_little() {
     let summary = std::fs::read_to_string(d.join("tiny/summary.md")).unwrap();
     assert!(summary.contains("**Too few jobs to choose from:**"), "{summary}");
 }
+
+#[test]
+fn replay_says_which_policy_it_ran_and_refuses_what_the_enforcer_refuses() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    std::fs::create_dir_all(d.join("t")).unwrap();
+    std::fs::write(
+        d.join("t/jobs.csv"),
+        "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\n7,u,a,p,q,n,,1000,5000,,1,node001:0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("t/samples.csv"),
+        "t_s,job_id,node,gpu,util_pct,mem_used_mib,mem_total_mib,power_w,power_limit_w,procs,sm_active\n1060,7,node001,0,97,,,,,,\n",
+    )
+    .unwrap();
+    let s = ok(d, &["replay", "--trace", "t", "--policy", "/dev/null", "--out", "o1"]);
+    assert!(s.starts_with("policy: the default policy (/dev/null has no [policy] table"), "{s}");
+    std::fs::write(d.join("p.toml"), "[policy]\nwindow = \"30m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    let s = ok(d, &["replay", "--trace", "t", "--policy", "p.toml", "--out", "o2"]);
+    assert!(s.starts_with("policy: p.toml\n"), "{s}");
+    // The trial's file: a policy key at the top level next to [enforcer].
+    std::fs::write(d.join("p.toml"), "window = \"30m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
+    let e = fails(d, &["replay", "--trace", "t", "--policy", "p.toml", "--out", "o3"]);
+    assert!(e.contains("p.toml: unknown top-level key(s) `window`"), "{e}");
+    assert!(!d.join("o3").exists(), "a refused policy wrote a replay");
+}
+
+/// Writes ten one-minute dcgm-exporter pages of GPUs 0-1 on host n1 into `dir/name`, each
+/// holding the series in `series` (metric names; every GPU reads 40 on each).
+fn dcgm_pages(dir: &Path, name: &str, series: &[&str]) {
+    let pages = dir.join(name);
+    std::fs::create_dir_all(&pages).unwrap();
+    for m in 0..10 {
+        let mut text = String::new();
+        for s in series {
+            for g in 0..2 {
+                text += &format!("{s}{{gpu=\"{g}\",UUID=\"GPU-{g}\",Hostname=\"n1\"}} 40\n");
+            }
+        }
+        std::fs::write(pages.join(format!("{}.prom", 1_714_564_800 + 60 * m)), text).unwrap();
+    }
+}
+
+#[test]
+fn a_dcgm_import_notes_every_reading_the_policy_uses_that_no_sample_has() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    // What a default dcgm-exporter counters file gives: util, memory used and free, power;
+    // no total, no power limit, and dcgm has no process count at all.
+    dcgm_pages(
+        d,
+        "plain",
+        &["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"],
+    );
+    let s = ok(d, &["import", "dcgm", "plain", "--out", "o1"]);
+    assert!(s.contains("20 samples"), "{s}");
+    let notes: Vec<&str> = s.lines().filter(|l| l.trim_start().starts_with("note:")).collect();
+    let has = |what: &str| notes.iter().any(|n| n.contains(what));
+    assert!(has("memory.total") && has("DCGM_FI_DEV_FB_TOTAL") && has("mem_held_mib"), "{s}");
+    assert!(
+        has("power.limit") && has("DCGM_FI_DEV_POWER_MGMT_LIMIT") && has("idle_power_w"),
+        "{s}"
+    );
+    assert!(has("process count") && has("processes unknown"), "{s}");
+    assert!(!has("utilization.gpu") && !has("memory.used") && !has("power.draw"), "{s}");
+    // Every reading there: only the process count is missing.
+    dcgm_pages(
+        d,
+        "full",
+        &[
+            "DCGM_FI_DEV_GPU_UTIL",
+            "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_FB_FREE",
+            "DCGM_FI_DEV_POWER_USAGE",
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        ],
+    );
+    let s = ok(d, &["import", "dcgm", "full", "--out", "o2"]);
+    let notes: Vec<&str> = s.lines().filter(|l| l.trim_start().starts_with("note:")).collect();
+    assert_eq!(notes.len(), 1, "{s}");
+    assert!(notes[0].contains("process count"), "{s}");
+    // SM activity without util: the policy reads SM activity in util's place, so util is not
+    // "unknown everywhere".
+    dcgm_pages(
+        d,
+        "sm",
+        &["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"],
+    );
+    let s = ok(d, &["import", "dcgm", "sm", "--out", "o3"]);
+    let util: Vec<&str> = s.lines().filter(|l| l.contains("DCGM_FI_DEV_GPU_UTIL")).collect();
+    assert_eq!(util.len(), 1, "{s}");
+    assert!(util[0].contains("SM activity") && !util[0].contains("unknown everywhere"), "{s}");
+}

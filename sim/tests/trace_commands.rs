@@ -232,23 +232,6 @@ fn replay_refuses_a_trace_spanning_more_than_366_days_instead_of_walking_it() {
 }
 
 #[test]
-fn a_policy_file_with_top_level_keys_and_a_policy_table_is_refused_naming_the_keys() {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().join("p.toml");
-    std::fs::write(&p, "window = \"40m\"\nwarmup = \"5m\"\n\n[policy]\nwindow = \"20m\"\n").unwrap();
-    let e = format!("{:#}", replay::load_policy_config(&p).unwrap_err());
-    assert!(
-        e.contains("p.toml") && e.contains("`warmup`, `window`") && e.contains("[policy]"),
-        "{e}"
-    );
-    // Either form alone, and an enforcer config's [enforcer] table next to [policy], are read.
-    std::fs::write(&p, "[policy]\nwindow = \"20m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
-    assert_eq!(replay::load_policy_config(&p).unwrap().window.secs(), 1200);
-    std::fs::write(&p, "window = \"40m\"\n").unwrap();
-    assert_eq!(replay::load_policy_config(&p).unwrap().window.secs(), 2400);
-}
-
-#[test]
 fn calibrate_names_the_line_of_a_bad_cdf_row_in_a_crlf_file() {
     // The AcmeTrace CDF tables have Windows line endings; line 3 is the second data row.
     let d = tempfile::tempdir().unwrap();
@@ -260,24 +243,6 @@ fn calibrate_names_the_line_of_a_bad_cdf_row_in_a_crlf_file() {
     let w = sim::Workload::builtin_default();
     let e = calibrate::measure(&w, 1, 0.05, d.path()).unwrap_err().to_string();
     assert!(e.contains("line 3, column 1 (value)") && e.contains("\"abc\""), "{e}");
-}
-
-#[test]
-fn an_enforcer_config_with_only_an_enforcer_table_replays_the_default_policy_and_says_so() {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().join("enforcer.toml");
-    std::fs::write(&p, "[enforcer]\nnode = \"gpu001\"\n").unwrap();
-    let (cfg, notes) = replay::read_policy_file(&p).unwrap();
-    assert_eq!(cfg, policy::PolicyConfig::default());
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(
-        notes[0].contains("enforcer.toml") && notes[0].contains("default policy"),
-        "{notes:?}"
-    );
-    // [enforcer] next to top-level policy keys: the keys are read, no note.
-    std::fs::write(&p, "window = \"40m\"\n\n[enforcer]\nnode = \"gpu001\"\n").unwrap();
-    let (cfg, notes) = replay::read_policy_file(&p).unwrap();
-    assert_eq!((cfg.window.secs(), notes.len()), (2400, 0));
 }
 
 #[test]

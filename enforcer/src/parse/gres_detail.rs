@@ -23,25 +23,28 @@ pub struct GresDetailError {
     pub problem: String,
 }
 
-/// Whole GPUs one node's GRES detail string allocates: the number of GPU indices in each
-/// `gpu…(IDX:…)` item (the index list is the allocation itself, so it wins over the count
-/// printed before it), the count of a `gpu…(CNT:N)` item (GPUs without device files), or the
-/// printed count of a `gpu[:type]:N` item without either.
-/// Items of other GRES (`gg:g0(CNT:1)`, `shard…`, `mps…`) are not GPUs and are skipped. Empty
-/// text (or `(null)`, `N/A`) is no GPU.
-///
-/// Errors: a GPU item with no index list and no count, an index list that is not
-/// `N`, `N-M` (M ≥ N) items separated by commas, unbalanced parentheses.
-pub fn gpu_count(text: &str) -> Result<u32, GresDetailError> {
+/// What one GPU item of a GRES detail string says about its GPUs.
+enum GpuItem<'a> {
+    /// `gpu…(IDX:list)`: the device indices (the list's text, checked by [`index_ranges`]).
+    Indices(&'a str),
+    /// `gpu…(CNT:N)`: N GPUs without device files, so without indices.
+    Count(u32),
+    /// `gpu[:type]:N` without a parenthesis: N GPUs, indices not given.
+    Printed(u32),
+}
+
+/// The GPU items of one node's GRES detail string, each with its item text for messages.
+/// Items of other GRES are skipped; empty text (or `(null)`, `N/A`) has none.
+fn gpu_items(text: &str) -> Result<Vec<(&str, GpuItem<'_>)>, GresDetailError> {
     let err = |problem: String| GresDetailError {
         text: text.to_string(),
         problem,
     };
     let t = text.trim();
     if t.is_empty() || t == "(null)" || t == "N/A" {
-        return Ok(0);
+        return Ok(Vec::new());
     }
-    let mut total = 0u32;
+    let mut out = Vec::new();
     for item in split_top_level(t).map_err(|p| err(p.to_string()))? {
         let (head, detail) = match item.find('(') {
             Some(open) => {
@@ -52,26 +55,99 @@ pub fn gpu_count(text: &str) -> Result<u32, GresDetailError> {
             }
             None => (item, None),
         };
-        let mut parts = head.split(':');
-        if parts.next() != Some("gpu") {
+        if head.split(':').next() != Some("gpu") {
             continue;
         }
         let printed: Option<u32> = head.split(':').skip(1).last().and_then(|c| c.parse().ok());
-        let n = match detail {
+        let it = match detail {
             Some(d) => match (d.strip_prefix("IDX:"), d.strip_prefix("CNT:")) {
-                (Some(list), _) => index_count(list).map_err(|p| err(format!("item {item:?}: {p}")))?,
+                (Some(list), _) => {
+                    // Checked here, so that every reader of the item sees the same errors.
+                    index_ranges(list).map_err(|p| err(format!("item {item:?}: {p}")))?;
+                    GpuItem::Indices(list)
+                }
                 // GPUs configured without device files (no `File=` in gres.conf) have no
                 // index; Slurm prints their count (src/common/gres.c).
-                (None, Some(count)) => count
-                    .parse()
-                    .map_err(|_| err(format!("item {item:?}: count {count:?} is not a whole number")))?,
+                (None, Some(count)) => GpuItem::Count(
+                    count
+                        .parse()
+                        .map_err(|_| err(format!("item {item:?}: count {count:?} is not a whole number")))?,
+                ),
                 _ => return Err(err(format!("item {item:?} has neither an IDX list nor a CNT count"))),
             },
-            None => printed.ok_or_else(|| err(format!("item {item:?} gives no GPU count")))?,
+            None => GpuItem::Printed(printed.ok_or_else(|| err(format!("item {item:?} gives no GPU count")))?),
         };
-        total = total.checked_add(n).ok_or_else(|| err("GPU count overflows".to_string()))?;
+        out.push((item, it));
+    }
+    Ok(out)
+}
+
+/// Whole GPUs one node's GRES detail string allocates: the number of GPU indices in each
+/// `gpu…(IDX:…)` item (the index list is the allocation itself, so it wins over the count
+/// printed before it), the count of a `gpu…(CNT:N)` item (GPUs without device files), or the
+/// printed count of a `gpu[:type]:N` item without either.
+/// Items of other GRES (`gg:g0(CNT:1)`, `shard…`, `mps…`) are not GPUs and are skipped. Empty
+/// text (or `(null)`, `N/A`) is no GPU.
+///
+/// Errors: a GPU item with no index list and no count, an index list that is not
+/// `N`, `N-M` (M ≥ N) items separated by commas, unbalanced parentheses.
+pub fn gpu_count(text: &str) -> Result<u32, GresDetailError> {
+    let mut total = 0u32;
+    for (_, item) in gpu_items(text)? {
+        let n = match item {
+            GpuItem::Indices(list) => index_ranges(list).ok().and_then(|r| {
+                r.iter()
+                    .try_fold(0u32, |n, (lo, hi)| (hi - lo).checked_add(1).and_then(|k| n.checked_add(k)))
+            }),
+            GpuItem::Count(n) | GpuItem::Printed(n) => Some(n),
+        };
+        total = n.and_then(|n| total.checked_add(n)).ok_or_else(|| GresDetailError {
+            text: text.to_string(),
+            problem: "GPU count overflows".to_string(),
+        })?;
     }
     Ok(total)
+}
+
+/// The most GPU indices [`gpu_indices`] lists for one node. No node has nearly this many
+/// GPUs; a longer list is refused rather than expanded (an `IDX:0-4294967295` would otherwise
+/// take 16 GiB).
+pub const MAX_INDICES: usize = 4096;
+
+/// The GPU device indices one node's GRES detail string allocates, sorted: the union of the
+/// `IDX:` lists of its GPU items (typed and untyped alike: `gpu:a100:1(IDX:0),gpu:v100:2(IDX:1-2)`
+/// gives `[0, 1, 2]`). Items of other GRES are skipped; empty text (or `(null)`, `N/A`) is
+/// `Some([])`, no GPU.
+///
+/// Slurm's index is the GPU's position among the node's GPU device files in gres.conf
+/// order, which for NVIDIA GPUs is the device's minor number (`/dev/nvidia<minor>`), not
+/// necessarily nvidia-smi's `index` (see [`crate::attribution`]).
+///
+/// `Ok(None)` when a GPU item gives no indices: a `CNT:` count (GPUs without device files) or
+/// a bare printed count. Errors: everything [`gpu_count`] rejects, an index given twice (two
+/// items or two ranges naming one GPU), and more than [`MAX_INDICES`] indices.
+pub fn gpu_indices(text: &str) -> Result<Option<Vec<u32>>, GresDetailError> {
+    let err = |problem: String| GresDetailError {
+        text: text.to_string(),
+        problem,
+    };
+    let mut out: Vec<u32> = Vec::new();
+    for (item, it) in gpu_items(text)? {
+        let GpuItem::Indices(list) = it else { return Ok(None) };
+        for (lo, hi) in index_ranges(list).map_err(|p| err(format!("item {item:?}: {p}")))? {
+            if (hi - lo) as usize >= MAX_INDICES || out.len() + (hi - lo) as usize >= MAX_INDICES {
+                return Err(err(format!("more than {MAX_INDICES} GPU indices")));
+            }
+            out.extend(lo..=hi);
+        }
+    }
+    let n = out.len();
+    out.sort_unstable();
+    out.dedup();
+    if out.len() != n {
+        return Err(err("a GPU index is given twice".to_string()));
+    }
+    Ok(Some(out))
 }
 
 /// Splits on commas outside parentheses.
@@ -99,8 +175,9 @@ fn split_top_level(t: &str) -> Result<Vec<&str>, &'static str> {
     Ok(items)
 }
 
-/// The number of indices in `0,2-3,5`.
-fn index_count(list: &str) -> Result<u32, String> {
+/// The ranges of `0,2-3,5` as (first, last) pairs, in the order given.
+fn index_ranges(list: &str) -> Result<Vec<(u32, u32)>, String> {
+    let mut out = Vec::new();
     let mut n = 0u32;
     for part in list.split(',') {
         let bad = || format!("index list {list:?} is not N or N-M items separated by commas");
@@ -115,8 +192,9 @@ fn index_count(list: &str) -> Result<u32, String> {
             return Err(format!("index range {part:?} runs backwards"));
         }
         n = (hi - lo).checked_add(1).and_then(|k| n.checked_add(k)).ok_or_else(bad)?;
+        out.push((lo, hi));
     }
-    Ok(n)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -162,5 +240,58 @@ mod tests {
             let e = gpu_count(t).unwrap_err().to_string();
             assert!(e.contains(says) && e.contains(&format!("{t:?}")), "{t:?}: {e}");
         }
+    }
+
+    #[test]
+    fn indices_of_typed_and_untyped_gpu_items() {
+        let idx = |t: &str| gpu_indices(t).unwrap();
+        assert_eq!(idx("gpu:2(IDX:0-1)"), Some(vec![0, 1]));
+        assert_eq!(idx("gpu(IDX:5)"), Some(vec![5]));
+        assert_eq!(idx("gpu(IDX:0,2-3,5)"), Some(vec![0, 2, 3, 5]));
+        assert_eq!(idx("gpu:a100:1(IDX:0),gpu:v100:2(IDX:1-2)"), Some(vec![0, 1, 2]));
+        // Items out of order are sorted; non-GPU GRES are ignored.
+        assert_eq!(idx("gpu:v100:2(IDX:6-7),gg:g0(CNT:1),gpu:a100:1(IDX:3)"), Some(vec![3, 6, 7]));
+        assert_eq!(idx("gpu:rtx2080:1(IDX:1),gg:g0(CNT:1)"), Some(vec![1]));
+        // A numeric type name is a type, not a count.
+        assert_eq!(idx("gpu:1080:1(IDX:3)"), Some(vec![3]));
+        // No GPU at all.
+        for t in ["", "(null)", "N/A", "gg:g0(CNT:1)", "mps:100(100/100)"] {
+            assert_eq!(idx(t), Some(vec![]), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn count_only_gpus_have_no_indices() {
+        for t in [
+            "gpu(CNT:3)",
+            "gpu:4",
+            "gpu:a100:4",
+            "gpu:a100:1(IDX:0),gpu:v100(CNT:2)",
+            "gpu:a100(CNT:2),gg:g0(CNT:1)",
+        ] {
+            assert_eq!(gpu_indices(t).unwrap(), None, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_or_repeated_indices_are_errors_naming_the_text() {
+        for (t, says) in [
+            ("gpu(IDX:N/A)", "index list"),
+            ("gpu(IDX:3-1)", "backwards"),
+            ("gpu(IDX:)", "index list"),
+            ("gpu(IDX:0-1", "'(' without ')'"),
+            ("gpu(MAX:2)", "neither an IDX list"),
+            ("gpu(IDX:0-2,1)", "given twice"),
+            ("gpu:a100:1(IDX:0),gpu:v100:2(IDX:0-1)", "given twice"),
+            ("gpu(IDX:0-100000)", "more than 4096"),
+            ("gpu(IDX:0-4294967295)", "index list"),
+            ("gpu(IDX:0-2047,3000-6000)", "more than 4096"),
+        ] {
+            let e = gpu_indices(t).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains(&format!("{t:?}")), "{t:?}: {e}");
+        }
+        // The count reader still counts what it always counted.
+        assert_eq!(gpu_count("gpu(IDX:0-2,1)").unwrap(), 4);
+        assert_eq!(gpu_indices("gpu(IDX:0-4095)").unwrap().map(|v| v.len()), Some(4096));
     }
 }

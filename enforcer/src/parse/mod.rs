@@ -72,6 +72,19 @@ pub struct SlurmJob {
     /// JSON, from `gres_detail` (see [`gres_detail`]) when the TRES string has no GPU entry
     /// (a cluster without `gres/gpu` in `AccountingStorageTRES`).
     pub gpus: u32,
+    /// The GPU device indices Slurm allocated to the job on each of its nodes, one entry per
+    /// `gres_detail` string, in the order squeue gives them (source: `squeue --json`
+    /// `gres_detail`, Slurm 21.08+; see [`gres_detail::gpu_indices`]). An entry is `None`
+    /// when that node's string gives no indices (a `CNT:` count, a bare count). The whole list
+    /// is empty when the source has no `gres_detail` (the `--Format` source, older JSON), and
+    /// also when any of its strings could not be read (the row itself is still read as
+    /// before: the GPU count comes from the TRES string then).
+    ///
+    /// Slurm's index is the GPU's device-file index on its node, i.e. the NVIDIA minor number
+    /// (`/dev/nvidia<minor>`), which need not be nvidia-smi's `index`. That the entries follow
+    /// the order of [`SlurmJob::nodes`] is not verified here for jobs on several nodes, so
+    /// attribution uses this only for jobs on one node.
+    pub gres_idx: Vec<Option<Vec<u32>>>,
 }
 
 impl SlurmJob {

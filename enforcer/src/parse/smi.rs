@@ -16,8 +16,25 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The enforcer's own `--query-gpu` field list, in order.
-pub const GPU_QUERY: [&str; 7] = [
+/// The enforcer's own `--query-gpu` field list, in order. `minor_number` (nvidia-smi
+/// `--help-query-gpu`: "the minor number for the device is such that the Nvidia device node
+/// file for each GPU will have the form /dev/nvidia[minor number]"; Linux only, else `[N/A]`)
+/// comes last; a driver whose nvidia-smi does not know it is asked [`GPU_QUERY_WITHOUT_MINOR`]
+/// instead (see [`crate::telemetry::NvidiaSmi`]).
+pub const GPU_QUERY: [&str; 8] = {
+    let mut q = [""; 8];
+    let mut i = 0;
+    while i < GPU_QUERY_WITHOUT_MINOR.len() {
+        q[i] = GPU_QUERY_WITHOUT_MINOR[i];
+        i += 1;
+    }
+    q[7] = "minor_number";
+    q
+};
+
+/// [`GPU_QUERY`] without `minor_number`: the query before the device-index rule, and the one
+/// used for the rest of the run once nvidia-smi has refused `minor_number`.
+pub const GPU_QUERY_WITHOUT_MINOR: [&str; 7] = [
     "index",
     "uuid",
     "utilization.gpu",
@@ -51,6 +68,10 @@ pub struct GpuReading {
     pub power_w: Option<f64>,
     /// `power.limit`, watts.
     pub power_limit_w: Option<f64>,
+    /// `minor_number`: the GPU's device minor number (`/dev/nvidia<minor>`), which Slurm's
+    /// GRES index names (see [`crate::attribution`]). `None` when not queried, `[N/A]` (not
+    /// Linux) or unreadable. It need not equal `index`.
+    pub minor: Option<u32>,
     /// The reading columns (`utilization.gpu`, `memory.*`, `power.*`) whose value was present
     /// but could not be read (`ERR!`, nvidia-smi's mark for a GPU or driver error; `nan`;
     /// text). Such a row is no evidence at all: the daemon hands the engine those fields as
@@ -249,7 +270,7 @@ pub fn looks_like_header(line: &str) -> bool {
 fn known_gpu_column(c: &str) -> bool {
     matches!(
         c,
-        "index" | "uuid" | "name" | "utilization.gpu" | "memory.used" | "memory.total" | "power.draw" | "power.limit"
+        "index" | "uuid" | "name" | "utilization.gpu" | "memory.used" | "memory.total" | "power.draw" | "power.limit" | "minor_number"
     )
 }
 
@@ -338,6 +359,7 @@ pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiE
     let fill = |g: &mut GpuReading, c: &str, v: &str| {
         let reading = match c {
             "index" => return put(&mut g.index, integer(c, v)),
+            "minor_number" => return put(&mut g.minor, integer(c, v)),
             "uuid" => return put(&mut g.uuid, free_text(v)),
             "name" => return put(&mut g.name, free_text(v)),
             "utilization.gpu" => &mut g.util_pct,
@@ -621,5 +643,30 @@ mod tests {
         .unwrap();
         assert!(t.gpus.is_empty(), "{t:?}");
         assert!(t.row_errors[0].problem.contains("utilization.gpu \"Tesla T4\" is not a number"));
+    }
+
+    #[test]
+    fn minor_numbers_are_read_missing_or_unreadable_never_the_index() {
+        let t = parse_gpus(
+            "index, uuid, utilization.gpu [%], minor_number\n\
+             0, GPU-a, 5, 6\n\
+             1, GPU-b, 5, [N/A]\n\
+             2, GPU-c, 5, x7\n",
+            None,
+        )
+        .unwrap();
+        let minors: Vec<Option<u32>> = t.gpus.iter().map(|g| g.minor).collect();
+        assert_eq!(minors, [Some(6), None, None]);
+        assert_eq!(t.row_errors.len(), 1);
+        assert!(t.row_errors[0].problem.contains("minor_number"), "{:?}", t.row_errors);
+        // Headerless, with the enforcer's own list and with the list without minor_number.
+        let row = "3, GPU-d, 0, 3, 81920, 60.5, 400.00";
+        let t = parse_gpus(&format!("{row}, 0\n"), Some(&GPU_QUERY)).unwrap();
+        assert_eq!((t.gpus[0].index, t.gpus[0].minor), (Some(3), Some(0)));
+        let t = parse_gpus(&format!("{row}\n"), Some(&GPU_QUERY_WITHOUT_MINOR)).unwrap();
+        assert_eq!((t.gpus[0].index, t.gpus[0].minor), (Some(3), None));
+        // The old headerless list does not fit rows that carry the minor number.
+        let t = parse_gpus(&format!("{row}, 0\n"), Some(&GPU_QUERY_WITHOUT_MINOR)).unwrap();
+        assert!(t.gpus.is_empty() && t.row_errors.len() == 1, "{t:?}");
     }
 }

@@ -352,6 +352,8 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
         start_s,
         nodes,
         gpus,
+        // `--Format` has no per-node GRES detail: no device indices.
+        gres_idx: Vec::new(),
         job_id,
     })
 }

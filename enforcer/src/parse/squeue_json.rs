@@ -205,6 +205,7 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
     let tres_text = string(j.get("tres_alloc_str"));
     let tres = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?;
     let gpus = gpus_of(&tres, j.get("gres_detail")).map_err(fail)?;
+    let gres_idx = gres_indices(j.get("gres_detail"));
     let sluid = j.get("sluid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     Ok(SlurmJob {
         raw_id: Some(raw),
@@ -225,8 +226,21 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         start_s: number(j.get("start_time")).filter(|t| *t > 0),
         nodes,
         gpus,
+        gres_idx,
         job_id,
     })
+}
+
+/// The GPU indices per node from `gres_detail` (see [`SlurmJob::gres_idx`]): empty when the
+/// field is absent, not a list, or any of its strings is not text or cannot be read. Never an
+/// error: the indices only add a placement rule, and the row stays readable without them.
+fn gres_indices(detail: Option<&Value>) -> Vec<Option<Vec<u32>>> {
+    let Some(Value::Array(items)) = detail else { return Vec::new() };
+    items
+        .iter()
+        .map(|item| item.as_str().and_then(|t| gres_detail::gpu_indices(t).ok()))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
 }
 
 /// The job's GPU count. The TRES string's GPU entry when it has one; otherwise the sum over
@@ -297,6 +311,34 @@ mod tests {
         assert_eq!(r.jobs[0].job_id, "1230");
         let r = one(r#""array_job_id": 0, "array_task_id": 4294967294, "het_job_id": 0, "het_job_offset": 4294967294"#);
         assert_eq!(r.jobs[0].job_id, "1230");
+    }
+
+    #[test]
+    fn gres_detail_index_lists_per_node() {
+        let one = |fields: &str| {
+            let r = parse(&format!(
+                r#"{{"jobs": [{{"job_id": 5, "job_state": ["RUNNING"], "nodes": "n[1-2]", {fields}}}]}}"#
+            ))
+            .unwrap();
+            assert!(r.row_errors.is_empty(), "{fields}: {r:?}");
+            r.jobs[0].clone()
+        };
+        let j = one(r#""tres_alloc_str": "cpu=2", "gres_detail": ["gpu:2(IDX:0-1)", "gpu:a100:1(IDX:0),gpu:v100:2(IDX:1-2)"]"#);
+        assert_eq!(j.gres_idx, vec![Some(vec![0, 1]), Some(vec![0, 1, 2])]);
+        assert_eq!(j.gpus, 5);
+        // Count-only on one node: no indices there, the other node keeps its own.
+        let j = one(r#""tres_alloc_str": "cpu=2", "gres_detail": ["gpu(IDX:5)", "gpu(CNT:1)"]"#);
+        assert_eq!(j.gres_idx, vec![Some(vec![5]), None]);
+        // No gres_detail, or a null: no indices at all.
+        assert!(one(r#""tres_alloc_str": "gres/gpu=2""#).gres_idx.is_empty());
+        assert!(one(r#""tres_alloc_str": "gres/gpu=2", "gres_detail": null"#).gres_idx.is_empty());
+        // One string unreadable with the count in the TRES: the row reads as before, and the
+        // job has no indices on any node.
+        let j = one(r#""tres_alloc_str": "gres/gpu=2", "gres_detail": ["gpu(IDX:0)", "gpu(IDX:N/A)"]"#);
+        assert_eq!((j.gpus, j.gres_idx.len()), (2, 0));
+        // An index given twice is not a list of GPUs either (the count reader counts it).
+        let j = one(r#""tres_alloc_str": "gres/gpu=3", "gres_detail": ["gpu(IDX:0-1,1)"]"#);
+        assert_eq!((j.gpus, j.gres_idx.len()), (3, 0));
     }
 
     #[test]

@@ -122,6 +122,17 @@ pub fn job(id: &str, raw: u64, gpus: u32, nodes: &[&str]) -> SlurmJob {
     }
 }
 
+/// The real executor over the fake cluster `c`, with `true` as the notify command.
+pub fn real_executor(c: &Rc<RefCell<Cluster>>) -> enforcer::executor::RealExecutor<FakeSlurm> {
+    enforcer::executor::RealExecutor {
+        slurm: FakeSlurm(c.clone()),
+        notify_command: vec!["true".into()],
+        webhook: None,
+        notice_by_webhook: false,
+        timeout: std::time::Duration::from_secs(1),
+    }
+}
+
 /// A /proc where no PID exists: no process is ever resolved to a job.
 pub struct NoProc;
 impl ProcReader for NoProc {

@@ -41,6 +41,11 @@ pub trait Signature: Sync {
     /// Does the window match? `gpus` holds the stats of every observed GPU, each with full,
     /// valid coverage (the engine checks evidence first). Must return `None` for an empty slice.
     fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match>;
+    /// True when the signature is a claim about every GPU of the job, so that a view of part
+    /// of the allocation (a per-node enforcer's) can never show it. Default: false.
+    fn needs_whole_allocation(&self) -> bool {
+        false
+    }
 }
 
 /// Every signature, in precedence order. Adding a signature is one line here.
@@ -74,14 +79,22 @@ pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|s| s.name()).collect()
 }
 
-/// The first matching signature, in precedence order.
+/// The first matching signature, in precedence order, for `gpus`: every GPU of the job.
 pub fn classify(gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<(SignatureId, Match)> {
+    classify_view(gpus, cfg, true)
+}
+
+/// [`classify`] for `gpus`, the observed GPUs of a job; `whole` says whether they are every
+/// GPU of its allocation. Without the whole allocation, signatures that need it
+/// ([`Signature::needs_whole_allocation`]) are skipped.
+pub fn classify_view(gpus: &[GpuStats], cfg: &PolicyConfig, whole: bool) -> Option<(SignatureId, Match)> {
     if gpus.is_empty() {
         return None;
     }
     REGISTRY
         .iter()
         .enumerate()
+        .filter(|(_, s)| whole || !s.needs_whole_allocation())
         .find_map(|(i, s)| s.matches(gpus, cfg).map(|m| (SignatureId(i as u8), m)))
 }
 

@@ -25,6 +25,11 @@ impl Signature for Spin {
     fn default_ceiling(&self) -> Verdict {
         Verdict::Alert
     }
+    /// "Every GPU of the job": half a job at low power says nothing of the other half, which
+    /// may be working (the regression case of a two-node job with one node at 380 W).
+    fn needs_whole_allocation(&self) -> bool {
+        true
+    }
     fn matches(&self, gpus: &[GpuStats], cfg: &PolicyConfig) -> Option<Match> {
         (!gpus.is_empty() && gpus.iter().all(|g| gpu_spins(g, cfg))).then_some(Match {
             wasted_gpus: gpus.len() as u32,

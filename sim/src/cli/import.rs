@@ -134,20 +134,79 @@ fn no_samples_reason(args: &Args, report: &ImportReport) -> String {
     }
 }
 
-/// Notes for the readings the policy needs that no imported sample has: the source lacks
-/// them, or every value was missing. (nvidia-smi field names; dcgm's are the equivalents.)
-/// A field the importer's `notes` already name is not repeated.
-fn absent_readings(trace: &traces::Trace, notes: &[String]) -> Vec<String> {
-    type Has = fn(&policy::Sample) -> bool;
-    let fields: [(&str, Has); 3] = [
-        ("utilization.gpu", |s| !s.util_pct.is_missing()),
-        ("memory.used", |s| !s.mem_used_mib.is_missing()),
-        ("power.draw", |s| !s.power_w.is_missing()),
-    ];
-    fields
+/// A reading the policy uses, as [`absent_readings`] names it.
+struct PolicyReading {
+    /// The nvidia-smi field name (or, for the process count, a description); importers'
+    /// own notes that name it already cover it.
+    name: &'static str,
+    /// The dcgm-exporter series the `dcgm` importer reads it from, or why it has none.
+    dcgm: &'static str,
+    /// True when the sample has the reading.
+    has: fn(&policy::Sample) -> bool,
+    /// What the policy does without it.
+    without: &'static str,
+}
+
+/// The readings the policy uses: `sample_check.rs` and `window.rs` in `policy/` (a missing
+/// memory.total or power.limit changes the threshold used; a missing process count leaves
+/// idle and hung to the other readings).
+const POLICY_READINGS: [PolicyReading; 6] = {
+    const UNKNOWN: &str = "the policy sees it as unknown everywhere";
+    const fn r(name: &'static str, dcgm: &'static str, has: fn(&policy::Sample) -> bool, without: &'static str) -> PolicyReading {
+        PolicyReading { name, dcgm, has, without }
+    }
+    [
+        r("utilization.gpu", "DCGM_FI_DEV_GPU_UTIL", |s| !s.util_pct.is_missing(), UNKNOWN),
+        r("memory.used", "DCGM_FI_DEV_FB_USED", |s| !s.mem_used_mib.is_missing(), UNKNOWN),
+        r("power.draw", "DCGM_FI_DEV_POWER_USAGE", |s| !s.power_w.is_missing(), UNKNOWN),
+        r(
+            "memory.total",
+            "DCGM_FI_DEV_FB_TOTAL, or DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE",
+            |s| !s.mem_total_mib.is_missing(),
+            "memory held is judged against mem_held_mib instead of mem_held_frac of memory.total",
+        ),
+        r(
+            "power.limit",
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+            |s| !s.power_limit_w.is_missing(),
+            "idle and spin power are judged against idle_power_w instead of a share of power.limit",
+        ),
+        r(
+            "process count",
+            "dcgm-exporter gives none",
+            |s| s.procs.is_some(),
+            "idle and hung are judged without it, and their findings say \"processes unknown\" (the enforcer reads it with nvidia-smi --query-compute-apps)",
+        ),
+    ]
+};
+
+/// Notes for the readings the policy uses that no imported sample has: the source lacks them,
+/// or every value was missing. Named by their nvidia-smi field (and, for `dcgm`, the series),
+/// each with what the policy does without it. A reading the importer's `notes` already name is
+/// not repeated. A missing util with SM activity present is noted as read from SM activity,
+/// which the policy uses in util's place.
+fn absent_readings(format: Format, trace: &traces::Trace, notes: &[String]) -> Vec<String> {
+    let has_sm_active = trace.samples.iter().any(|s| !s.sm_active.is_missing());
+    POLICY_READINGS
         .iter()
-        .filter(|(name, has)| !trace.samples.iter().any(has) && !notes.iter().any(|n| n.contains(name)))
-        .map(|(name, _)| format!("no sample has a {name} reading: the policy sees it as unknown everywhere"))
+        .filter(|r| !trace.samples.iter().any(r.has) && !notes.iter().any(|n| n.contains(r.name)))
+        .map(|r| {
+            let what = if r.name == "process count" {
+                "a process count".to_string()
+            } else {
+                format!("a {} reading", r.name)
+            };
+            let source = match format {
+                Format::Dcgm => format!(" ({})", r.dcgm),
+                _ => String::new(),
+            };
+            let without = if r.name == "utilization.gpu" && has_sm_active {
+                "the policy reads SM activity (sm_active × 100) in its place"
+            } else {
+                r.without
+            };
+            format!("no sample has {what}{source}: {without}")
+        })
         .collect()
 }
 
@@ -211,7 +270,7 @@ pub fn run(args: Args) -> Result<()> {
             let _ = writeln!(out, "    {p}");
         }
     }
-    for n in report.notes.iter().chain(&absent_readings(&trace, &report.notes)) {
+    for n in report.notes.iter().chain(&absent_readings(args.format, &trace, &report.notes)) {
         let _ = writeln!(out, "  note: {n}");
     }
     if args.format == Format::Philly {

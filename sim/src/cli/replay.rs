@@ -11,8 +11,9 @@ pub struct Args {
     /// The trace folder (`jobs.csv` + `samples.csv`).
     #[arg(long)]
     pub trace: PathBuf,
-    /// A TOML file with a `[policy]` section (or the policy keys at top level, but not both).
-    /// Default: the built-in default policy.
+    /// A TOML file read as the enforcer reads its config: a `[policy]` table (an `[enforcer]`
+    /// table is allowed and not read; any other top-level key is an error). Without it, or
+    /// when the file has no `[policy]` table, the default policy (said in the output).
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Cycle interval, e.g. `60s`, `2m`. Default: the policy's `interval` (60 s).
@@ -26,73 +27,89 @@ pub struct Args {
     pub lenient: bool,
 }
 
-/// Reads a policy file: a `[policy]` table, or the policy keys at the top level. The
-/// enforcer's config file is accepted: its `[enforcer]` table is not read here, next to a
-/// `[policy]` table or to top-level policy keys; a file holding only `[enforcer]` gives the
-/// default policy. A file with a `[policy]` table may hold no other top-level key: a policy key
-/// there would be silently ignored. Notes for stderr (e.g. "no [policy] section: the default
-/// policy") are printed by [`load_policy_config`] and returned by [`read_policy_file`].
-///
-/// # Errors
-/// Unreadable or invalid TOML, top-level keys next to a `[policy]` table (naming them), an
-/// invalid policy section; each naming the file.
-pub fn load_policy_config(path: &Path) -> Result<policy::PolicyConfig> {
-    let (cfg, notes) = read_policy_file(path)?;
-    for n in notes {
-        eprintln!("sim: note: {n}");
-    }
-    Ok(cfg)
+/// A policy file as the enforcer reads its config file (`enforcer/src/config.rs`,
+/// `ConfigFile`): a `[policy]` table and an `[enforcer]` table, both optional, nothing else.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    /// `[policy]`: `None` when the file has no such table.
+    #[serde(default)]
+    policy: Option<policy::PolicyConfig>,
+    /// `[enforcer]`: must be a table; its keys are the enforcer's and are not checked here
+    /// (`enforcer check-config` does that).
+    #[serde(default, rename = "enforcer")]
+    _enforcer: Option<toml::Table>,
 }
 
-/// [`load_policy_config`] without printing: the configuration and the notes for stderr.
+/// The top-level keys a policy file may hold: those of the enforcer's config file.
+const TOP_LEVEL_KEYS: [&str; 2] = ["policy", "enforcer"];
+
+/// A TOML error in `file`: toml's own message, which gives the line, the column and the
+/// offending text, indented under the file's name.
+fn toml_error(file: &Path, e: &toml::de::Error) -> anyhow::Error {
+    anyhow::anyhow!("{}: {}", file.display(), e.to_string().trim_end().replace('\n', "\n  "))
+}
+
+/// Reads a policy file exactly as the enforcer reads its config file: the `[policy]` table
+/// (every key optional, unknown keys refused), an `[enforcer]` table that is not read here,
+/// and no other top-level key. `Ok(None)`: the file has no `[policy]` table (an empty file,
+/// `/dev/null`, a file with only `[enforcer]`), so the enforcer would run the default policy.
 ///
 /// # Errors
-/// As [`load_policy_config`].
-pub fn read_policy_file(path: &Path) -> Result<(policy::PolicyConfig, Vec<String>)> {
+/// An unreadable file; invalid TOML or a value of the wrong type (naming file, line and
+/// column); any top-level key but `policy` and `enforcer` (naming every such key: policy keys
+/// belong under a `[policy]` header, as in the enforcer's config). The policy's own checks are
+/// `Policy::new`'s, in [`policy_from_args`].
+pub fn read_policy_file(path: &Path) -> Result<Option<policy::PolicyConfig>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading policy file {}", path.display()))?;
-    let mut value: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {} as TOML", path.display()))?;
-    let mut notes = Vec::new();
-    let table = match value.get("policy") {
-        Some(toml::Value::Table(t)) => {
-            let stray: Vec<&str> = value
-                .keys()
-                .map(String::as_str)
-                .filter(|k| !matches!(*k, "policy" | "enforcer"))
-                .collect();
-            if !stray.is_empty() {
-                bail!(
-                    "{}: top-level key(s) {} next to the [policy] table would be ignored; move them into [policy] (or drop the [policy] header and keep every policy key at the top level)",
-                    path.display(),
-                    stray.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-                );
-            }
-            t.clone()
-        }
-        Some(_) => bail!("{}: key `policy` is not a table", path.display()),
-        None => {
-            if matches!(value.get("enforcer"), Some(toml::Value::Table(_))) {
-                value.remove("enforcer");
-                if value.is_empty() {
-                    notes.push(format!(
-                        "{}: no [policy] section (only [enforcer], which replay does not read): replaying the default policy",
-                        path.display()
-                    ));
-                }
-            }
-            value
-        }
-    };
-    let cfg = toml::Value::Table(table)
-        .try_into::<policy::PolicyConfig>()
-        .with_context(|| format!("{}: invalid [policy] section", path.display()))?;
-    Ok((cfg, notes))
+    let table: toml::Table = toml::from_str(&text).map_err(|e| toml_error(path, &e))?;
+    let mut stray: Vec<&str> = table.keys().map(String::as_str).filter(|k| !TOP_LEVEL_KEYS.contains(k)).collect();
+    stray.sort_unstable();
+    if !stray.is_empty() {
+        bail!(
+            "{}: unknown top-level key(s) {}: a policy file is read as the enforcer reads its config, which holds only a [policy] and an [enforcer] table; put policy keys under a [policy] header",
+            path.display(),
+            stray.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let file: PolicyFile = toml::from_str(&text).map_err(|e| toml_error(path, &e))?;
+    Ok(file.policy)
 }
 
-/// The policy config from `--policy` (or the default) with `--interval` applied.
-pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result<(policy::Policy, i64)> {
-    let mut cfg = match policy {
-        Some(p) => load_policy_config(p)?,
-        None => policy::PolicyConfig::default(),
+/// The policy a replay runs, its cycle interval, and where it came from.
+#[derive(Debug)]
+pub struct ReplayPolicy {
+    /// The validated policy.
+    pub policy: policy::Policy,
+    /// Cycle interval, seconds: `--interval`, else the policy's `interval`.
+    pub interval_s: i64,
+    /// Where the policy came from, for the replay's output: the file's path, or "the default
+    /// policy (...)" saying why (no `--policy`, or a file with no `[policy]` table).
+    pub source: String,
+}
+
+/// The policy from `--policy` (read by [`read_policy_file`]; the default without it, or when
+/// the file has no `[policy]` table) with `--interval` applied.
+///
+/// # Errors
+/// As [`read_policy_file`]; a policy `Policy::new` refuses (naming the file, or `--interval`
+/// when the flag's value is the one refused); an unparsable or non-positive `--interval`.
+pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result<ReplayPolicy> {
+    let (mut cfg, source) = match policy {
+        None => (
+            policy::PolicyConfig::default(),
+            "the default policy (no --policy given)".to_string(),
+        ),
+        Some(p) => match read_policy_file(p)? {
+            Some(cfg) => (cfg, p.display().to_string()),
+            None => (
+                policy::PolicyConfig::default(),
+                format!(
+                    "the default policy ({} has no [policy] table; the enforcer would run the default policy too)",
+                    p.display()
+                ),
+            ),
+        },
     };
     if let Some(i) = interval {
         cfg.interval = policy::DurationS::parse(i.trim()).map_err(|e| anyhow::anyhow!("--interval {i:?}: {e}"))?;
@@ -103,13 +120,16 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
     // A zero interval from the policy file is named by `Policy::new` below, as
     // `policy.interval` in that file.
     let interval_s = cfg.interval.secs();
-    let source = policy.map_or_else(|| "the default policy".to_string(), |p| p.display().to_string());
     let p = policy::Policy::new(&cfg).map_err(|e| match interval {
         // The interval came from the flag, not from the policy: name the flag.
         Some(i) if e.key == "policy.interval" => anyhow::anyhow!("--interval {i}: {}", e.problem),
         _ => anyhow::anyhow!("{source}: {e}"),
     })?;
-    Ok((p, interval_s))
+    Ok(ReplayPolicy {
+        policy: p,
+        interval_s,
+        source,
+    })
 }
 
 /// Why a trace read without error has nothing to replay (no job, or no sample), or `None`.
@@ -148,15 +168,16 @@ fn nothing_to_replay(dir: &Path, trace: &traces::Trace, report: &traces::ReadRep
 /// Bad policy or interval, an unreadable or malformed trace (naming file, line and column), a
 /// trace with no job or no sample (none left after `--lenient`), output errors.
 pub fn run(args: Args) -> Result<()> {
-    let (policy, interval_s) = policy_from_args(args.policy.as_deref(), args.interval.as_deref())?;
+    let rp = policy_from_args(args.policy.as_deref(), args.interval.as_deref())?;
     let (trace, report) =
         traces::read_trace(&args.trace, args.lenient).with_context(|| format!("reading trace {}", args.trace.display()))?;
     if let Some(why) = nothing_to_replay(&args.trace, &trace, &report) {
         bail!("{why}");
     }
-    let res = traces::replay::replay(&trace, policy, interval_s);
+    let res = traces::replay::replay(&trace, rp.policy, rp.interval_s);
     traces::replay::write_replay(&args.out, &trace, &res).with_context(|| format!("writing {}", args.out.display()))?;
-    let mut out = traces::replay::summary_text(&trace, &res);
+    let mut out = format!("policy: {}\n", rp.source);
+    out.push_str(&traces::replay::summary_text(&trace, &res));
     let _ = writeln!(out,
         "input: {} malformed rows skipped, {} out-of-order rows sorted, {} exact duplicate samples collapsed, {} conflicting duplicates dropped",
         report.skipped.len(),
