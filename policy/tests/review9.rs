@@ -8,13 +8,16 @@
 //!   skips a *missing* reading, but a reading that guard 3 makes unknown in another way (a
 //!   power of exactly 0 W, a vendor sentinel such as 4294967295 or DCGM's blank, a sentinel
 //!   SM activity) is compared as if it were a value. One such reading now and then makes a
-//!   collector repeating one cached hung reading look live: cancelled as `hung`.
+//!   collector repeating one cached hung reading look live: cancelled as `hung` (0 W and
+//!   the power sentinels); a sentinel SM activity, whose last present value is then the
+//!   sentinel itself, breaks the run once and gets one `hung` alert.
 //! * `an_all_zero_exporter_with_an_occasional_sentinel_power_is_not_idle`: the same hole in
 //!   the all-zero rule: `ZERO_OR_MISSING` accepts 0 or missing, not a sentinel, so an
 //!   exporter reading 0 %, 0 MiB, 0 W with now and then a sentinel power is judged `idle`,
-//!   drained and cancelled.
+//!   drained and cancelled (with a sentinel memory instead: alerted as `unknown`).
 //! * Passing: a snapshot taken under one config restores its windows under the same config
-//!   only (and an old snapshot without a window key restores none); samples from before a
+//!   only (and an old snapshot, without a window key and with `prev_raw`, loads and restores
+//!   none); samples from before a
 //!   job's start never cover its window, even when they arrive late in the same cycle as
 //!   current ones.
 
@@ -123,17 +126,23 @@ fn an_all_zero_exporter_with_an_occasional_sentinel_power_is_not_idle() {
         procs: None,
         ..base_sample(t)
     };
-    let acted: Vec<String> = [4_294_967_295.0, 140_737_488_355_328.0, 2_147_483_632.0]
+    let mut acted: Vec<String> = [4_294_967_295.0, 140_737_488_355_328.0, 2_147_483_632.0]
         .into_iter()
         .filter_map(|p: f64| acted_on(&format!("sentinel power {p}"), zeros, |s| Sample { power_w: p.into(), ..s }))
         .collect();
+    // The same with the memory used (a sentinel there is unknown memory too).
+    acted.extend(acted_on("sentinel memory used 4294967295", zeros, |s| Sample {
+        mem_used_mib: 4_294_967_295.0.into(),
+        ..s
+    }));
     assert!(acted.is_empty(), "{acted:#?}");
 }
 
 /// A snapshot restores its windows only under the config it was taken under: restored under
 /// the same config, an idle job's window is full at once (alert on the first cycle after the
 /// restore); under a config with another ingest threshold, or from a snapshot written before
-/// the window key existed (the key removed from its JSON), the windows start afresh (no
+/// the window key existed (no key, and `prev_raw` in place of `last_bits`: it still loads), the
+/// windows start afresh (no
 /// verdict above `insufficient_evidence`/`watching` until a new window is gathered).
 #[test]
 fn a_snapshot_restores_windows_only_under_its_own_config() {
@@ -164,10 +173,28 @@ fn a_snapshot_restores_windows_only_under_its_own_config() {
     let mut other = cfg();
     other.idle_power_w += 1.0;
     assert!(first_after(Policy::new(&other).unwrap(), serde_json::from_str(&json).unwrap()) <= Verdict::Watching);
+    // The snapshot as the engine before these changes wrote it: no window key, and each window
+    // with the old 64-bit `prev_raw` mix in place of `last_bits`.
     let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(v.as_object_mut().unwrap().remove("windows_key").is_some(), "{json}");
+    assert_eq!(to_old_windows(&mut v), 1, "{json}");
     let old = serde_json::from_value(v).unwrap();
     assert!(first_after(Policy::default(), old) <= Verdict::Watching);
+}
+
+/// Replaces every window's `last_bits` with an old-style `prev_raw`; returns how many.
+fn to_old_windows(v: &mut serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Object(o) => {
+            let here = o.remove("last_bits").map_or(0, |_| {
+                o.insert("prev_raw".into(), serde_json::json!(0x1234_5678_9abc_def0_u64));
+                1
+            });
+            here + o.values_mut().map(to_old_windows).sum::<usize>()
+        }
+        serde_json::Value::Array(a) => a.iter_mut().map(to_old_windows).sum(),
+        _ => 0,
+    }
 }
 
 /// Samples stamped before the job's start (an exporter re-sending the GPU's history, late in
