@@ -17,6 +17,12 @@
 //!   index list that was not pinned down becomes a "union of atoms". Job 30 is then placed on
 //!   GPU 3, which is not its own; the placement is kept once the GPU is back, and the busy
 //!   job is judged on the free GPU: idle, drained and cancelled.
+//! * `a_gpu_lost_for_good_resets_the_device_index_record`: the record resets only on a
+//!   *whole* read showing another GPU set, and with a GPU gone for good no read is ever whole
+//!   (fewer GPUs than the node has shown), so pins learnt under Slurm's old numbering outlive
+//!   a slurmd restart that renumbered the remaining GPUs: a busy job is placed on another
+//!   job's idle GPU, drained and cancelled. (Taking the atoms over the recorded set would not
+//!   fix this one: the stale pins themselves are wrong.)
 //! * Passing: the same node with every GPU listed never places job 30 (the pinning guard
 //!   itself holds), and a state file written before the device-index rule existed (no
 //!   `device_index` key, kept attributions without `by_device_index`) loads with the rule
@@ -35,18 +41,46 @@ use policy::Verdict;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// PIDs 100 and 101 are job 10's; PID 999 (job 30's) does not exist in this /proc.
+/// PIDs 100 and 101 are job 10's, PID 102 is job 20's; PID 999 (job 30's, later job 50's)
+/// does not exist in this /proc.
 struct Procs;
 impl ProcReader for Procs {
     fn cgroup(&self, pid: u32) -> Option<String> {
-        matches!(pid, 100 | 101).then(|| "0::/system.slice/slurmstepd.scope/job_10/step_0/user/task_0\n".to_string())
+        let job = match pid {
+            100 | 101 => 10,
+            102 => 20,
+            _ => return None,
+        };
+        Some(format!("0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"))
     }
 }
 
-/// GPU `i` of the node: index = minor = `i`. GPUs 0 and 1 (job 10) and 2 (job 30) busy,
-/// GPU 3 free and idle. Power moves a little every cycle, so nothing looks frozen.
-fn gpu(i: u16, cycle: u32) -> GpuReading {
-    let busy = i < 3;
+/// What the node shows, shared between a test and [`Node`].
+#[derive(Clone)]
+struct Shown {
+    /// A GPU nvidia-smi leaves out of its list.
+    hide: Option<u16>,
+    /// Per GPU: busy (95 %, 40 GB, 300 W) or idle (0 %, 3 MiB, 55 W).
+    busy: [bool; 4],
+    /// Compute processes: (GPU, PID).
+    apps: Vec<(u16, u32)>,
+}
+
+impl Default for Shown {
+    /// GPUs 0 and 1 (job 10, PIDs 100 and 101) and 2 (job 30, hidden PID 999) busy, GPU 3
+    /// free and idle.
+    fn default() -> Self {
+        Shown {
+            hide: None,
+            busy: [true, true, true, false],
+            apps: vec![(0, 100), (1, 101), (2, 999)],
+        }
+    }
+}
+
+/// GPU `i` of the node: index = minor = `i`, busy or idle. Power moves a little every cycle,
+/// so nothing looks frozen.
+fn gpu(i: u16, busy: bool, cycle: u32) -> GpuReading {
     GpuReading {
         index: Some(i),
         uuid: Some(format!("GPU-{i}")),
@@ -60,67 +94,86 @@ fn gpu(i: u16, cycle: u32) -> GpuReading {
     }
 }
 
-/// Compute processes: job 10's on GPUs 0 and 1, job 30's (hidden PID) on GPU 2.
-fn apps() -> AppsTable {
-    let app = |uuid: &str, pid: u32| ComputeApp {
-        gpu_uuid: Some(uuid.into()),
-        pid: Some(pid),
-        used_memory_mib: Some(40_000.0),
-        process_name: None,
-    };
-    AppsTable {
-        columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
-        apps: vec![app("GPU-0", 100), app("GPU-1", 101), app("GPU-2", 999)],
-        row_errors: Vec::new(),
+impl Shown {
+    fn gpus(&self, cycle: u32) -> Vec<GpuReading> {
+        (0..4)
+            .filter(|i| Some(*i) != self.hide)
+            .map(|i| gpu(i, self.busy[i as usize], cycle))
+            .collect()
+    }
+
+    fn apps(&self) -> AppsTable {
+        let app = |&(g, pid): &(u16, u32)| ComputeApp {
+            gpu_uuid: Some(format!("GPU-{g}")),
+            pid: Some(pid),
+            used_memory_mib: Some(40_000.0),
+            process_name: None,
+        };
+        AppsTable {
+            columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
+            apps: self.apps.iter().map(app).collect(),
+            row_errors: Vec::new(),
+        }
     }
 }
 
-/// The node's telemetry; `hide` (shared with the test) names a GPU nvidia-smi leaves out.
+/// The node's telemetry, as [`Shown`] says.
 struct Node {
-    hide: Hidden,
+    shown: Rc<RefCell<Shown>>,
     cycle: u32,
 }
 
 impl Telemetry for Node {
     fn read(&mut self, _now_s: i64) -> TelemetryRead {
         self.cycle += 1;
-        let hide = *self.hide.borrow();
+        let s = self.shown.borrow();
         TelemetryRead {
-            gpus: (0..4).filter(|i| Some(*i) != hide).map(|i| gpu(i, self.cycle)).collect(),
-            apps: Some(apps()),
+            gpus: s.gpus(self.cycle),
+            apps: Some(s.apps()),
             ..Default::default()
         }
     }
 }
 
+/// A one-GPU-per-index job `id` on [`NODE`] holding `idx.len()` GPUs with those Slurm device
+/// indices.
+fn idx_job(id: u64, idx: &[u32]) -> SlurmJob {
+    let mut j = job(&id.to_string(), id, idx.len() as u32, &[NODE]);
+    j.gres_idx = vec![Some(idx.to_vec())];
+    j
+}
+
 /// Job 10 (2 GPUs, `IDX:0-1`) and job 30 (1 GPU, `IDX:3`), both on [`NODE`].
 fn jobs() -> Vec<SlurmJob> {
-    let mut a = job("10", 10, 2, &[NODE]);
-    a.gres_idx = vec![Some(vec![0, 1])];
-    let mut b = job("30", 30, 1, &[NODE]);
-    b.gres_idx = vec![Some(vec![3])];
-    vec![a, b]
+    vec![idx_job(10, &[0, 1]), idx_job(30, &[3])]
 }
 
 type NodeDaemon = Daemon<FakeSlurm, Node, RealExecutor<FakeSlurm>>;
-/// Which GPU nvidia-smi leaves out, shared between the test and [`Node`].
-type Hidden = Rc<RefCell<Option<u16>>>;
 
-fn daemon(dir: &std::path::Path) -> (NodeDaemon, Rc<RefCell<Cluster>>, Hidden) {
+fn daemon(dir: &std::path::Path) -> (NodeDaemon, Rc<RefCell<Cluster>>, Rc<RefCell<Shown>>) {
     let c = cluster(jobs());
-    let hide = Rc::new(RefCell::new(None));
+    let shown = Rc::new(RefCell::new(Shown::default()));
     let d = Daemon::new(
         config_with(POLICY, &dir.join("state"), "enforce", ""),
         FakeSlurm(c.clone()),
         Node {
-            hide: hide.clone(),
+            shown: shown.clone(),
             cycle: 0,
         },
         real_executor(&c),
         Box::new(Procs),
         T0,
     );
-    (d, c, hide)
+    (d, c, shown)
+}
+
+/// The Slurm calls that name job `id`: a drain for it, or its cancel.
+fn acted_on(c: &Rc<RefCell<Cluster>>, id: &str) -> Vec<String> {
+    let calls = c.borrow().calls.clone();
+    calls
+        .into_iter()
+        .filter(|c| *c == format!("scancel {id}") || (c.starts_with("drain") && c.ends_with(&format!("job {id}"))))
+        .collect()
 }
 
 /// Control: with every GPU listed, job 30's `IDX:3` is never pinned down (index 3 could be
@@ -134,7 +187,7 @@ fn an_index_not_pinned_down_is_never_used_end_to_end() {
     assert_eq!(worst.get("30"), None, "job 30 was judged: {worst:?}");
     assert_eq!(d.device_index.pinned, [vec![0, 1]]);
     assert!(d.device_index.confirmed.is_some() && d.device_index.contradicted.is_none());
-    assert!(!c.borrow().calls.iter().any(|c| c.contains("30")), "{:?}", c.borrow().calls);
+    assert!(acted_on(&c, "30").is_empty(), "{:?}", c.borrow().calls);
 }
 
 /// See the module doc. One cycle in which nvidia-smi leaves GPU 2 out (job 30's real GPU: a
@@ -151,19 +204,15 @@ fn an_index_not_pinned_down_is_never_used_end_to_end() {
 #[ignore = "review9: a GPU missing from one nvidia-smi read shrinks the atoms, so an unpinned index places a busy job on a free GPU, then cancels it"]
 fn a_gpu_missing_from_the_list_does_not_pin_the_others() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut d, c, hide) = daemon(dir.path());
+    let (mut d, c, shown) = daemon(dir.path());
     let first = d.cycle(T0);
     assert!(first.placed_by_device_index.is_empty(), "{first:?}");
     assert_eq!(d.most_gpus_seen, 4);
-    *hide.borrow_mut() = Some(2);
+    shown.borrow_mut().hide = Some(2);
     let missing = d.cycle(T0 + 60);
-    *hide.borrow_mut() = None;
+    shown.borrow_mut().hide = None;
     let worst = worst_verdicts(&mut d, 2, 100);
-    let calls = c.borrow().calls.clone();
-    let acted: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("scancel 30") || (c.starts_with("drain") && c.contains("job 30")))
-        .collect();
+    let acted = acted_on(&c, "30");
     assert!(
         missing.placed_by_device_index.is_empty() && !worst.contains_key("30") && acted.is_empty(),
         "placed by device index in the cycle with GPU 2 missing: {:?}; kept: {:?}; worst verdicts: {worst:?}; Slurm calls naming job 30: {acted:?}",
@@ -181,12 +230,22 @@ fn one_pass_with_a_gpu_missing_places_an_unpinned_index() {
     let jobs = jobs();
     let on_node: Vec<&SlurmJob> = jobs.iter().collect();
     let mut trust = DeviceIndexTrust::default();
-    let all: Vec<GpuReading> = (0..4).map(|i| gpu(i, 0)).collect();
-    let r = attribution::attribute(&on_node, &all, Some(&apps()), &Procs, true, &KeptMap::new(), &mut trust);
+    let mut shown = Shown::default();
+    let mut pass = |shown: &Shown, complete: bool| {
+        attribution::attribute(
+            &on_node,
+            &shown.gpus(0),
+            Some(&shown.apps()),
+            &Procs,
+            complete,
+            &KeptMap::new(),
+            &mut trust,
+        )
+    };
+    let r = pass(&shown, true);
     assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)), "{r:?}");
-    assert_eq!(trust.pinned, [vec![0, 1]]);
-    let three: Vec<GpuReading> = [0, 1, 3].into_iter().map(|i| gpu(i, 1)).collect();
-    let r = attribution::attribute(&on_node, &three, Some(&apps()), &Procs, false, &KeptMap::new(), &mut trust);
+    shown.hide = Some(2);
+    let r = pass(&shown, false);
     assert!(
         matches!(r.jobs["30"], Attributed::Ambiguous(_)),
         "job 30 (IDX:3, not pinned down) placed with GPU 2 missing: {:?}",
@@ -216,5 +275,49 @@ fn a_state_file_from_before_the_device_index_rule_loads() {
     assert_eq!(
         d.kept.get("10").map(|k| (k.gpus.clone(), k.by_device_index)),
         Some((vec![0, 1], false))
+    );
+}
+
+/// A GPU lost for good never resets the record, though README promises a reset when "a whole
+/// read of the node's GPUs shows another set of UUIDs and minor numbers (a GPU replaced,
+/// added or removed ...)": with one GPU gone every later read lists fewer GPUs than the node
+/// has shown, so no read is ever whole, and the pins learnt under the old Slurm numbering
+/// stay in force.
+///
+/// Here jobs 10 (`IDX:0-1`) and 20 (`IDX:2`) pin every GPU while the node has four (gres.conf
+/// in minor order). Then GPU 1 falls off the bus for good; the operator restarts slurmd so
+/// the node carries on with three GPUs, and Slurm numbers them afresh: index 0 is minor 0,
+/// index 1 minor 2, index 2 minor 3. Job 50 (`IDX:2`, so GPU 3) works with its process hidden;
+/// job 40 (`IDX:1`, GPU 2) holds its GPU and runs nothing. The old pins place job 50 on minor
+/// 2's GPU, job 40's idle one, and the busy job 50 is drained and cancelled as idle.
+///
+/// What should happen: the node's GPU set changed (a GPU removed), so the record resets and
+/// the rule waits for a new confirmation (or stays off while GPUs are missing); job 50 is
+/// never placed by device index, and no drain or cancel names it.
+#[test]
+#[ignore = "review9: a GPU lost for good never resets the device-index record; stale pins place a busy job on another job's idle GPU, then cancel it"]
+fn a_gpu_lost_for_good_resets_the_device_index_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, c, shown) = daemon(dir.path());
+    c.borrow_mut().jobs = vec![idx_job(10, &[0, 1]), idx_job(20, &[2])];
+    shown.borrow_mut().apps = vec![(0, 100), (1, 101), (2, 102)];
+    worst_verdicts(&mut d, 0, 3);
+    assert!(d.device_index.pinned.contains(&vec![0, 1]) && d.device_index.pinned.contains(&vec![2]));
+    let before = d.device_index.gpus.clone();
+    assert_eq!(before.len(), 4);
+    // GPU 1 gone for good; Slurm renumbered; jobs 40 (idle) and 50 (busy, hidden) run.
+    c.borrow_mut().jobs = vec![idx_job(40, &[1]), idx_job(50, &[2])];
+    *shown.borrow_mut() = Shown {
+        hide: Some(1),
+        busy: [false, false, false, true],
+        apps: vec![(3, 999)],
+    };
+    let worst = worst_verdicts(&mut d, 3, 100);
+    let acted = acted_on(&c, "50");
+    assert!(
+        !worst.contains_key("50") && acted.is_empty(),
+        "record reset: {}; kept for job 50: {:?}; worst verdicts: {worst:?}; Slurm calls naming job 50: {acted:?}",
+        d.device_index.gpus != before,
+        d.kept.get("50"),
     );
 }
