@@ -163,3 +163,20 @@ pub fn config_with(policy: &str, dir: &std::path::Path, mode: &str, extra: &str)
     );
     Config::from_text(&text, "test.toml").unwrap()
 }
+
+/// The worst verdict each job reached over the cycles at minutes `from..from + cycles` after
+/// [`T0`] (a job never judged is absent).
+pub fn worst_verdicts<S: SlurmClient, T: enforcer::telemetry::Telemetry, E: enforcer::executor::Executor>(
+    d: &mut enforcer::daemon::Daemon<S, T, E>,
+    from: i64,
+    cycles: i64,
+) -> std::collections::BTreeMap<String, policy::Verdict> {
+    let mut worst = std::collections::BTreeMap::new();
+    for i in 0..cycles {
+        for f in d.cycle(T0 + (from + i) * 60).findings {
+            let w = worst.entry(f.job_id).or_insert(f.verdict);
+            *w = (*w).max(f.verdict);
+        }
+    }
+    worst
+}
