@@ -201,7 +201,6 @@ fn an_index_not_pinned_down_is_never_used_end_to_end() {
 /// (the recorded [`DeviceIndexTrust::gpus`], or no placement while GPUs are missing); job 30 is
 /// never placed, and no drain or cancel names it.
 #[test]
-#[ignore = "review9: a GPU missing from one nvidia-smi read shrinks the atoms, so an unpinned index places a busy job on a free GPU, then cancels it"]
 fn a_gpu_missing_from_the_list_does_not_pin_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, c, shown) = daemon(dir.path());
@@ -225,7 +224,6 @@ fn a_gpu_missing_from_the_list_does_not_pin_the_others() {
 /// that lists GPUs 0, 1 and 3 (GPU 2 missing, `complete` false as the daemon passes it) places
 /// job 30 on GPU 3 although `IDX:3` was not pinned down.
 #[test]
-#[ignore = "review9: union_of_atoms is taken over the minors listed this pass, so a missing GPU makes an unpinned index list usable"]
 fn one_pass_with_a_gpu_missing_places_an_unpinned_index() {
     let jobs = jobs();
     let on_node: Vec<&SlurmJob> = jobs.iter().collect();
@@ -293,10 +291,10 @@ fn a_state_file_from_before_the_device_index_rule_loads() {
 ///
 /// What should happen: the node's GPU set changed (a GPU removed), so the record resets and
 /// the rule waits for a new confirmation (or stays off while GPUs are missing); job 50 is
-/// never placed by device index, and no drain or cancel names it.
+/// never placed by device index, and no drain or cancel names it. Fixed the second way: the
+/// rule places only on a whole read, and a node short of a GPU it has shown never has one.
 #[test]
-#[ignore = "review9: a GPU lost for good never resets the device-index record; stale pins place a busy job on another job's idle GPU, then cancel it"]
-fn a_gpu_lost_for_good_resets_the_device_index_record() {
+fn a_gpu_lost_for_good_stops_placement_by_device_index() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, c, shown) = daemon(dir.path());
     c.borrow_mut().jobs = vec![idx_job(10, &[0, 1]), idx_job(20, &[2])];
