@@ -414,6 +414,95 @@ fn program_problem(p: &str) -> Option<String> {
     None
 }
 
+/// Why `program` (a bare name looked up in `path`, the `PATH` value, or an absolute path; see
+/// `program_problem`) cannot be started on this machine, or `None` when it can: a path that
+/// does not exist or is not a regular file with an execute bit, or a bare name found in no
+/// directory of `path`. Like `execvp(3)`, an empty `PATH` entry is the current directory.
+pub fn program_unrunnable(program: &str, path: Option<&std::ffi::OsStr>) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| -> Result<(), String> {
+        let m = std::fs::metadata(p).map_err(|e| e.to_string())?;
+        if !m.is_file() {
+            return Err("not a regular file".into());
+        }
+        if m.permissions().mode() & 0o111 == 0 {
+            return Err("not executable (no execute permission)".into());
+        }
+        Ok(())
+    };
+    if program.contains('/') {
+        return runnable(Path::new(program))
+            .err()
+            .map(|why| format!("{program:?} cannot be run: {why}"));
+    }
+    let path = path.unwrap_or_default();
+    let found = std::env::split_paths(path).any(|dir| {
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        runnable(&dir.join(program)).is_ok()
+    });
+    (!found).then(|| {
+        format!(
+            "{program:?} is not found on PATH ({}) as an executable file",
+            policy::one_line(&path.to_string_lossy(), 200)
+        )
+    })
+}
+
+impl Config {
+    /// The configured programs that cannot be started on this machine (see
+    /// [`program_unrunnable`], with `path` the `PATH` the daemon runs with): `(errors,
+    /// warnings)`, one line each naming the key and what would happen. In enforce mode the
+    /// program that delivers the user's notice (the notify command, or curl when the webhook
+    /// is the notice channel) is an error: every notice would fail, so no cancel could ever go
+    /// ahead. Every other one (and that one in observe mode) is a warning: squeue, scontrol,
+    /// scancel, nvidia-smi, and curl when a webhook is set. `check-config` and `run` check
+    /// this; [`Config::from_text`] does not (it reads no file system).
+    pub fn program_checks(&self, path: Option<&std::ffi::OsStr>) -> (Vec<String>, Vec<String>) {
+        let e = &self.enforcer;
+        let notice_program = match e.notify_command.first() {
+            Some(p) => Some(("enforcer.notify_command", p.as_str())),
+            None if e.notice_by_webhook() => Some(("enforcer.curl", e.curl.as_str())),
+            None => None,
+        };
+        let mut checks: Vec<(&str, &str, &str)> = vec![
+            (
+                "enforcer.squeue",
+                e.squeue.as_str(),
+                "no job would be read, so every cycle would be skipped",
+            ),
+            (
+                "enforcer.scontrol",
+                e.scontrol.as_str(),
+                "the node's state could not be read, so nothing would be drained, cancelled or resumed",
+            ),
+            ("enforcer.scancel", e.scancel.as_str(), "no cancel could be made"),
+            (
+                "enforcer.nvidia_smi",
+                e.nvidia_smi.as_str(),
+                "no GPU would be read, so every job would stay insufficient_evidence",
+            ),
+        ];
+        if !e.webhook_url_env.is_empty() {
+            checks.push(("enforcer.curl", e.curl.as_str(), "every webhook post would fail"));
+        }
+        if let Some((key, p)) = notice_program.filter(|(k, _)| *k == "enforcer.notify_command") {
+            checks.push((key, p, "every notice to a user would fail"));
+        }
+        let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+        for (key, program, then) in checks {
+            let Some(why) = program_unrunnable(program, path) else { continue };
+            if e.mode == RunMode::Enforce && notice_program == Some((key, program)) {
+                errors.push(format!(
+                    "{key}: {why}; {then}, so no cancel could ever go ahead (a cancel needs the user's notice): install it, or give its absolute path"
+                ));
+            } else {
+                warnings.push(format!("{key}: {why}; {then}"));
+            }
+        }
+        (errors, warnings)
+    }
+}
+
 /// True when `s` can be a Slurm node name as slurm.conf's NodeName and `scontrol show node`
 /// use it: a host name of letters, digits, `-`, `_` and `.`, starting with a letter or digit,
 /// at most 255 characters.
@@ -992,6 +1081,80 @@ mod tests {
         assert_eq!(with("").len(), 1);
         assert!(with("notify_command = [\"notify\"]\n").is_empty());
         assert!(with("webhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\n").is_empty());
+    }
+
+    /// Trial 6 #6: `notify_command = ["/nonexistent/mailer"]` was called valid; every notice
+    /// then failed and every cancel was held forever.
+    #[test]
+    fn programs_that_cannot_be_run_are_an_error_for_the_notice_in_enforce_mode_and_a_warning_otherwise() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok-prog");
+        std::fs::write(&ok, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&ok, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = dir.path().join("plain-file");
+        std::fs::write(&plain, "").unwrap();
+        let path = dir.path().as_os_str();
+        assert_eq!(program_unrunnable(ok.to_str().unwrap(), None), None);
+        assert_eq!(program_unrunnable("ok-prog", Some(path)), None);
+        let m = program_unrunnable(plain.to_str().unwrap(), Some(path)).unwrap();
+        assert!(m.contains("not executable"), "{m}");
+        let m = program_unrunnable("/nonexistent/mailer", Some(path)).unwrap();
+        assert!(m.contains("/nonexistent/mailer") && m.contains("No such file"), "{m}");
+        let m = program_unrunnable("mailer", Some(path)).unwrap();
+        assert!(
+            m.contains("not found on PATH") && m.contains(&dir.path().display().to_string()),
+            "{m}"
+        );
+        assert!(
+            program_unrunnable("plain-file", Some(path)).is_some(),
+            "not executable, so not found"
+        );
+        assert!(program_unrunnable("ok-prog", Some(dir.path().join("sub").as_os_str())).is_some());
+
+        let progs = format!(
+            "squeue = \"{0}\"\nscontrol = \"{0}\"\nscancel = \"{0}\"\nnvidia_smi = \"{0}\"\n",
+            ok.display()
+        );
+        let cfg = |mode: &str, extra: &str| {
+            Config::from_text(
+                &format!("[policy]\nstages = [{{ after = \"0s\", verdict = \"alert\" }}, {{ after = \"1h\", verdict = \"drain\" }}, {{ after = \"2h\", verdict = \"cancel\" }}]\n[enforcer]\nnode = \"n\"\nmode = \"{mode}\"\n{progs}{extra}"),
+                "t",
+            )
+            .unwrap()
+        };
+        let missing = "notify_command = [\"/nonexistent/mailer\"]\n";
+        let (errors, warnings) = cfg("enforce", missing).program_checks(Some(path));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("enforcer.notify_command") && errors[0].contains("/nonexistent/mailer") && errors[0].contains("no cancel"),
+            "{}",
+            errors[0]
+        );
+        let (errors, warnings) = cfg("observe", missing).program_checks(Some(path));
+        assert!(
+            errors.is_empty() && warnings.len() == 1 && warnings[0].contains("enforcer.notify_command"),
+            "{warnings:?}"
+        );
+        let good = format!("notify_command = [\"{}\", \"--x\"]\n", ok.display());
+        assert_eq!(cfg("enforce", &good).program_checks(Some(path)), (vec![], vec![]));
+        // The webhook as the notice channel: its curl is the notice's program.
+        let hook = "webhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\ncurl = \"no-such-curl\"\n";
+        let (errors, _) = cfg("enforce", hook).program_checks(Some(path));
+        assert!(errors.len() == 1 && errors[0].contains("enforcer.curl"), "{errors:?}");
+        // Other programs: warnings naming the key and what would happen, in either mode.
+        let mut c = cfg("enforce", &good);
+        c.enforcer.nvidia_smi = "nvidia-smi-missing".into();
+        let (errors, warnings) = c.program_checks(Some(path));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(
+            warnings.len() == 1
+                && warnings[0].contains("enforcer.nvidia_smi")
+                && warnings[0].contains("\"nvidia-smi-missing\"")
+                && warnings[0].contains("insufficient_evidence"),
+            "{warnings:?}"
+        );
     }
 
     #[test]

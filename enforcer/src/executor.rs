@@ -101,7 +101,7 @@ impl Webhook {
         .collect();
         match run(&self.curl, &args, &o) {
             RunOutcome::Exited { code: Some(0), .. } => Ok(()),
-            other => Err(format!("webhook: curl {}", other.label())),
+            other => Err(format!("webhook: curl ({}) {}", self.curl, other.describe())),
         }
     }
 }
@@ -161,9 +161,19 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                 } else {
                     let mut args: Vec<String> = self.notify_command[1..].to_vec();
                     args.extend([user.clone(), job_id.clone(), reason.clone()]);
-                    match run(&self.notify_command[0], &args, &RunOptions::new(self.timeout)) {
+                    let program = &self.notify_command[0];
+                    match run(program, &args, &RunOptions::new(self.timeout)) {
                         RunOutcome::Exited { code: Some(0), .. } => Ok(Outcome::Done),
-                        other => Err(format!("notify command: {}", other.label())),
+                        // Its own words say why (a mail relay refusing, a bad address); the
+                        // notify command is the site's, its stderr is no secret of ours.
+                        RunOutcome::Exited { code, stdout, stderr } => Err(format!(
+                            "notify command {program}: {}{}",
+                            crate::slurm::exit_kind(code),
+                            crate::telemetry::output_excerpt(&stdout, &stderr)
+                                .map(|s| format!(": {s}"))
+                                .unwrap_or_default()
+                        )),
+                        other => Err(format!("notify command {program}: {}", other.describe())),
                     }
                 }
             }
@@ -241,6 +251,26 @@ impl Executor for RecordingExecutor {
 mod tests {
     use super::*;
 
+    /// A Slurm client whose every command fails (`false`): these tests reach no Slurm.
+    fn no_slurm() -> crate::slurm::SlurmCli {
+        crate::slurm::SlurmCli {
+            squeue: "false".into(),
+            scontrol: "false".into(),
+            scancel: "false".into(),
+            source: crate::slurm::JobSource::Json,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A notice to bob for job 7.
+    fn notice_of_bob() -> Action {
+        Action::Notice {
+            job_id: "7".into(),
+            user: "bob".into(),
+            reason: "job 7: alert idle".into(),
+        }
+    }
+
     /// A fake curl in `dir` that writes its argv to `log.argv` and its stdin to `log.stdin`,
     /// and exits 22 while `log.fail` exists. Returns (curl, log).
     fn fake_curl(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -263,13 +293,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (curl, log) = fake_curl(dir.path());
         std::env::set_var("GPU_REAPER_TEST_NOTICE_URL", "https://hooks.example.invalid/x");
-        let slurm = crate::slurm::SlurmCli {
-            squeue: "false".into(),
-            scontrol: "false".into(),
-            scancel: "false".into(),
-            source: crate::slurm::JobSource::Json,
-            timeout: Duration::from_secs(5),
-        };
+        let slurm = no_slurm();
         let webhook = Webhook {
             curl: curl.display().to_string(),
             url_env: "GPU_REAPER_TEST_NOTICE_URL".into(),
@@ -301,19 +325,56 @@ mod tests {
         }
     }
 
+    /// Trial 6 #6: a notify command that could not start failed as `notify command:
+    /// spawn_failed`, naming neither the program nor the OS error.
+    #[test]
+    fn a_failed_notify_command_names_its_program_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = RealExecutor {
+            slurm: no_slurm(),
+            notify_command: vec!["/nonexistent/mailer".into()],
+            webhook: None,
+            notice_by_webhook: false,
+            timeout: Duration::from_secs(5),
+        };
+        let notice = notice_of_bob();
+        match e.execute(&notice) {
+            Outcome::Failed(why) => assert!(
+                why.contains("/nonexistent/mailer") && why.contains("spawn_failed") && why.contains("No such file or directory"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // One that runs and fails says so in its own words.
+        let mailer = dir.path().join("mailer");
+        std::fs::write(&mailer, "#!/bin/sh\necho 'relay refused: no such user' >&2\nexit 75\n").unwrap();
+        std::fs::set_permissions(&mailer, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        e.notify_command = vec![mailer.display().to_string()];
+        match e.execute(&notice) {
+            Outcome::Failed(why) => assert!(
+                why.contains(&mailer.display().to_string()) && why.contains("exit_75") && why.contains("relay refused"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // A curl that cannot start is named too.
+        std::env::set_var("GPU_REAPER_TEST_MISSING_CURL_URL", "https://hooks.example.invalid/x");
+        let w = Webhook {
+            curl: "/nonexistent/curl".into(),
+            url_env: "GPU_REAPER_TEST_MISSING_CURL_URL".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let why = w.post("x").unwrap_err();
+        assert!(why.contains("/nonexistent/curl") && why.contains("No such file"), "{why}");
+    }
+
     #[test]
     fn a_notice_is_never_posted_to_a_webhook_that_does_not_reach_users() {
         let dir = tempfile::tempdir().unwrap();
         let (curl, log) = fake_curl(dir.path());
         std::env::set_var("GPU_REAPER_TEST_OPS_URL", "https://hooks.example.invalid/ops");
         let mut e = RealExecutor {
-            slurm: crate::slurm::SlurmCli {
-                squeue: "false".into(),
-                scontrol: "false".into(),
-                scancel: "false".into(),
-                source: crate::slurm::JobSource::Json,
-                timeout: Duration::from_secs(5),
-            },
+            slurm: no_slurm(),
             notify_command: vec![],
             webhook: Some(Webhook {
                 curl: curl.display().to_string(),
@@ -323,11 +384,7 @@ mod tests {
             notice_by_webhook: false,
             timeout: Duration::from_secs(5),
         };
-        let notice = Action::Notice {
-            job_id: "7".into(),
-            user: "bob".into(),
-            reason: "job 7: alert idle".into(),
-        };
+        let notice = notice_of_bob();
         match e.execute(&notice) {
             Outcome::Failed(why) => assert!(why.contains("webhook_reaches_users"), "{why}"),
             other => panic!("{other:?}"),

@@ -163,6 +163,13 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             for w in c.warnings() {
                 eprintln!("enforcer: warning: {}: {w}", file.display());
             }
+            let (errors, warnings) = c.program_checks(std::env::var_os("PATH").as_deref());
+            for w in warnings {
+                eprintln!("enforcer: warning: {}: {w}", file.display());
+            }
+            if !errors.is_empty() {
+                anyhow::bail!("{}: {}", file.display(), errors.join("; "));
+            }
             say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
             say(toml::to_string(&c.effective_file())
                 .context("rendering the effective config")?
@@ -218,6 +225,13 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     }
     for w in cfg.warnings() {
         tracing::warn!(config = %path.display(), problem = %w, "config warning");
+    }
+    let (errors, warnings) = cfg.program_checks(std::env::var_os("PATH").as_deref());
+    for w in warnings {
+        tracing::warn!(config = %path.display(), problem = %w, "config warning");
+    }
+    if !errors.is_empty() {
+        anyhow::bail!("{}: {}", path.display(), errors.join("; "));
     }
     let sim = simulated.as_deref().map(parse_simulated_clock).transpose()?;
     if cycles == Some(0) {

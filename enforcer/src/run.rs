@@ -100,6 +100,19 @@ impl RunOutcome {
             RunOutcome::OutputTooLarge => "output_too_large".into(),
         }
     }
+
+    /// [`RunOutcome::label`] with what the label alone does not say, for logs and error
+    /// messages (never metrics): a spawn failure names the program and the OS error
+    /// (`spawn_failed (/opt/bin/mailer: No such file or directory (os error 2))`), a refused
+    /// start says an earlier run of the program is still hung. Output is not included (a
+    /// caller that shows it chooses what may be shown).
+    pub fn describe(&self) -> String {
+        match self {
+            RunOutcome::SpawnFailed(why) => format!("spawn_failed ({why})"),
+            RunOutcome::Refused => "refused (an earlier run of the program is still hung and was abandoned)".into(),
+            other => other.label(),
+        }
+    }
 }
 
 struct Abandoned {
@@ -257,6 +270,24 @@ mod tests {
             }
         );
         assert_eq!(run("/nonexistent/prog", &[], &o).label(), "spawn_failed");
+    }
+
+    /// Trial 6 #6: a spawn failure was logged as `spawn_failed` alone, without the program or
+    /// the OS error.
+    #[test]
+    fn a_spawn_failure_is_described_with_the_program_and_the_os_error() {
+        let o = RunOptions::new(Duration::from_secs(5));
+        let d = run("/nonexistent/mailer", &[], &o).describe();
+        assert!(
+            d.starts_with("spawn_failed") && d.contains("/nonexistent/mailer") && d.contains("No such file or directory"),
+            "{d}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let not_exec = dir.path().join("mailer");
+        std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+        let d = run(not_exec.to_str().unwrap(), &[], &o).describe();
+        assert!(d.contains(not_exec.to_str().unwrap()) && d.contains("Permission denied"), "{d}");
+        assert_eq!(run("/bin/sh", &sh("exit 3"), &o).describe(), "exit_3");
     }
 
     #[test]

@@ -85,7 +85,7 @@ fn stderr_says_error(stderr: &str) -> bool {
 
 /// `exit_N` for an exit code, `signal` when the process was killed by a signal (the same
 /// labels as [`crate::run::RunOutcome::label`]).
-fn exit_kind(code: Option<i32>) -> String {
+pub(crate) fn exit_kind(code: Option<i32>) -> String {
     code.map_or_else(|| "signal".to_string(), |c| format!("exit_{c}"))
 }
 
@@ -111,10 +111,7 @@ impl SlurmCli {
             }),
             other => Err(CommandError {
                 kind: other.label(),
-                problem: match &other {
-                    RunOutcome::SpawnFailed(why) => format!("spawn_failed: {why}"),
-                    _ => other.label(),
-                },
+                problem: other.describe(),
                 command,
             }),
         }
@@ -228,10 +225,7 @@ impl SlurmClient for SlurmCli {
             other => Err(CommandError {
                 command: "scancel".into(),
                 kind: other.label(),
-                problem: match &other {
-                    RunOutcome::SpawnFailed(why) => format!("spawn_failed: {why}"),
-                    _ => other.label(),
-                },
+                problem: other.describe(),
             }),
         }
     }

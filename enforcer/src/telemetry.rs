@@ -163,10 +163,19 @@ impl NvidiaSmi {
                 Some(smi::SmiError::NoData { kind, line }) => Query::NoData(kind.to_string(), Some(policy::one_line(&line, 240))),
                 _ => Query::Table(stdout),
             },
-            RunOutcome::Refused => Query::NoData("hung_child".into(), None),
+            RunOutcome::Refused => Query::NoData(
+                "hung_child".into(),
+                Some(format!(
+                    "{}: an earlier run is still hung (abandoned); not started again until it ends",
+                    self.program
+                )),
+            ),
             // A failed nvidia-smi says why on stdout or stderr ("GPU is lost. Reboot the
             // system to recover this GPU"): keep its words for the log.
             RunOutcome::Exited { stdout, stderr, .. } => Query::NoData(label, output_excerpt(&stdout, &stderr)),
+            // Not started: name the program and the OS error (`nvidia-smi-missing: No such
+            // file or directory`), which the label alone does not say.
+            RunOutcome::SpawnFailed(why) => Query::NoData(label, Some(format!("could not run {why}"))),
             _ => Query::NoData(label, None),
         }
     }
@@ -307,6 +316,21 @@ mod tests {
         }
         let no_uuid = [gpu(0, Some("GPU-a")), gpu(1, None)];
         assert_eq!(process_counts(&no_uuid, Some(&apps(&[]))), vec![Some(0), None]);
+    }
+
+    /// Trial 6 #6: `nvidia_smi = "nvidia-smi-missing"` logged `kind=spawn_failed
+    /// nvidia_smi_said=` without the program's name.
+    #[test]
+    fn an_nvidia_smi_that_cannot_start_is_named_with_the_os_error() {
+        let mut smi = NvidiaSmi::new("nvidia-smi-missing-for-test", Duration::from_secs(5), KillMode::Kill);
+        let r = smi.read(0);
+        assert_eq!(r.no_data.as_deref(), Some("spawn_failed"));
+        let d = r.no_data_detail.unwrap_or_default();
+        assert!(
+            d.contains("nvidia-smi-missing-for-test") && d.contains("No such file or directory"),
+            "{d}"
+        );
+        assert!(r.gpus.is_empty());
     }
 
     #[test]

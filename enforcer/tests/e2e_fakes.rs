@@ -133,11 +133,14 @@ fn log_lines(log: &str, keep: impl Fn(&serde_json::Value) -> bool) -> Vec<serde_
         .collect()
 }
 
-/// Runs `enforcer check-config FILE`.
+/// Runs `enforcer check-config FILE` with the fakes first on PATH, as `run` has them (it
+/// checks that the configured programs can be run).
 fn check_config(cfg: &Path) -> std::process::Output {
+    let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
     Command::new(env!("CARGO_BIN_EXE_enforcer"))
         .arg("check-config")
         .arg(cfg)
+        .env("PATH", path)
         .output()
         .unwrap()
 }
@@ -1500,4 +1503,42 @@ fn binary_places_an_idle_job_by_slurm_device_index() {
     assert_eq!(state["device_index"]["confirmed"]["job_id"], "1000");
     assert_eq!(state["device_index"]["gpus"].as_array().map(Vec::len), Some(4));
     assert_eq!(state["device_index"]["pinned"], serde_json::json!([[2, 3], [1]]));
+}
+
+/// Trial 6 #6: a notify command that does not exist was called valid by check-config, and
+/// every notice then failed as `notify command: spawn_failed`, holding every cancel forever.
+/// Now check-config and run refuse it in enforce mode, naming the key and the program, and a
+/// missing nvidia-smi is named in the cycle's log line with the OS error.
+#[test]
+fn a_missing_notify_program_is_refused_in_enforce_mode_and_a_missing_nvidia_smi_is_named() {
+    let e = plain();
+    let cfg = e.config("enforce", "notify_command = [\"/nonexistent/mailer\"]");
+    let o = check_config(&cfg);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("enforcer.notify_command") && err.contains("/nonexistent/mailer") && err.contains("No such file"),
+        "{err}"
+    );
+    let (ok, log) = e.run(&cfg, T0, 1);
+    assert!(!ok && log.contains("enforcer.notify_command"), "{log}");
+    assert!(e.argv("squeue").is_empty(), "refused before anything ran");
+    // Observe mode: a warning, and the run goes on.
+    let cfg = e.config(
+        "observe",
+        "notify_command = [\"/nonexistent/mailer\"]\nnvidia_smi = \"nvidia-smi-missing\"",
+    );
+    let o = check_config(&cfg);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("enforcer.notify_command") && err.contains("enforcer.nvidia_smi"),
+        "{err}"
+    );
+    let (ok, log) = e.run(&cfg, T0, 1);
+    assert!(ok, "{log}");
+    let no_data = log_lines(&log, |v| v["fields"]["kind"] == "spawn_failed");
+    assert_eq!(no_data.len(), 1, "{log}");
+    let said = no_data[0]["fields"]["nvidia_smi_said"].as_str().unwrap_or("");
+    assert!(said.contains("nvidia-smi-missing") && said.contains("No such file"), "{said}");
 }
