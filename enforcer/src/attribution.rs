@@ -242,8 +242,14 @@ pub struct Kept {
     /// The job's start time when the attribution was made, epoch seconds (squeue `StartTime`);
     /// a requeued job keeps its id but gets a new start time, and the attribution is dropped.
     pub start_s: i64,
-    /// The job's GPUs on this node (nvidia-smi indices, sorted).
+    /// The job's GPUs on this node (nvidia-smi indices, sorted) as of the read that kept
+    /// them. An index is not an identity (a GPU dropping out renumbers the later ones): each
+    /// cycle the kept GPUs are found again by [`Kept::uuids`] ([`revalidate_kept`]).
     pub gpus: Vec<u16>,
+    /// The same GPUs' nvidia-smi `uuid`s, in the order of `gpus`. Absent in older files: such
+    /// an entry is not trusted, and the job is derived afresh.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uuids: Vec<String>,
     /// True when the GPUs came from Slurm's device index (rule 3): such a placement is
     /// dropped once the mapping is contradicted on this node. Absent in older files (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -258,6 +264,62 @@ pub type KeptMap = BTreeMap<String, Kept>;
 pub fn kept_for<'a>(kept: &'a KeptMap, job: &SlurmJob) -> Option<&'a [u16]> {
     let k = kept.get(&job.job_id)?;
     (job.start_s == Some(k.start_s)).then_some(k.gpus.as_slice())
+}
+
+/// Why a kept attribution was dropped by [`revalidate_kept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptDropped {
+    /// The entry has no UUIDs (a state file written before they were kept).
+    NoUuids,
+    /// One of its GPUs (by UUID) is not in this read: gone from the bus, or its row unread.
+    GpuGone,
+}
+
+impl KeptDropped {
+    /// For logs: `no_uuids`, `gpu_gone`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeptDropped::NoUuids => "no_uuids",
+            KeptDropped::GpuGone => "gpu_gone",
+        }
+    }
+}
+
+/// The kept attributions that still name GPUs of this read, with their nvidia-smi indices
+/// brought up to date from their UUIDs (a GPU dropping out of enumeration renumbers the later
+/// ones), and the jobs whose entry was dropped, with why: one without UUIDs (never matched by
+/// index alone), or one of whose GPUs (UUIDs) is not in `gpus`, or not once.
+pub fn revalidate_kept(kept: &KeptMap, gpus: &[GpuReading]) -> (KeptMap, Vec<(String, KeptDropped)>) {
+    let mut at: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
+    for g in gpus {
+        if let (Some(u), Some(i)) = (g.uuid.as_deref(), g.index) {
+            at.entry(u).or_default().push(i);
+        }
+    }
+    let mut valid = KeptMap::new();
+    let mut dropped = Vec::new();
+    for (job, k) in kept {
+        if k.uuids.is_empty() || k.uuids.len() != k.gpus.len() {
+            dropped.push((job.clone(), KeptDropped::NoUuids));
+            continue;
+        }
+        let now: Option<Vec<(u16, String)>> = k
+            .uuids
+            .iter()
+            .map(|u| match at.get(u.as_str()).map(Vec::as_slice) {
+                Some([i]) => Some((*i, u.clone())),
+                _ => None,
+            })
+            .collect();
+        let Some(mut now) = now else {
+            dropped.push((job.clone(), KeptDropped::GpuGone));
+            continue;
+        };
+        now.sort_unstable();
+        let (gpus, uuids) = now.into_iter().unzip();
+        valid.insert(job.clone(), Kept { gpus, uuids, ..k.clone() });
+    }
+    (valid, dropped)
 }
 
 /// The job's Slurm device indices on this node, for a job on exactly one node whose
@@ -687,6 +749,7 @@ mod tests {
                     Kept {
                         start_s: *start_s,
                         gpus: g.to_vec(),
+                        uuids: g.iter().map(|i| format!("GPU-{i}")).collect(),
                         by_device_index: false,
                     },
                 )
@@ -889,6 +952,84 @@ mod tests {
         let mut k = kept(&[(id, 1000, gpus)]);
         k.values_mut().for_each(|k| k.by_device_index = true);
         k
+    }
+
+    /// GPUs `(index, uuid)`, nothing else read.
+    fn gpus_at(rows: &[(u16, &str)]) -> Vec<GpuReading> {
+        rows.iter()
+            .map(|(i, u)| GpuReading {
+                index: Some(*i),
+                uuid: Some(u.to_string()),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// The trial's renumbering: GPU-1 falls off the bus and GPUs 2-3 become indices 1-2.
+    /// Job 10 was kept on GPUs 0-1 (GPU-0, GPU-1): one of its GPUs is gone, so it is not kept
+    /// (kept by index it would sit on GPU-2, job 20's). Job 20, kept on GPU-2 and GPU-3, is
+    /// kept on them at their new indices 1-2.
+    #[test]
+    fn kept_attributions_follow_the_uuid_and_drop_when_one_is_gone() {
+        let k = kept(&[("10", 1000, &[0, 1]), ("20", 1000, &[2, 3])]);
+        let shifted = gpus_at(&[(0, "GPU-0"), (1, "GPU-2"), (2, "GPU-3")]);
+        let (valid, dropped) = revalidate_kept(&k, &shifted);
+        assert_eq!(dropped, [("10".to_string(), KeptDropped::GpuGone)]);
+        assert_eq!(valid["20"].gpus, [1, 2]);
+        assert_eq!(valid["20"].uuids, ["GPU-2", "GPU-3"]);
+        // Unchanged enumeration: everything kept as it was.
+        let (same, dropped) = revalidate_kept(&k, &gpus(4));
+        assert!(dropped.is_empty() && same == k, "{same:?}");
+        // Attribution over the shifted read: job 10, busy on GPU-0 only now (its process on
+        // GPU-1 names no visible GPU), is not placed on job 20's GPU; job 20 stays on its own.
+        let a = job("10", 11, 2, &["n1"]);
+        let b = job("20", 20, 2, &["n1"]);
+        let busy = apps(&[(0, 100), (1, 100)]);
+        let pass = |k: &KeptMap| {
+            attribute(
+                &[&a, &b],
+                &shifted,
+                Some(&busy),
+                &procs(),
+                false,
+                k,
+                &mut DeviceIndexTrust::default(),
+            )
+        };
+        let r = pass(&valid);
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{r:?}");
+        assert_eq!(r.jobs["20"], Attributed::Gpus(vec![1, 2]));
+        // The same pass with the stale, index-keyed entries puts job 10 on GPU-2 (index 1).
+        let r = pass(&k);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]), "the bug revalidation prevents");
+    }
+
+    /// An entry from an older state file (indices only), one whose UUIDs do not match its
+    /// indices in number, and one whose UUID shows twice in a read are never trusted.
+    #[test]
+    fn kept_attributions_without_matching_uuids_are_re_derived() {
+        let mut k = kept(&[("10", 1000, &[0, 1]), ("20", 1000, &[2]), ("30", 1000, &[3])]);
+        k.get_mut("10").unwrap().uuids.clear();
+        k.get_mut("20").unwrap().uuids.push("GPU-9".into());
+        let mut g = gpus(4);
+        g.push(GpuReading {
+            index: Some(4),
+            uuid: Some("GPU-3".into()),
+            ..Default::default()
+        });
+        let (valid, dropped) = revalidate_kept(&k, &g);
+        assert!(valid.is_empty(), "{valid:?}");
+        assert_eq!(
+            dropped,
+            [
+                ("10".to_string(), KeptDropped::NoUuids),
+                ("20".to_string(), KeptDropped::NoUuids),
+                ("30".to_string(), KeptDropped::GpuGone)
+            ]
+        );
+        // An older file's entry reads with no UUIDs at all.
+        let old: Kept = serde_json::from_str(r#"{"start_s": 5, "gpus": [0, 1]}"#).unwrap();
+        assert!(old.uuids.is_empty());
     }
 
     /// A single-node job with Slurm device indices `idx` on node n1.
