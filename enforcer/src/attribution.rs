@@ -6,7 +6,11 @@
 //!    time) starts afresh. It is dropped and the job re-derived by the other rules when one of
 //!    the job's own processes shows on a GPU outside it (the job moved or grew), and the job is
 //!    ambiguous when a process of another job shows on one of its GPUs. This keeps the
-//!    engine's allocation stable while an idle job's processes come and go.
+//!    engine's allocation stable while an idle job's processes come and go. A kept
+//!    attribution names its GPUs by UUID: each cycle it is found again at their current
+//!    nvidia-smi indices, and dropped when one of them is not in the read
+//!    ([`revalidate_kept`]); an index alone is never trusted across cycles, since a GPU
+//!    dropping out of enumeration renumbers the ones after it.
 //! 2. **By process.** nvidia-smi compute-app PIDs → `/proc/PID/cgroup` → job (`job_<id>` or
 //!    a Slurm 26.05 SLUID). A job whose processes sit on exactly as many GPUs as it holds on
 //!    this node, and on no GPU shared with another job, gets those GPUs.
@@ -616,7 +620,16 @@ pub fn attribute(
                 continue;
             };
             let idx = single_node_indices(job).unwrap_or_default();
-            let universe: Vec<u32> = minor_to_index.iter().flat_map(|m| m.keys().copied()).collect();
+            // Every minor number of the node, those of GPUs missing from this read (fallen off
+            // the bus since the record's whole read) too: an atom holding a missing GPU's minor
+            // is not cut by its absence (Slurm's index may still name that device).
+            let universe: Vec<u32> = minor_to_index
+                .iter()
+                .flat_map(|m| m.keys().copied())
+                .chain(trust.gpus.iter().map(|g| g.minor))
+                .collect::<BTreeSet<u32>>()
+                .into_iter()
+                .collect();
             if !union_of_atoms(idx, &trust.pinned, &universe) {
                 index_why.insert(
                     pos,
@@ -1030,6 +1043,38 @@ mod tests {
         // An older file's entry reads with no UUIDs at all.
         let old: Kept = serde_json::from_str(r#"{"start_s": 5, "gpus": [0, 1]}"#).unwrap();
         assert!(old.uuids.is_empty());
+    }
+
+    /// Rule 3 across a renumbering: GPU 0 (minor 0) falls off the bus, GPUs 1-4 become
+    /// indices 0-3 with their minor numbers 1-4. Job 10 (IDX 2-3), kept on GPUs 2-3, is found
+    /// there again by UUID, at indices 1-2, where its index list maps: no contradiction (kept
+    /// by stale indices, [2, 3] against the mapped [1, 2], it would switch the rule off). Job
+    /// 30 (IDX 1) is not placed: minors {0,1} were pinned together, and minor 0 missing from
+    /// the read does not cut that atom (Slurm's index 1 may be the missing device's).
+    #[test]
+    fn device_index_across_a_renumbering() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3), Some(4)]);
+        let a = idx_job("10", 11, 2, &[2, 3]);
+        let b = idx_job("30", 30, 1, &[1]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(&[&a], &g, Some(&[(2, 100), (3, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+        assert_eq!(trust.gpus.len(), 5);
+        trust.pinned = vec![vec![0, 1], vec![2, 3]];
+        let k = kept(&[("10", 1000, &[2, 3])]);
+        let mut shifted = gpus_with_minors(&[Some(1), Some(2), Some(3), Some(4)]);
+        for (i, g) in shifted.iter_mut().enumerate() {
+            g.uuid = Some(format!("GPU-{}", i + 1));
+        }
+        let (valid, dropped) = revalidate_kept(&k, &shifted);
+        assert!(dropped.is_empty());
+        let mut t = trust.clone();
+        let r = pass(&[&a, &b], &shifted, Some(&[]), false, &valid, &mut t);
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted, "{r:?}");
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1, 2]));
+        assert!(ambiguous_why(&r, "30").contains("not yet pinned"), "{r:?}");
+        let r = pass(&[&a, &b], &shifted, Some(&[]), false, &k, &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted, "stale indices: {r:?}");
     }
 
     /// A single-node job with Slurm device indices `idx` on node n1.
