@@ -1017,6 +1017,54 @@ mod tests {
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]), "the bug revalidation prevents");
     }
 
+    proptest::proptest! {
+        /// Whatever GPUs drop out and however the rest are renumbered, a kept attribution
+        /// that survives names, at its new indices, exactly the GPUs (UUIDs) it was kept on,
+        /// and one is dropped exactly when one of its GPUs is not in the read.
+        #[test]
+        fn kept_gpus_are_always_the_same_physical_gpus(
+            owner in proptest::collection::vec(0usize..4, 1..8),
+            present in proptest::collection::vec(proptest::bool::ANY, 8),
+            order in proptest::collection::vec(0u32..1000, 8),
+        ) {
+            // GPU i (UUID GPU-i, index i at first) belongs to job `owner[i]`.
+            let mut k = KeptMap::new();
+            for (i, o) in owner.iter().enumerate() {
+                let e = k.entry(format!("{o}")).or_insert(Kept { start_s: 1, gpus: vec![], uuids: vec![], by_device_index: false });
+                e.gpus.push(i as u16);
+                e.uuids.push(format!("GPU-{i}"));
+            }
+            // The new read: the GPUs still present, enumerated in another order.
+            let mut left: Vec<usize> = (0..owner.len()).filter(|i| present[*i]).collect();
+            left.sort_by_key(|i| (order[*i], *i));
+            let read: Vec<GpuReading> = left
+                .iter()
+                .enumerate()
+                .map(|(at, i)| GpuReading { index: Some(at as u16), uuid: Some(format!("GPU-{i}")), ..Default::default() })
+                .collect();
+            let uuid_at: BTreeMap<u16, String> = read.iter().map(|g| (g.index.unwrap(), g.uuid.clone().unwrap())).collect();
+            let (valid, dropped) = revalidate_kept(&k, &read);
+            for (job, before) in &k {
+                let gone = before.uuids.iter().any(|u| !left.iter().any(|i| format!("GPU-{i}") == *u));
+                proptest::prop_assert_eq!(gone, dropped.iter().any(|(j, _)| j == job));
+                if let Some(now) = valid.get(job) {
+                    let mut named: Vec<String> = now.gpus.iter().map(|g| uuid_at[g].clone()).collect();
+                    proptest::prop_assert_eq!(&named, &now.uuids);
+                    named.sort();
+                    let mut was = before.uuids.clone();
+                    was.sort();
+                    proptest::prop_assert_eq!(named, was);
+                }
+            }
+            // The engine's slot of each GPU does not move with its index.
+            let mut slots = crate::gpu_slots::GpuSlots::default();
+            slots.assign(&gpus(owner.len() as u16));
+            let first = slots.clone();
+            slots.assign(&read);
+            proptest::prop_assert_eq!(slots, first);
+        }
+    }
+
     /// An entry from an older state file (indices only), one whose UUIDs do not match its
     /// indices in number, and one whose UUID shows twice in a read are never trusted.
     #[test]
