@@ -36,6 +36,9 @@
 //!   anyway);
 //! - every visible GPU has a known minor number, and no two share one;
 //! - the compute-apps query answered, with every row read;
+//! - `complete`: the job list and the node's GPU list are whole (with a GPU missing, perhaps
+//!   for good and Slurm's numbering redone since, the minor numbers seen are not the node's,
+//!   and their atoms are not the node's either);
 //! - the job's index list on its node has exactly its GPU count, and every index is the minor
 //!   number of a visible GPU;
 //! - no other job's process (nor one of a job not in the list) is on any of those GPUs, and
@@ -603,7 +606,16 @@ pub fn attribute(
     }
     // Why a job short of evidence was not placed by rule 3, for its ambiguity reason.
     let mut index_why: BTreeMap<usize, String> = BTreeMap::new();
-    if report.state == DeviceIndexState::Trusted {
+    // Rule 3 places only on a whole read: with a GPU missing (fallen off the bus, perhaps for
+    // good, with Slurm's numbering redone since) the minor numbers seen are not the node's,
+    // and with a squeue row unread a job not on the list may hold the GPUs.
+    if report.state == DeviceIndexState::Trusted && !complete {
+        for &pos in &short {
+            if single_node_indices(jobs[pos]).is_some() {
+                index_why.insert(pos, "the job list or the node's GPU list is not whole this cycle".into());
+            }
+        }
+    } else if report.state == DeviceIndexState::Trusted {
         let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
         let mut candidates: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
         for &pos in &short {
@@ -620,16 +632,7 @@ pub fn attribute(
                 continue;
             };
             let idx = single_node_indices(job).unwrap_or_default();
-            // Every minor number of the node, those of GPUs missing from this read (fallen off
-            // the bus since the record's whole read) too: an atom holding a missing GPU's minor
-            // is not cut by its absence (Slurm's index may still name that device).
-            let universe: Vec<u32> = minor_to_index
-                .iter()
-                .flat_map(|m| m.keys().copied())
-                .chain(trust.gpus.iter().map(|g| g.minor))
-                .collect::<BTreeSet<u32>>()
-                .into_iter()
-                .collect();
+            let universe: Vec<u32> = minor_to_index.iter().flat_map(|m| m.keys().copied()).collect();
             if !union_of_atoms(idx, &trust.pinned, &universe) {
                 index_why.insert(
                     pos,
@@ -1097,8 +1100,9 @@ mod tests {
     /// indices 0-3 with their minor numbers 1-4. Job 10 (IDX 2-3), kept on GPUs 2-3, is found
     /// there again by UUID, at indices 1-2, where its index list maps: no contradiction (kept
     /// by stale indices, [2, 3] against the mapped [1, 2], it would switch the rule off). Job
-    /// 30 (IDX 1) is not placed: minors {0,1} were pinned together, and minor 0 missing from
-    /// the read does not cut that atom (Slurm's index 1 may be the missing device's).
+    /// 30 (IDX 1) is not placed: with a GPU missing the read is not whole, and the minor
+    /// numbers seen are not the node's (minors {0,1} were pinned together; Slurm's index 1
+    /// may be the missing device's).
     #[test]
     fn device_index_across_a_renumbering() {
         let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3), Some(4)]);
@@ -1120,7 +1124,7 @@ mod tests {
         let r = pass(&[&a, &b], &shifted, Some(&[]), false, &valid, &mut t);
         assert_eq!(r.device_index.state, DeviceIndexState::Trusted, "{r:?}");
         assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1, 2]));
-        assert!(ambiguous_why(&r, "30").contains("not yet pinned"), "{r:?}");
+        assert!(ambiguous_why(&r, "30").contains("not whole"), "{r:?}");
         let r = pass(&[&a, &b], &shifted, Some(&[]), false, &k, &mut trust);
         assert_eq!(r.device_index.state, DeviceIndexState::Contradicted, "stale indices: {r:?}");
     }

@@ -84,14 +84,22 @@ pub struct EnforcerConfig {
     /// job at a time.
     pub suspect_frac: f64,
     /// Argv of the notify command run at a job's first alert; the job's user, id and the
-    /// reason are appended as three more arguments. Empty: notices go by the webhook, if set;
-    /// enforce mode with a reachable drain or cancel needs one of the two. A job whose squeue
-    /// user is empty gets no notice: it counts as failed (logged), so no cancel follows.
+    /// reason are appended as three more arguments. Empty: notices go by the webhook when
+    /// `webhook_reaches_users` is true, else nowhere. Enforce mode with a reachable cancel
+    /// needs a channel that reaches the user (this, or such a webhook); with a reachable drain
+    /// and no cancel, this or any webhook. A job whose squeue user is empty gets no notice: it
+    /// counts as failed (logged), so no cancel follows.
     pub notify_command: Vec<String>,
     /// Name of the environment variable holding the Slack-compatible webhook URL
     /// (`^[A-Za-z_][A-Za-z0-9_]*$`); empty disables the webhook. The URL itself is never
     /// logged; a value that looks like a URL is rejected without being echoed.
     pub webhook_url_env: String,
+    /// True when the webhook's channel is one the jobs' users read (a channel every user is
+    /// in, or a bridge that messages the user named in the post). Only then is a post to it,
+    /// without a notify command, the user's notice that starts the clock before a cancel.
+    /// Default false: a webhook usually reaches the admins, and a post they may not relay is
+    /// no notice to the user.
+    pub webhook_reaches_users: bool,
     /// Lowest verdict written as a finding log line each cycle. Default `alert`.
     pub log_findings_from: String,
 }
@@ -118,15 +126,30 @@ impl Default for EnforcerConfig {
             suspect_frac: 0.5,
             notify_command: Vec::new(),
             webhook_url_env: String::new(),
+            webhook_reaches_users: false,
             log_findings_from: "alert".into(),
         }
     }
 }
 
 impl EnforcerConfig {
-    /// True when a channel that reaches the job's user is configured: `notify_command` or
-    /// `webhook_url_env`. The AdminComment written at cancel does not count.
+    /// True when a channel that reaches the job's user is configured: `notify_command`, or
+    /// `webhook_url_env` with `webhook_reaches_users = true`. Only then are notices sent, and
+    /// only a notice so sent lets a cancel follow. The AdminComment written at cancel does not
+    /// count.
     pub fn has_user_channel(&self) -> bool {
+        !self.notify_command.is_empty() || self.notice_by_webhook()
+    }
+
+    /// True when notices without a notify command go to the webhook: it is set and the
+    /// operator said it reaches users.
+    pub fn notice_by_webhook(&self) -> bool {
+        !self.webhook_url_env.is_empty() && self.webhook_reaches_users
+    }
+
+    /// True when anyone is told of the enforcer's actions: a notify command or a webhook
+    /// (which may reach only the admins).
+    pub fn has_any_channel(&self) -> bool {
         !self.notify_command.is_empty() || !self.webhook_url_env.is_empty()
     }
 }
@@ -154,8 +177,13 @@ impl Config {
         let e = &self.enforcer;
         if e.mode == RunMode::Enforce && drain_reachable(&self.policy) {
             if e.notify_command.is_empty() {
+                let told = if e.webhook_reaches_users {
+                    "no user could be told and no cancel could ever go ahead"
+                } else {
+                    "nobody would be told of a drain"
+                };
                 return Err(format!(
-                    "{unset}; it is the only notice channel, so no user could be told and no cancel could ever go ahead: set {name} in the daemon's environment (EnvironmentFile=/etc/gpu-reaper/enforcer.env in the unit), or set enforcer.notify_command"
+                    "{unset}; it is the only notice channel, so {told}: set {name} in the daemon's environment (EnvironmentFile=/etc/gpu-reaper/enforcer.env in the unit), or set enforcer.notify_command"
                 ));
             }
             return Ok(Some(format!("{unset}; notices go by notify_command only")));
@@ -169,6 +197,90 @@ impl Config {
 pub fn drain_reachable(policy: &Policy) -> bool {
     let staged = policy.stages().iter().any(|s| s.verdict >= Verdict::Drain);
     let allowed = (0..policy::signature::REGISTRY.len()).any(|i| policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Drain);
+    staged && allowed
+}
+
+impl Config {
+    /// The config as it takes effect, for `check-config` to print: every key with its value,
+    /// defaults filled in, and `policy.ceilings` naming every signature with its effective
+    /// ceiling (the defaults idle and hung `cancel` included), not only those written.
+    pub fn effective_file(&self) -> ConfigFile {
+        let mut policy = self.policy.config().clone();
+        policy.ceilings = policy::signature::REGISTRY
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    s.name().to_string(),
+                    self.policy.ceiling(policy::SignatureId(i as u8)).as_str().to_string(),
+                )
+            })
+            .collect();
+        ConfigFile {
+            policy,
+            enforcer: self.enforcer.clone(),
+        }
+    }
+
+    /// What a valid config probably does not mean, one line each, for `check-config` and the
+    /// daemon's start:
+    /// - `policy.max_sample_gap` under twice `policy.interval`. The daemon samples once a
+    ///   cycle, so samples are an interval apart at best; with less than one interval of
+    ///   slack, a cycle that starts late (a slow squeue or nvidia-smi, up to their timeouts)
+    ///   or one failed nvidia-smi read leaves a hole longer than the gap, which ends the
+    ///   breach: jobs flip between alert and insufficient_evidence and never reach a drain.
+    ///   Twice the interval is the least gap that absorbs a late cycle; three times (the
+    ///   default 3m at 60s) also absorbs one failed read. (A gap under the interval is an
+    ///   error: every sample would be late.)
+    /// - a cancel stage at `"0s"` that some signature may reach: it does not cancel at once.
+    ///   Guard 6 still needs the drain (one cycle after the alert, confirmed the cycle after)
+    ///   to have stood one `window`, and `notice` since the user's notice (sent with the
+    ///   first alert), so the cancel comes about max(2 × interval + window, notice) after
+    ///   the first alert, with no other dwell.
+    /// - observe mode with a reachable cancel and no channel to the user: enforce mode would
+    ///   refuse the config, and observe mode's would-cancels wait for no notice.
+    pub fn warnings(&self) -> Vec<String> {
+        let c = self.policy.config();
+        let mut out = Vec::new();
+        let (gap, interval) = (c.max_sample_gap, c.interval);
+        if gap.0 < 2 * interval.0 {
+            let late = match gap.0 - interval.0 {
+                0 => "a cycle that starts even a second late".to_string(),
+                slack => format!("a cycle that starts more than {} late", DurationS(slack)),
+            };
+            out.push(format!(
+                "policy.max_sample_gap = \"{gap}\" is less than twice policy.interval (\"{interval}\"): {late}, or one failed nvidia-smi read, leaves a hole longer than the gap, the job's breach starts again, and jobs flip between alert and insufficient_evidence without ever reaching a drain; use at least {} (three times the interval, as the default 3m at 60s, also absorbs one failed read)",
+                DurationS(2 * interval.0)
+            ));
+        }
+        let zero_cancel = self.policy.stages().iter().any(|s| s.verdict == Verdict::Cancel && s.after_s == 0);
+        if zero_cancel && cancel_reachable(&self.policy) {
+            let after_alert = DurationS((2 * interval.0 + c.window.0).max(c.notice.0));
+            out.push(format!(
+                "policy.stages: cancel after \"0s\" does not cancel at once: a cancel still needs the job's drain (one cycle after the first alert, confirmed the cycle after) to have stood one policy.window (\"{}\") and policy.notice (\"{}\") since the user's notice, so an idle job is cancelled about {after_alert} after the first alert (which itself comes about one window into the waste), with no further time to react; give the cancel stage the dwell you mean (for example after = \"2h\")",
+                c.window, c.notice
+            ));
+        }
+        let e = &self.enforcer;
+        if e.mode == RunMode::Observe && !e.has_user_channel() && cancel_reachable(&self.policy) {
+            out.push(format!(
+                "no channel reaches the job's user ({}), so mode = \"enforce\" would be refused with this cancel stage, and observe mode's would-cancels wait for no notice; set enforcer.notify_command, or webhook_reaches_users = true if the webhook's channel is one your users read",
+                if e.webhook_url_env.is_empty() {
+                    "no notify_command, no webhook"
+                } else {
+                    "no notify_command, and the webhook is not said to reach users"
+                }
+            ));
+        }
+        out
+    }
+}
+
+/// True when some job can reach `cancel` under `policy`: a cancel stage and a signature whose
+/// ceiling allows it.
+pub fn cancel_reachable(policy: &Policy) -> bool {
+    let staged = policy.stages().iter().any(|s| s.verdict >= Verdict::Cancel);
+    let allowed = (0..policy::signature::REGISTRY.len()).any(|i| policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Cancel);
     staged && allowed
 }
 
@@ -476,12 +588,19 @@ impl Config {
             }
         }
         // Guard 6: a cancel needs `notice` since the user was told. AdminComment (set at
-        // cancel) and the audit log tell nobody, so enforce mode with a drain or cancel
-        // reachable needs a channel that reaches the job's user.
-        if c.mode == RunMode::Enforce && !c.has_user_channel() && drain_reachable(&policy) {
+        // cancel) and the audit log tell nobody, and a webhook may reach only the admins, so
+        // enforce mode with a cancel reachable needs a channel that reaches the job's user; a
+        // drain (which ends no job) needs someone told, the user or the admins.
+        if c.mode == RunMode::Enforce && !c.has_any_channel() && drain_reachable(&policy) {
             return Err(e(
                 "enforcer.notify_command",
                 "enforce mode with a drain or cancel stage needs a channel that tells the job's user: set enforcer.notify_command or enforcer.webhook_url_env (both are empty; the AdminComment written at cancel is not a notice)".into(),
+            ));
+        }
+        if c.mode == RunMode::Enforce && !c.has_user_channel() && cancel_reachable(&policy) {
+            return Err(e(
+                "enforcer.webhook_reaches_users",
+                "enforce mode with a cancel stage needs a notice that reaches the job's user, and the only channel is the webhook, which counts as one only when you say so: set enforcer.notify_command (a command that messages the user), or, if the webhook's channel is one your users read, webhook_reaches_users = true".into(),
             ));
         }
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
@@ -711,8 +830,11 @@ mod tests {
         );
         // The default stages drain at 60m: also refused.
         assert!(err("[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n").contains("enforcer.notify_command"));
-        // Either channel is enough.
-        assert!(Config::from_text(&format!("{base}webhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n"), "t").is_ok());
+        // A notify command is enough; a webhook only when it reaches users (a cancel is
+        // reachable here).
+        let hook = format!("{base}webhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n");
+        assert!(err(&hook).contains("enforcer.webhook_reaches_users"));
+        assert!(Config::from_text(&format!("{hook}webhook_reaches_users = true\n"), "t").is_ok());
         assert!(Config::from_text(
             &base.replace("notify_command = []", "notify_command = [\"/usr/local/bin/notify\"]"),
             "t"
@@ -725,6 +847,151 @@ mod tests {
         // Drain staged but every ceiling below drain: nothing is reachable.
         let capped = "[policy]\nceilings = { spin = \"alert\", hung = \"alert\", idle = \"alert\", starved = \"alert\", partial = \"alert\", unknown = \"alert\" }\n[enforcer]\nnode = \"n\"\nmode = \"enforce\"\n";
         assert!(Config::from_text(capped, "t").is_ok(), "{:?}", Config::from_text(capped, "t"));
+    }
+
+    #[test]
+    fn a_webhook_counts_as_the_users_notice_only_when_the_operator_says_it_reaches_users() {
+        let stages = |cancel: bool| {
+            format!(
+                "[policy]\nstages = [{{ after = \"0s\", verdict = \"alert\" }}, {{ after = \"30m\", verdict = \"drain\" }}{}]\n",
+                if cancel { ", { after = \"2h\", verdict = \"cancel\" }" } else { "" }
+            )
+        };
+        let cfg = |cancel: bool, mode: &str, extra: &str| {
+            format!(
+                "{}[enforcer]\nnode = \"n\"\nmode = \"{mode}\"\nwebhook_url_env = \"GPU_REAPER_WEBHOOK_URL\"\n{extra}",
+                stages(cancel)
+            )
+        };
+        // Enforce, a reachable cancel (idle and hung default to cancel), only a webhook: refused.
+        let m = err(&cfg(true, "enforce", ""));
+        assert!(
+            m.contains("`enforcer.webhook_reaches_users`") && m.contains("webhook_reaches_users = true") && m.contains("notify_command"),
+            "{m}"
+        );
+        let c = Config::from_text(&cfg(true, "enforce", "webhook_reaches_users = true\n"), "t").unwrap();
+        assert!(c.enforcer.has_user_channel());
+        // A notify command reaches the user whatever the webhook is.
+        assert!(Config::from_text(&cfg(true, "enforce", "notify_command = [\"notify\"]\n"), "t").is_ok());
+        // Drains need no notice: an ops webhook is enough there, as before.
+        let c = Config::from_text(&cfg(false, "enforce", ""), "t").unwrap();
+        assert!(!c.enforcer.has_user_channel());
+        // Observe mode tells nobody and changes nothing.
+        let c = Config::from_text(&cfg(true, "observe", ""), "t").unwrap();
+        assert!(!c.enforcer.has_user_channel());
+        // Every ceiling below cancel: no cancel is reachable.
+        let capped = "ceilings = { idle = \"drain\", hung = \"drain\" }\n";
+        let text = cfg(true, "enforce", "").replacen("[enforcer]", &format!("{capped}[enforcer]"), 1);
+        assert!(Config::from_text(&text, "t").is_ok(), "{:?}", Config::from_text(&text, "t"));
+    }
+
+    /// Trial 5 #5: check-config printed `ceilings = {}`, hiding that idle and hung reach
+    /// cancel by default.
+    #[test]
+    fn the_effective_config_shows_every_signatures_ceiling() {
+        let c = Config::from_text("[policy]\nceilings = { spin = \"drain\" }\n[enforcer]\nnode = \"n\"\n", "t").unwrap();
+        let shown = c.effective_file();
+        let want: std::collections::BTreeMap<String, String> = [
+            ("hung", "cancel"),
+            ("idle", "cancel"),
+            ("partial", "alert"),
+            ("spin", "drain"),
+            ("starved", "alert"),
+            ("unknown", "alert"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(shown.policy.ceilings, want);
+        assert_eq!(shown.policy.ceilings.len(), policy::signature::REGISTRY.len());
+        let text = toml::to_string(&shown).unwrap();
+        assert!(text.contains("[policy.ceilings]\nhung = \"cancel\"\nidle = \"cancel\""), "{text}");
+        // What it prints reads back as the same config.
+        let again = Config::from_text(&text, "effective").unwrap();
+        assert_eq!(again.policy.config(), &shown.policy);
+        assert_eq!(again.enforcer, c.enforcer);
+    }
+
+    /// Trial 5 #4: `max_sample_gap` equal to `interval` was accepted silently; one late sample
+    /// then breaks the evidence, and the job flips between alert and insufficient_evidence.
+    #[test]
+    fn a_sample_gap_under_twice_the_interval_warns() {
+        let with =
+            |gap: &str| Config::from_text(&format!("[policy]\nmax_sample_gap = \"{gap}\"\n[enforcer]\nnode = \"n\"\n"), "t").unwrap();
+        for (gap, shown, late) in [("60s", "1m", "even a second late"), ("119s", "1m59s", "more than 59s late")] {
+            let w = with(gap).warnings();
+            assert_eq!(w.len(), 1, "{gap}: {w:?}");
+            assert!(
+                w[0].contains(&format!("policy.max_sample_gap = \"{shown}\""))
+                    && w[0].contains("twice policy.interval")
+                    && w[0].contains(late)
+                    && w[0].contains("at least 2m"),
+                "{}",
+                w[0]
+            );
+        }
+        for gap in ["120s", "3m"] {
+            assert!(with(gap).warnings().is_empty(), "{gap}");
+        }
+        // Below the interval it is an error already (every sample would look late).
+        assert!(err("[policy]\nmax_sample_gap = \"59s\"\n").contains("policy.max_sample_gap"));
+    }
+
+    /// Trial 5 #5: a cancel stage at "0s" was accepted silently; it does not cancel at once.
+    #[test]
+    fn a_cancel_stage_at_0s_warns_saying_when_the_cancel_really_comes() {
+        let stages = "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"0s\", verdict = \"cancel\" }]";
+        let c = Config::from_text(
+            &format!("[policy]\n{stages}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"),
+            "t",
+        )
+        .unwrap();
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        // Defaults: window 20m, notice 30m, interval 60s: max(2 × 60s + 20m, 30m) = 30m.
+        assert!(
+            w[0].contains("policy.stages") && w[0].contains("cancel after \"0s\"") && w[0].contains("about 30m after the first alert"),
+            "{}",
+            w[0]
+        );
+        let c = Config::from_text(
+            &format!("[policy]\nnotice = \"5m\"\n{stages}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"),
+            "t",
+        )
+        .unwrap();
+        assert!(c.warnings()[0].contains("about 22m after the first alert"), "{:?}", c.warnings());
+        // No signature may reach cancel: the stage is never used.
+        let capped = "ceilings = { idle = \"drain\", hung = \"drain\" }";
+        let c = Config::from_text(
+            &format!("[policy]\n{stages}\n{capped}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"),
+            "t",
+        )
+        .unwrap();
+        assert!(c.warnings().is_empty());
+        let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n", "t").unwrap();
+        assert!(c.warnings().is_empty());
+    }
+
+    /// Observe mode is the week before enforce: a config that enforce mode would refuse for
+    /// want of a channel to the user says so now.
+    #[test]
+    fn observe_mode_warns_when_enforce_would_be_refused_for_want_of_a_user_channel() {
+        let cancel = "[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\n";
+        let with = |extra: &str| {
+            Config::from_text(&format!("{cancel}[enforcer]\nnode = \"n\"\n{extra}"), "t")
+                .unwrap()
+                .warnings()
+        };
+        let w = with("webhook_url_env = \"HOOK\"\n");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("mode = \"enforce\"") && w[0].contains("webhook_reaches_users"),
+            "{}",
+            w[0]
+        );
+        assert_eq!(with("").len(), 1);
+        assert!(with("notify_command = [\"notify\"]\n").is_empty());
+        assert!(with("webhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\n").is_empty());
     }
 
     #[test]

@@ -305,7 +305,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
     }
 
     fn read_error(&mut self, source: &str, kind: &str) {
-        let kind = crate::metrics::bounded_kind(kind);
+        let kind = crate::metrics::read_error_label(source, kind);
         Metrics::inc(&mut self.metrics.read_errors, (source.to_string(), kind.to_string()));
     }
 
@@ -673,6 +673,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
         // 5. Node state and drain confirmations (real ones only in enforce mode).
         let node_state: Option<NodeState> = match self.slurm.node_state(&node) {
+            // Another node's record (a wrapper, an alias) says nothing about this node: no
+            // data, like a failed read. Slurm node names are case-sensitive.
+            Ok(n) if n.name != node => {
+                tracing::warn!(node = %node, node_name_shown = %policy::one_line(&n.name, 80), "scontrol show node answered with another node's record; no drain or resume this cycle");
+                self.read_error("scontrol", "wrong_node");
+                None
+            }
             Ok(n) => Some(n),
             Err(e) => {
                 tracing::warn!(error = %e, "scontrol show node failed; no drain or resume this cycle");
@@ -839,6 +846,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         });
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         let mut skips = p.skips;
+        // Drains held back for unwritable records: the node keeps its state, so the jobs the
+        // planner held only because one of these drains was coming are held for this reason.
+        let mut held_drains: Vec<String> = Vec::new();
         for a in &p.actions {
             let record_of = |record: &str, a: &Action| {
                 let mut line = json!({"t_s": now_s, "mode": mode.as_str(), "record": record});
@@ -868,7 +878,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         kind: plan::SkipKind::RecordsUnwritable,
                         action: a.kind(),
                         job_id: a.job_id().map(str::to_string),
+                        behind_drain_of: None,
                     });
+                    if let Action::Drain { job_id, .. } = a {
+                        held_drains.push(job_id.clone());
+                    }
                     continue;
                 }
             }
@@ -916,6 +930,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             merge(&mut line, json!({"outcome": out, "hypothetical": hypothetical}));
             self.audit(line);
             rep.actions.push((a.clone(), out));
+        }
+        for s in skips
+            .iter_mut()
+            .filter(|s| s.behind_drain_of.as_ref().is_some_and(|j| held_drains.contains(j)))
+        {
+            s.kind = plan::SkipKind::RecordsUnwritable;
         }
         for s in &skips {
             Metrics::inc(&mut self.metrics.skipped, s.kind.as_str().to_string());

@@ -128,13 +128,10 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
             }
         }
     }
-    writeln!(out, "\nmetrics after {cycles} cycles (excerpt):")?;
-    for l in d
-        .metrics
-        .render()
-        .lines()
-        .filter(|l| !l.starts_with('#') && (l.contains("actions_total") || l.contains("skipped") || l.contains("wasted")))
-    {
+    writeln!(out, "\nmetrics after {cycles} cycles (excerpt; series still at 0 left out):")?;
+    for l in d.metrics.render().lines().filter(|l| {
+        !l.starts_with('#') && !l.ends_with(" 0") && (l.contains("actions_total") || l.contains("skipped") || l.contains("wasted"))
+    }) {
         writeln!(out, "  {l}")?;
     }
     writeln!(

@@ -129,8 +129,11 @@ pub struct RealExecutor<S: SlurmClient> {
     pub slurm: S,
     /// Notify command argv prefix (empty: none).
     pub notify_command: Vec<String>,
-    /// Webhook, if configured.
+    /// Webhook, if configured: alerts go there.
     pub webhook: Option<Webhook>,
+    /// Notices without a notify command go to the webhook (`webhook_reaches_users`); false:
+    /// such a notice fails, as a post the user may never see is no notice.
+    pub notice_by_webhook: bool,
     /// Timeout for the notify command.
     pub timeout: Duration,
 }
@@ -143,12 +146,16 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                 _ => Ok(Outcome::Done),
             },
             Action::Notice { job_id, user, reason } => {
-                // A notice is delivered by the notify command, or else by the webhook. With
-                // neither it fails: a notice nobody received must never start the clock
-                // that lets a cancel follow.
+                // A notice is delivered by the notify command, or else by a webhook the
+                // operator said reaches users. With neither it fails: a notice the user did
+                // not receive must never start the clock that lets a cancel follow.
                 if self.notify_command.is_empty() {
                     match &self.webhook {
-                        Some(w) => w.post(&notice_text(user, reason)).map(|_| Outcome::Done),
+                        Some(w) if self.notice_by_webhook => w.post(&notice_text(user, reason)).map(|_| Outcome::Done),
+                        Some(_) => Err(
+                            "no channel to the user: notify_command is empty and the webhook is not one users read (webhook_reaches_users = false)"
+                                .into(),
+                        ),
                         None => Err("no notification channel (notify_command or webhook_url_env) configured".into()),
                     }
                 } else {
@@ -272,6 +279,7 @@ mod tests {
             slurm,
             notify_command: vec![],
             webhook: Some(webhook),
+            notice_by_webhook: true,
             timeout: Duration::from_secs(5),
         };
         let notice = Action::Notice {
@@ -291,6 +299,46 @@ mod tests {
             Outcome::Failed(why) => assert!(why.contains("notify_command") && why.contains("webhook_url_env"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_notice_is_never_posted_to_a_webhook_that_does_not_reach_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let (curl, log) = fake_curl(dir.path());
+        std::env::set_var("GPU_REAPER_TEST_OPS_URL", "https://hooks.example.invalid/ops");
+        let mut e = RealExecutor {
+            slurm: crate::slurm::SlurmCli {
+                squeue: "false".into(),
+                scontrol: "false".into(),
+                scancel: "false".into(),
+                source: crate::slurm::JobSource::Json,
+                timeout: Duration::from_secs(5),
+            },
+            notify_command: vec![],
+            webhook: Some(Webhook {
+                curl: curl.display().to_string(),
+                url_env: "GPU_REAPER_TEST_OPS_URL".into(),
+                timeout: Duration::from_secs(5),
+            }),
+            notice_by_webhook: false,
+            timeout: Duration::from_secs(5),
+        };
+        let notice = Action::Notice {
+            job_id: "7".into(),
+            user: "bob".into(),
+            reason: "job 7: alert idle".into(),
+        };
+        match e.execute(&notice) {
+            Outcome::Failed(why) => assert!(why.contains("webhook_reaches_users"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            !std::path::Path::new(&format!("{}.stdin", log.display())).exists(),
+            "nothing posted"
+        );
+        // Alerts still go to the ops webhook.
+        let alert = Action::AdminAlert { text: "x".into() };
+        assert_eq!(e.execute(&alert), Outcome::Done);
     }
 
     #[test]

@@ -58,7 +58,8 @@ enum Cmd {
         #[arg(long)]
         once: bool,
         /// Tests and demos only: use a simulated clock starting at START_S (epoch seconds)
-        /// and advancing STEP_S per cycle, without sleeping. Refused with mode = "enforce"
+        /// and advancing STEP_S per cycle, without sleeping (START_S from 0 to the end of year
+        /// 9999, STEP_S from 1 s to 366 days). Refused with mode = "enforce"
         /// (unless the test-only GPU_REAPER_ALLOW_SIMULATED_ENFORCE=1 is set) and with a
         /// state_dir holding a real-clock run's state.json, and when START_S is earlier than
         /// the saved_s of the state.json it resumes. Without it (the real clock), a state_dir
@@ -89,7 +90,8 @@ enum Cmd {
         file: Option<String>,
         /// Column names for headerless nvidia-smi / compute-apps text (required for headerless
         /// nvidia-smi text: the --query-gpu list it was produced with), or the --Format
-        /// columns of squeue text.
+        /// columns of squeue text. A name within two edits of a field the enforcer reads
+        /// (utilisation.gpu) is refused with that field suggested.
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
     },
@@ -158,12 +160,13 @@ fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             if let Some(w) = c.node_host_warning(&enforcer::config::short_hostname()) {
                 eprintln!("enforcer: warning: {}: {w}", file.display());
             }
+            for w in c.warnings() {
+                eprintln!("enforcer: warning: {}: {w}", file.display());
+            }
             say(&format!("# {}: valid; node = {:?}", file.display(), c.node));
-            let shown = enforcer::config::ConfigFile {
-                policy: c.policy.config().clone(),
-                enforcer: c.enforcer,
-            };
-            say(toml::to_string(&shown).context("rendering the effective config")?.trim_end());
+            say(toml::to_string(&c.effective_file())
+                .context("rendering the effective config")?
+                .trim_end());
             Ok(())
         }
         Cmd::Demo { cycles } => {
@@ -213,6 +216,9 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         Ok(Some(w)) => tracing::warn!(problem = %w, "notice channel will fail"),
         Err(why) => anyhow::bail!("{}: {why}", path.display()),
     }
+    for w in cfg.warnings() {
+        tracing::warn!(config = %path.display(), problem = %w, "config warning");
+    }
     let sim = simulated.as_deref().map(parse_simulated_clock).transpose()?;
     if cycles == Some(0) {
         anyhow::bail!("--cycles 0: give at least 1 cycle (or leave --cycles out to run until stopped)");
@@ -257,6 +263,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
             slurm: slurm.clone(),
             notify_command: e.notify_command.clone(),
             webhook,
+            notice_by_webhook: e.notice_by_webhook(),
             timeout,
         }),
         RunMode::Observe => AnyExecutor::Observe(ObserveExecutor { webhook }),
@@ -432,7 +439,16 @@ fn check_state_clock(state_dir: &std::path::Path, simulated_start_s: Option<i64>
     }
 }
 
-/// Parses `--simulated-clock START_S:STEP_S`: START_S any epoch second, STEP_S at least 1.
+/// The latest `--simulated-clock` START_S: 9999-12-31T23:59:59Z, epoch seconds.
+const SIMULATED_START_MAX_S: i64 = 253_402_300_799;
+
+/// The largest `--simulated-clock` STEP_S: 366 days, the longest stage dwell a policy takes.
+const SIMULATED_STEP_MAX_S: i64 = 366 * 86_400;
+
+/// Parses `--simulated-clock START_S:STEP_S`: START_S from 0 (1970) to
+/// [`SIMULATED_START_MAX_S`] (the end of year 9999), STEP_S from 1 s to
+/// [`SIMULATED_STEP_MAX_S`]. Within these bounds no cycle's time can leave i64 (that takes
+/// about 290 billion cycles), so a run without `--cycles` is refused here, up front, or never.
 fn parse_simulated_clock(s: &str) -> anyhow::Result<(i64, i64)> {
     let (a, b) = s
         .split_once(':')
@@ -447,6 +463,14 @@ fn parse_simulated_clock(s: &str) -> anyhow::Result<(i64, i64)> {
         .with_context(|| format!("--simulated-clock STEP_S {b:?}: not a whole number of seconds"))?;
     if step < 1 {
         anyhow::bail!("--simulated-clock STEP_S {step}: must be at least 1 second (the clock must advance)");
+    }
+    if !(0..=SIMULATED_START_MAX_S).contains(&start) {
+        anyhow::bail!(
+            "--simulated-clock START_S {start}: must be an epoch second from 0 (1970-01-01) to {SIMULATED_START_MAX_S} (9999-12-31T23:59:59Z)"
+        );
+    }
+    if step > SIMULATED_STEP_MAX_S {
+        anyhow::bail!("--simulated-clock STEP_S {step}: must be at most {SIMULATED_STEP_MAX_S} (366 days)");
     }
     Ok((start, step))
 }
@@ -491,6 +515,14 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
         }
     }
     let cols: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
+    let read = match kind {
+        Kind::NvidiaSmi => &smi::GPU_QUERY[..],
+        Kind::ComputeApps => &smi::APPS_QUERY[..],
+        _ => &[][..],
+    };
+    if let Some(e) = cols.iter().flatten().find_map(|c| misspelt_column(c, read)) {
+        return print_error(&e);
+    }
     let result: Result<serde_json::Value, String> = match kind {
         Kind::NvidiaSmi => {
             let first = text.lines().find(|l| !l.trim().is_empty());
@@ -559,6 +591,24 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
         }
         Err(e) => print_error(&e),
     }
+}
+
+/// Why `--columns` name `c` is refused: it is not one of `read` (the fields the enforcer
+/// reads) but within 2 edits of one, so it is most likely a misspelling, and its readings
+/// would silently be null. `None` for a field the enforcer reads and for any other name (a
+/// field it does not read is read and ignored). The same rule as `sim import nvidia-smi-log`.
+fn misspelt_column(c: &str, read: &[&str]) -> Option<String> {
+    let c = c.trim();
+    if read.contains(&c) {
+        return None;
+    }
+    let (d, meant) = read.iter().map(|k| (strsim::levenshtein(c, k), *k)).min()?;
+    (d <= 2).then(|| {
+        format!(
+            "--columns: {c:?} is not a field the enforcer reads; did you mean {meant:?}? (it reads {})",
+            read.join(",")
+        )
+    })
 }
 
 fn to_json<T: serde::Serialize>(v: T) -> serde_json::Value {

@@ -63,21 +63,80 @@ pub struct Metrics {
     pub device_index_state: &'static str,
 }
 
-/// A read-error kind as a metric label from a bounded set: a lower-case word
-/// (`bad_row`, `timeout`, `no_devices`, ...) optionally ending in `_N` with at most three
-/// digits (`exit_15`: process exit codes are 0..=255). Anything else (a line number, a value,
-/// free text) becomes `other`, so no label can grow without bound; the details go to the log.
-pub fn bounded_kind(kind: &str) -> &str {
-    let (word, num) = match kind.rsplit_once('_') {
-        Some((w, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (w, n),
-        _ => (kind, ""),
+/// The reasons of `gpu_reaper_skipped_total` that the daemon counts itself, besides the
+/// planner's [`crate::plan::SkipKind`]s: jobs it could not evaluate and its own holds.
+pub const DAEMON_SKIP_REASONS: [&str; 5] = [
+    "ambiguous_attribution",
+    "no_start_time",
+    "exemption_unknown",
+    "resume_held_gpus_unread",
+    "gpu_jobs_unseen",
+];
+
+/// How a command can fail besides an exit code (`crate::run::RunOutcome::label`), plus
+/// `hung_child` (an earlier instance still running).
+const PROCESS_KINDS: [&str; 7] = [
+    "timeout",
+    "abandoned",
+    "signal",
+    "spawn_failed",
+    "refused",
+    "output_too_large",
+    "hung_child",
+];
+
+/// nvidia-smi's exit codes other than 0: the man page's RETURN VALUE list, and 18 (NVML's
+/// driver/library version mismatch, seen in the field).
+const SMI_EXIT_KINDS: [&str; 13] = [
+    "exit_2", "exit_3", "exit_4", "exit_6", "exit_8", "exit_9", "exit_10", "exit_12", "exit_13", "exit_14", "exit_15", "exit_18",
+    "exit_255",
+];
+
+/// The sources of `gpu_reaper_read_errors_total`.
+pub const READ_ERROR_SOURCES: [&str; 5] = ["squeue", "scontrol", "nvidia-smi", "compute-apps", "state"];
+
+/// The kinds of read error `source` can have as a metric label: a closed set, every one on
+/// the page from the first scrape (at 0), so an alert on the counter's rate sees the first
+/// error of any kind. `other` ends every list.
+pub fn read_error_kinds(source: &str) -> Vec<&'static str> {
+    let smi_no_data = crate::parse::smi::NO_DATA_TEXTS.iter().map(|(_, k)| *k);
+    let own: Vec<&'static str> = match source {
+        "squeue" => ["exit_1", "controller_error", "parse", "no_header", "row"]
+            .into_iter()
+            .chain(PROCESS_KINDS)
+            .collect(),
+        "scontrol" => ["exit_1", "parse", "wrong_node"].into_iter().chain(PROCESS_KINDS).collect(),
+        "nvidia-smi" => ["no_gpus", "bad_header", "bad_row", "no_index", "no_uuid", "field_refused"]
+            .into_iter()
+            .chain(smi_no_data)
+            .chain(SMI_EXIT_KINDS)
+            .chain(PROCESS_KINDS)
+            .collect(),
+        "compute-apps" => ["bad_row", "parse", "field_refused"]
+            .into_iter()
+            .chain(smi_no_data)
+            .chain(SMI_EXIT_KINDS)
+            .chain(PROCESS_KINDS)
+            .collect(),
+        "state" => vec!["write"],
+        _ => Vec::new(),
     };
-    let word_ok = !word.is_empty() && word.len() <= 32 && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
-    if word_ok && num.len() <= 3 {
-        kind
-    } else {
-        "other"
-    }
+    own.into_iter().chain(["other"]).collect()
+}
+
+/// `kind` as the metric label for a read error of `source`: itself when it is one of
+/// [`read_error_kinds`], else `other` (an exit code nvidia-smi does not document, a line
+/// number or free text), so no label appears that the first scrape did not show; the details
+/// go to the log.
+pub fn read_error_label(source: &str, kind: &str) -> &'static str {
+    read_error_kinds(source).into_iter().find(|k| *k == kind).unwrap_or("other")
+}
+
+/// `counts` with every key of `known` that it lacks added at 0.
+fn with_zeros<K: Ord + Clone>(known: impl IntoIterator<Item = K>, counts: &BTreeMap<K, u64>) -> BTreeMap<K, u64> {
+    let mut all: BTreeMap<K, u64> = known.into_iter().map(|k| (k, 0)).collect();
+    all.extend(counts.iter().map(|(k, n)| (k.clone(), *n)));
+    all
 }
 
 fn esc(s: &str) -> String {
@@ -126,11 +185,31 @@ impl Metrics {
             "counter",
             "Actions by kind and outcome (would = observe mode).",
         );
-        for ((a, o), n) in &self.actions {
+        // Every counter is on the page from the first scrape, at 0 for each known label value,
+        // so `rate()` and `increase()` see the first event of any series.
+        let actions = with_zeros(
+            crate::plan::Action::KINDS.iter().flat_map(|a| {
+                let outcomes: &[&str] = match *a {
+                    "cancel" => &["done", "would", "already_gone", "failed"],
+                    "notice" | "drain" | "resume" => &["done", "would", "failed"],
+                    _ => &["done", "failed"],
+                };
+                outcomes.iter().map(|o| (a.to_string(), o.to_string()))
+            }),
+            &self.actions,
+        );
+        for ((a, o), n) in &actions {
             let _ = writeln!(s, "gpu_reaper_actions_total{{action=\"{}\",outcome=\"{}\"}} {n}", esc(a), esc(o));
         }
         head(&mut s, "gpu_reaper_action_errors_total", "counter", "Failed actions by kind.");
-        for (a, n) in &self.action_errors {
+        let action_errors = with_zeros(
+            crate::plan::Action::KINDS
+                .iter()
+                .chain(&["cancel_not_effective"])
+                .map(|a| a.to_string()),
+            &self.action_errors,
+        );
+        for (a, n) in &action_errors {
             let _ = writeln!(s, "gpu_reaper_action_errors_total{{action=\"{}\"}} {n}", esc(a));
         }
         head(
@@ -139,11 +218,25 @@ impl Metrics {
             "counter",
             "Failed reads by source and kind.",
         );
-        for ((src, k), n) in &self.read_errors {
+        let read_errors = with_zeros(
+            READ_ERROR_SOURCES
+                .iter()
+                .flat_map(|src| read_error_kinds(src).into_iter().map(|k| (src.to_string(), k.to_string()))),
+            &self.read_errors,
+        );
+        for ((src, k), n) in &read_errors {
             let _ = writeln!(s, "gpu_reaper_read_errors_total{{source=\"{}\",kind=\"{}\"}} {n}", esc(src), esc(k));
         }
         head(&mut s, "gpu_reaper_skipped_total", "counter", "Jobs or actions skipped, by reason.");
-        for (r, n) in &self.skipped {
+        let skipped = with_zeros(
+            crate::plan::SkipKind::ALL
+                .iter()
+                .map(|k| k.as_str())
+                .chain(DAEMON_SKIP_REASONS)
+                .map(str::to_string),
+            &self.skipped,
+        );
+        for (r, n) in &skipped {
             let _ = writeln!(s, "gpu_reaper_skipped_total{{reason=\"{}\"}} {n}", esc(r));
         }
         head(
@@ -273,29 +366,75 @@ mod tests {
     }
 
     #[test]
-    fn read_error_kinds_are_a_bounded_set() {
-        for k in [
-            "bad_row",
-            "no_index",
-            "timeout",
-            "exit_15",
-            "exit_255",
-            "no_readable_rows",
-            "spawn_failed",
+    fn read_error_kinds_are_a_closed_set() {
+        for (src, k) in [
+            ("nvidia-smi", "bad_row"),
+            ("nvidia-smi", "no_index"),
+            ("nvidia-smi", "timeout"),
+            ("nvidia-smi", "exit_15"),
+            ("nvidia-smi", "exit_255"),
+            ("nvidia-smi", "gpu_lost"),
+            ("compute-apps", "exit_9"),
+            ("squeue", "spawn_failed"),
+            ("squeue", "exit_1"),
+            ("scontrol", "wrong_node"),
+            ("state", "write"),
         ] {
-            assert_eq!(bounded_kind(k), k);
+            assert_eq!(read_error_label(src, k), k, "{src}");
         }
-        for k in [
-            "bad_row:4",
-            "bad_row_12345",
-            "line 4",
-            "exit_-1",
-            "",
-            "BadRow",
-            "3 fields, expected 7",
+        for (src, k) in [
+            ("nvidia-smi", "bad_row:4"),
+            ("nvidia-smi", "bad_row_12345"),
+            ("nvidia-smi", "line 4"),
+            ("nvidia-smi", "exit_-1"),
+            ("nvidia-smi", "exit_7"),
+            ("squeue", "exit_15"),
+            ("squeue", ""),
+            ("squeue", "BadRow"),
+            ("state", "3 fields, expected 7"),
+            ("elsewhere", "timeout"),
         ] {
-            assert_eq!(bounded_kind(k), "other", "{k}");
+            assert_eq!(read_error_label(src, k), "other", "{src} {k}");
         }
+    }
+
+    /// Trial 5 #12: `rate(gpu_reaper_read_errors_total[15m]) > 0` cannot see a series'
+    /// first increment, so every series an operator alerts on is on the page, at 0, from the
+    /// first scrape.
+    #[test]
+    fn every_counter_to_alert_on_is_on_the_first_page_at_0() {
+        let p = Metrics::default().render();
+        for line in [
+            "gpu_reaper_read_errors_total{source=\"squeue\",kind=\"exit_1\"} 0",
+            "gpu_reaper_read_errors_total{source=\"squeue\",kind=\"timeout\"} 0",
+            "gpu_reaper_read_errors_total{source=\"squeue\",kind=\"row\"} 0",
+            "gpu_reaper_read_errors_total{source=\"nvidia-smi\",kind=\"exit_15\"} 0",
+            "gpu_reaper_read_errors_total{source=\"nvidia-smi\",kind=\"gpu_lost\"} 0",
+            "gpu_reaper_read_errors_total{source=\"nvidia-smi\",kind=\"bad_row\"} 0",
+            "gpu_reaper_read_errors_total{source=\"compute-apps\",kind=\"bad_row\"} 0",
+            "gpu_reaper_read_errors_total{source=\"scontrol\",kind=\"wrong_node\"} 0",
+            "gpu_reaper_read_errors_total{source=\"state\",kind=\"write\"} 0",
+            "gpu_reaper_read_errors_total{source=\"nvidia-smi\",kind=\"other\"} 0",
+            "gpu_reaper_action_errors_total{action=\"cancel\"} 0",
+            "gpu_reaper_action_errors_total{action=\"notice\"} 0",
+            "gpu_reaper_action_errors_total{action=\"cancel_not_effective\"} 0",
+            "gpu_reaper_actions_total{action=\"drain\",outcome=\"failed\"} 0",
+            "gpu_reaper_skipped_total{reason=\"records_unwritable\"} 0",
+            "gpu_reaper_skipped_total{reason=\"node_not_this_host\"} 0",
+            "gpu_reaper_skipped_total{reason=\"gpu_jobs_unseen\"} 0",
+            "gpu_reaper_record_write_failures_total{file=\"audit\"} 0",
+        ] {
+            assert!(p.lines().any(|l| l == line), "{line} missing:\n{p}");
+        }
+        // A count replaces the 0, once.
+        let mut m = Metrics::default();
+        Metrics::inc(&mut m.read_errors, ("squeue".to_string(), "exit_1".to_string()));
+        let p = m.render();
+        let squeue_exit_1: Vec<&str> = p.lines().filter(|l| l.contains("source=\"squeue\",kind=\"exit_1\"")).collect();
+        assert_eq!(
+            squeue_exit_1,
+            vec!["gpu_reaper_read_errors_total{source=\"squeue\",kind=\"exit_1\"} 1"]
+        );
     }
 
     #[test]

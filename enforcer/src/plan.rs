@@ -75,6 +75,9 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every value of [`Action::kind`].
+    pub const KINDS: [&'static str; 6] = ["alert", "notice", "drain", "cancel", "resume", "admin_alert"];
+
     /// `alert`, `notice`, `drain`, `cancel`, `resume` or `admin_alert`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -151,6 +154,24 @@ pub enum SkipKind {
 }
 
 impl SkipKind {
+    /// Every kind, for the metrics page (each reason is shown from the first scrape).
+    pub const ALL: [SkipKind; 14] = [
+        SkipKind::Paused,
+        SkipKind::SuspectCollector,
+        SkipKind::RateLimit,
+        SkipKind::NodeSpecial,
+        SkipKind::NodeStateUnknown,
+        SkipKind::MultiNode,
+        SkipKind::HetJob,
+        SkipKind::DrainUnconfirmed,
+        SkipKind::CancelPending,
+        SkipKind::NoticePending,
+        SkipKind::RecordsUnwritable,
+        SkipKind::NoticeBackoff,
+        SkipKind::AdminOverride,
+        SkipKind::NodeNotThisHost,
+    ];
+
     /// Snake-case label for logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -181,6 +202,12 @@ pub struct Skip {
     pub action: &'static str,
     /// The job, if any.
     pub job_id: Option<String>,
+    /// The job whose drain, planned this same cycle, is the only reason this drain was
+    /// skipped (one drain per node: `node_special_state` because the node is about to carry
+    /// that job's drain). When the daemon then holds that drain back (records unwritable), the
+    /// node stays as it was and this skip takes the same reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub behind_drain_of: Option<String>,
 }
 
 /// A drain the enforcer made (or, in observe mode, would have made).
@@ -424,8 +451,9 @@ pub struct Limits {
     pub suspect_min_jobs: u32,
     /// Suspect-collector rule: fraction at alert or above that trips it (strictly more).
     pub suspect_frac: f64,
-    /// A channel that tells the job's user is configured (`notify_command` or the webhook):
-    /// a notice action is planned at the first alert of each breach of a job.
+    /// A channel that tells the job's user is configured (`notify_command`, or the webhook
+    /// with `webhook_reaches_users`): a notice action is planned at the first alert of each
+    /// breach of a job.
     pub notify: bool,
     /// `policy.notice`, seconds: with a channel, and always in enforce mode, a cancel also
     /// needs a notice delivered in the current breach at least this long ago (the engine
@@ -539,6 +567,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             kind,
             action,
             job_id: Some(job.to_string()),
+            behind_drain_of: None,
         })
     };
 
@@ -621,15 +650,22 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             Some(_) => inp.node_state.is_some_and(NodeState::is_special_besides_drain),
             None => inp.node_state.is_some_and(NodeState::is_special),
         };
-        let special =
-            node_special || (inp.mode == RunMode::Observe && would_ours.is_some()) || drain_planned.as_deref().is_some_and(|j| j != id);
+        let special_already = node_special || (inp.mode == RunMode::Observe && would_ours.is_some());
+        let behind = drain_planned.as_deref().filter(|j| *j != id);
         if !drained_for_job {
             if p.suspect {
                 skip(&mut p, SkipKind::SuspectCollector, "drain", id);
             } else if inp.node_state.is_none() {
                 skip(&mut p, SkipKind::NodeStateUnknown, "drain", id);
-            } else if special {
+            } else if special_already {
                 skip(&mut p, SkipKind::NodeSpecial, "drain", id);
+            } else if let Some(first) = behind {
+                p.skips.push(Skip {
+                    kind: SkipKind::NodeSpecial,
+                    action: "drain",
+                    job_id: Some(id.to_string()),
+                    behind_drain_of: Some(first.to_string()),
+                });
             } else if drains_left == 0 {
                 skip(&mut p, SkipKind::RateLimit, "drain", id);
             } else {
@@ -731,6 +767,7 @@ fn hold_back(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
             kind,
             action: a.kind(),
             job_id: a.job_id().map(str::to_string),
+            behind_drain_of: None,
         });
     }
 }

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::cluster::{cluster, config_with, real_executor, Cluster, FakeSlurm, NODE, POLICY, T0};
+use common::cluster::{cluster, config_with, real_executor, worst_verdicts, Cluster, FakeSlurm, NODE, POLICY, T0};
 use enforcer::attribution::{DeviceIndexState, ProcReader};
 use enforcer::daemon::Daemon;
 use enforcer::executor::RealExecutor;
@@ -106,18 +106,6 @@ fn daemon(dir: &Path, jobs: Vec<enforcer::parse::SlurmJob>, smi_mode: &str) -> (
     (d, c)
 }
 
-/// The worst verdict each job reached over `cycles` cycles (absent: never judged).
-fn run(d: &mut SmiDaemon, from: i64, cycles: i64) -> BTreeMap<String, Verdict> {
-    let mut worst: BTreeMap<String, Verdict> = BTreeMap::new();
-    for i in 0..cycles {
-        for f in d.cycle(T0 + (from + i) * 60).findings {
-            let w = worst.entry(f.job_id).or_insert(f.verdict);
-            *w = (*w).max(f.verdict);
-        }
-    }
-    worst
-}
-
 fn audit(dir: &Path) -> Vec<serde_json::Value> {
     common::audit(&dir.join("state"))
 }
@@ -154,7 +142,7 @@ fn idle_job_without_processes_on_a_shared_node_is_alerted_and_drained() {
     );
     assert_eq!(d.kept["1000"].gpus, [0, 1]);
     assert_eq!(d.metrics.jobs_placed_by_device_index, 1);
-    let worst = run(&mut d, 1, 70);
+    let worst = worst_verdicts(&mut d, 1, 70);
     assert_eq!(worst.get("1000"), Some(&Verdict::Healthy), "{worst:?}");
     assert!(worst.get("1001").is_some_and(|v| *v >= Verdict::Alert), "{worst:?}");
     let calls = c.borrow().calls.clone();
@@ -181,7 +169,7 @@ fn idle_job_without_processes_on_a_shared_node_is_alerted_and_drained() {
 fn with_a_contradicting_mapping_the_idle_job_is_never_judged() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, c) = daemon(dir.path(), squeue("gpu:2(IDX:0-1)", "gpu:1(IDX:2)"), "ok");
-    let worst = run(&mut d, 0, 70);
+    let worst = worst_verdicts(&mut d, 0, 70);
     assert_eq!(worst.get("1001"), None, "job 1001 was judged: {worst:?}");
     assert!(!d.kept.contains_key("1001"));
     assert!(!c.borrow().calls.iter().any(|c| c.starts_with("drain")), "{:?}", c.borrow().calls);
@@ -230,7 +218,7 @@ fn an_nvidia_smi_without_minor_number_keeps_telemetry_and_the_rule_off() {
     assert_eq!(first.telemetry_no_data, None, "{first:?}");
     assert_eq!(first.device_index, DeviceIndexState::Unavailable);
     assert_eq!(d.most_gpus_seen, 4, "the GPUs were read in the first cycle");
-    let worst = run(&mut d, 1, 30);
+    let worst = worst_verdicts(&mut d, 1, 30);
     assert_eq!(worst.get("1000"), Some(&Verdict::Healthy), "{worst:?}");
     assert_eq!(worst.get("1001"), None, "{worst:?}");
     assert!(d.telemetry.minor_refused);

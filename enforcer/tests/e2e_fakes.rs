@@ -480,6 +480,21 @@ fn check_config_and_parse_commands() {
     let (ok, v) = parse("nvidia-smi", "5, 77\n", &["--columns", "index,utilization.gpu"]);
     assert!(ok);
     assert_eq!(v["gpus"][0]["util_pct"], 77.0);
+    // Trial 5: a misspelt column name was accepted and its readings silently null. A name
+    // that looks like a misspelling of a field the enforcer reads is refused with the right
+    // one; any other name (a field the enforcer does not read) is read and ignored.
+    let (ok, v) = parse("nvidia-smi", "5, 77\n", &["--columns", "index,utilisation.gpu"]);
+    let e = v["error"].as_str().unwrap_or("");
+    assert!(
+        !ok && e.contains("\"utilisation.gpu\"") && e.contains("did you mean \"utilization.gpu\""),
+        "{v}"
+    );
+    let (ok, v) = parse("compute-apps", "GPU-a, 42, 100\n", &["--columns", "gpu_uuid,pid,used_memroy"]);
+    let e = v["error"].as_str().unwrap_or("");
+    assert!(!ok && e.contains("did you mean \"used_memory\""), "{v}");
+    let (ok, v) = parse("nvidia-smi", "5, 30, 77\n", &["--columns", "index,fan.speed,utilization.gpu"]);
+    assert!(ok, "{v}");
+    assert_eq!(v["gpus"][0]["util_pct"], 77.0);
     let (ok, v) = parse("nvidia-smi", "No devices were found\n", &[]);
     assert!(!ok);
     assert!(v["error"].as_str().unwrap().contains("no_devices"));
@@ -618,6 +633,70 @@ fn enforce_without_a_channel_to_the_user_is_refused_before_anything_runs() {
     assert!(!o.status.success() && err.contains("enforcer.notify_command"), "{err}");
 }
 
+/// Trial 5 #3: a post to the webhook is not by itself the user's notice (the webhook often
+/// reaches an ops channel, not the job's user). Enforce mode with a reachable cancel and only
+/// a webhook is refused before anything runs, naming `webhook_reaches_users`; once the
+/// operator says the webhook reaches users, the notice is posted there and the cancel follows.
+#[test]
+fn a_webhook_is_the_users_notice_only_when_the_config_says_it_reaches_users() {
+    const VAR: &str = "GPU_REAPER_TEST_USERS_WEBHOOK_URL";
+    std::env::set_var(VAR, "http://127.0.0.1:9/hook");
+    let e = plain();
+    let curl = e.dir.path().join("curl");
+    let posts = e.dir.path().join("curl.stdin");
+    std::fs::write(&curl, format!("#!/bin/sh\ncat >> {}\nexit 0\n", posts.display())).unwrap();
+    std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hook = format!("notify_command = []\nwebhook_url_env = \"{VAR}\"\ncurl = \"{}\"", curl.display());
+    let ops = e.config("enforce", &hook);
+    let (ok, log) = e.run(&ops, T0, 40);
+    assert!(!ok && log.contains("enforcer.webhook_reaches_users"), "{log}");
+    assert!(e.argv("squeue").is_empty() && !posts.exists(), "refused before anything ran");
+    let o = check_config(&ops);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("webhook_reaches_users = true"), "{err}");
+
+    let users = e.config("enforce", &format!("{hook}\nwebhook_reaches_users = true"));
+    let (ok, log) = e.run(&users, T0, 40);
+    assert!(ok, "{log}");
+    let posted = std::fs::read_to_string(&posts).unwrap();
+    assert!(posted.contains("notice to user alice"), "{posted}");
+    assert_eq!(e.argv("scancel").len(), 1, "{log}");
+    assert!(e.argv("notify").is_empty());
+}
+
+/// Trial 5 #4 and #5: `check-config` shows every signature's effective ceiling and warns
+/// about a sample gap with no slack over the interval and about a cancel stage at "0s"; the
+/// daemon logs the same warnings when it starts.
+#[test]
+fn check_config_shows_every_ceiling_and_warns_about_no_gap_slack_and_an_immediate_cancel() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let text: String = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .lines()
+        .map(|l| match l {
+            l if l.starts_with("stages = ") => {
+                "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"0s\", verdict = \"cancel\" }]\n".to_string()
+            }
+            "interval = \"60s\"" => "interval = \"60s\"\nmax_sample_gap = \"60s\"\n".to_string(),
+            l => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&cfg, text).unwrap();
+    let o = check_config(&cfg);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("[policy.ceilings]\nhung = \"cancel\"\nidle = \"cancel\"\npartial = \"alert\""),
+        "{out}"
+    );
+    assert!(err.contains("warning") && err.contains("policy.max_sample_gap = \"1m\""), "{err}");
+    assert!(err.contains("cancel after \"0s\" does not cancel at once"), "{err}");
+    let (ok, log) = e.run(&cfg, T0, 1);
+    assert!(ok, "{log}");
+    assert!(log.contains("config warning") && log.contains("policy.max_sample_gap"), "{log}");
+}
+
 #[test]
 fn parse_refuses_empty_and_contradictory_input() {
     for kind in ["nvidia-smi", "compute-apps", "squeue", "squeue-json"] {
@@ -670,15 +749,27 @@ fn simulated_clock_and_cycles_are_checked_not_overflowed() {
             .unwrap();
         (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
     };
+    // A clock that would leave the representable range is refused before anything runs,
+    // whether or not --cycles bounds the run (trial 5: without --cycles it failed only at the
+    // cycle that overflowed, after running the ones before).
     for (args, says) in [
         (
             &["--simulated-clock", "9223372036854775000:60000", "--cycles", "3"][..],
-            "largest representable time",
+            "START_S 9223372036854775000",
         ),
         (
             &["--simulated-clock", "9223372036854775000:60000"][..],
-            "largest representable time",
+            "START_S 9223372036854775000",
         ),
+        (
+            &["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"][..],
+            "9999-12-31",
+        ),
+        (
+            &["--simulated-clock", "1900000000:9223372036854775000"][..],
+            "STEP_S 9223372036854775000",
+        ),
+        (&["--simulated-clock=-5:60"][..], "START_S -5"),
         (&["--simulated-clock", "1900000000:0", "--cycles", "3"][..], "at least 1 second"),
         (&["--simulated-clock", "1900000000:-60", "--cycles", "3"][..], "at least 1 second"),
         (&["--simulated-clock", "1900000000", "--cycles", "3"][..], "START_S:STEP_S"),
@@ -687,9 +778,12 @@ fn simulated_clock_and_cycles_are_checked_not_overflowed() {
         let (code, err) = run(args);
         assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(e.argv("squeue").is_empty(), "{args:?}: refused before any cycle ran");
     }
-    let (code, err) = run(&["--simulated-clock", "9223372036854775000:60000", "--cycles", "1"]);
-    assert_eq!(code, Some(0), "one cycle at a time that fits: {err}");
+    // The last second of year 9999 with the largest step, run until stopped: every cycle's
+    // time fits for longer than any run lasts, so it starts.
+    let (code, err) = run(&["--simulated-clock", "253402300799:31622400", "--cycles", "2"]);
+    assert_eq!(code, Some(0), "{err}");
 }
 
 /// `--simulated-clock` never reaches a real cluster by mistake: refused in enforce mode without
@@ -1028,7 +1122,10 @@ fn format_source_resumes_only_on_a_header_never_on_empty_output() {
 fn an_unset_webhook_variable_warns_in_check_config_and_stops_an_enforce_run_when_it_is_the_only_channel() {
     const VAR: &str = "GPU_REAPER_TEST_NOPE_NOT_SET";
     let e = plain();
-    let only = e.config("enforce", &format!("notify_command = []\nwebhook_url_env = \"{VAR}\""));
+    let only = e.config(
+        "enforce",
+        &format!("notify_command = []\nwebhook_url_env = \"{VAR}\"\nwebhook_reaches_users = true"),
+    );
     let cmd = |args: &[&str], cfg: &Path, url: Option<&str>| {
         let path = format!("{}:{}", fakes().display(), std::env::var("PATH").unwrap_or_default());
         let mut c = Command::new(env!("CARGO_BIN_EXE_enforcer"));

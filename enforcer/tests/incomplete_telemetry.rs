@@ -33,6 +33,7 @@ fn real_exec(c: &Rc<RefCell<Cluster>>) -> RealExecutor<FakeSlurm> {
         slurm: FakeSlurm(c.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     }
 }

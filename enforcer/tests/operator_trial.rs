@@ -57,6 +57,7 @@ fn daemon(c: &Rc<RefCell<Cluster>>, dir: &Path, host: &str, notify: Vec<String>,
         slurm: FakeSlurm(c.clone()),
         notify_command: notify,
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(5),
     };
     let mut d = Daemon::new(

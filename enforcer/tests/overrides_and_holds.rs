@@ -128,6 +128,7 @@ fn flaky_daemon(c: &Rc<RefCell<Cluster>>, faults: &Rc<RefCell<Faults>>, dir: &Pa
         slurm: slurm.clone(),
         notify_command: notify.clone(),
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(5),
     };
     let mut d = Daemon::new(config(dir, &notify), slurm, IdleGpus { n: 1, calls: 0 }, exec, Box::new(NoProc), T0);
@@ -248,6 +249,7 @@ fn smi_daemon(dir: &Path, smi_body: &str, jobs: Vec<SlurmJob>) -> (SmiDaemon, Rc
         slurm: FakeSlurm(c.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     };
     let d = Daemon::new(
@@ -430,6 +432,7 @@ fn a_count_only_gres_job_elsewhere_never_blocks_our_resume() {
         slurm: FakeSlurm(c.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(5),
     };
     let mut d = Daemon::new(
@@ -454,6 +457,7 @@ fn a_count_only_gres_job_elsewhere_never_blocks_our_resume() {
         slurm: FakeSlurm(c.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(5),
     };
     let mut d = Daemon::new(
@@ -559,6 +563,7 @@ fn an_earlier_breachs_failed_notices_do_not_lengthen_this_breachs_retries() {
         slurm: FakeSlurm(c.clone()),
         notify_command: notify.clone(),
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(5),
     };
     let mut d = Daemon::new(

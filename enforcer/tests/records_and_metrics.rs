@@ -86,6 +86,7 @@ fn daemon(dir: &Path, jobs: Vec<SlurmJob>, gpus: u16) -> (World, D) {
         slurm: FakeSlurm(cluster.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     };
     let tel = IdleGpus {

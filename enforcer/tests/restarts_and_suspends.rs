@@ -123,6 +123,7 @@ fn daemon(
         slurm: slurm.clone(),
         notify_command: notify.clone(),
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(5),
     };
     let tel = IdleGpus { n: gpus.clone(), calls: 0 };

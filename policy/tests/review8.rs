@@ -294,24 +294,6 @@ fn a_per_node_view_does_not_call_half_a_job_spin() {
     }
 }
 
-/// Runs one single-GPU job (GPU 0 on node 0, started at 0) under `policy` for `ticks`
-/// one-minute cycles, the sample of each tick made by `at(tick, t_s)`; returns the highest
-/// verdict reached, with its signature.
-fn worst_of(policy: Policy, ticks: i64, at: impl Fn(i64, i64) -> Sample) -> (Verdict, &'static str) {
-    let jobs = vec![job("1", 0, &[(0, 1)])];
-    let mut e = Engine::new(policy, Mode::Observe);
-    let mut out = Vec::new();
-    let mut worst = (Verdict::Healthy, "");
-    for tick in 1..=ticks {
-        let t = tick * 60;
-        step_whole(&mut e, &jobs, t, &[at(tick, t)], &mut out);
-        if out[0].verdict > worst.0 {
-            worst = (out[0].verdict, out[0].signature_name());
-        }
-    }
-    worst
-}
-
 /// The broken-exporter guard looks for a window in which *every* sample reads 0 %, 0 MiB and
 /// 0 W. An exporter that reports 0 %, 0 MiB, 0 W but now and then leaves the power out
 /// (`[N/A]`, a transient NVML error) escapes it: the one sample without power is not the

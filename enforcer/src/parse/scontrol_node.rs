@@ -52,6 +52,14 @@ pub enum NodeParseError {
     /// scontrol said the node does not exist.
     #[error("scontrol show node: {0}")]
     NotFound(String),
+    /// The text holds more than one node record (a wrapper, or a name that matched several
+    /// nodes): which one is ours cannot be told. The first two NodeNames.
+    #[error("scontrol show node: more than one node record (NodeName={0} and NodeName={1}); expected exactly one")]
+    MoreThanOneNode(String, String),
+    /// A key is given twice in the record (outside the free-text Comment and Extra): which
+    /// value holds cannot be told. The key and the NodeName.
+    #[error("scontrol show node: {0}= is given twice for node {1}; expected each key once")]
+    RepeatedKey(String, String),
 }
 
 /// States under which the node may be drained by us: a node in any other state (drained,
@@ -116,7 +124,18 @@ pub fn strip_author(reason: &str) -> &str {
     r
 }
 
-/// Parses `scontrol show node NAME` output (one node).
+/// Keys whose value is free text running to the end of its line (and over any further lines
+/// that are not key lines): a node's `Comment` and `Extra`, set by admins and tools.
+pub const FREE_TEXT_KEYS: [&str; 2] = ["Comment", "Extra"];
+
+/// True when `k` can be a key of scontrol's `Key=Value` output.
+fn is_key(k: &str) -> bool {
+    !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Parses `scontrol show node NAME` output: exactly one node record. More than one record (a
+/// line starting `NodeName=` after the first), or a key given twice, is an error naming it,
+/// never the first one picked.
 pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
     let t = text.trim();
     if t.contains("not found") && !t.contains("NodeName=") {
@@ -127,14 +146,27 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
     // Reason state: not seen yet / its lines are being read / done. scontrol prints a
     // multi-line Reason as its first line (with the author) and each further line indented
     // deeper than a key line (src/api/node_info.c); they are kept, so such a Reason is never
-    // exactly one of ours. Only the first Reason counts: a later `Reason=` line can only be
-    // free text (a node Comment or Extra with a newline in it).
+    // exactly one of ours.
     let (mut reason_seen, mut in_reason) = (false, false);
+    // The free-text key (Comment, Extra) whose value is being read: its line is not split
+    // into keys, and lines after it that are not key lines (at the key indent, `Key=` first)
+    // are more of its text (a Comment with a newline in it).
+    let mut free_text: Option<String> = None;
     let key_indent = t.lines().nth(1).map_or(3, |l| l.len() - l.trim_start().len());
-    for line in t.lines() {
+    let name_of = |fields: &BTreeMap<String, String>| fields.get("NodeName").cloned().unwrap_or_default();
+    for (i, line) in t.lines().enumerate() {
         let l = line.trim_start();
         let indent = line.len() - l.len();
-        if in_reason && indent > key_indent && !l.is_empty() {
+        if i > 0 && indent == 0 {
+            if let Some(second) = l.strip_prefix("NodeName=") {
+                let second = second.split_whitespace().next().unwrap_or("").to_string();
+                return Err(NodeParseError::MoreThanOneNode(name_of(&fields), second));
+            }
+        }
+        if l.is_empty() {
+            continue;
+        }
+        if in_reason && indent > key_indent {
             if let Some(r) = reason.as_mut() {
                 r.push('\n');
                 r.push_str(l.trim_end());
@@ -142,7 +174,19 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
             continue;
         }
         in_reason = false;
-        if let Some(r) = l.strip_prefix("Reason=").filter(|_| !reason_seen) {
+        let key_line = (i == 0 || indent == key_indent) && l.split_once('=').is_some_and(|(k, _)| is_key(k));
+        if let Some(k) = free_text.as_ref().filter(|_| !key_line) {
+            if let Some(v) = fields.get_mut(k) {
+                v.push('\n');
+                v.push_str(line.trim_end());
+            }
+            continue;
+        }
+        free_text = None;
+        if let Some(r) = l.strip_prefix("Reason=") {
+            if reason_seen {
+                return Err(NodeParseError::RepeatedKey("Reason".into(), name_of(&fields)));
+            }
             reason_seen = true;
             in_reason = true;
             let r = strip_author(r);
@@ -151,12 +195,21 @@ pub fn parse(text: &str) -> Result<NodeState, NodeParseError> {
             }
             continue;
         }
+        if let Some((k, v)) = l.split_once('=').filter(|(k, _)| FREE_TEXT_KEYS.contains(k)) {
+            if fields.contains_key(k) {
+                return Err(NodeParseError::RepeatedKey(k.into(), name_of(&fields)));
+            }
+            fields.insert(k.to_string(), v.trim_end().to_string());
+            free_text = Some(k.to_string());
+            continue;
+        }
         let mut last: Option<String> = None;
         for word in l.split_whitespace() {
             match word.split_once('=') {
-                // scontrol prints each key once, before the free-text Comment and Extra lines:
-                // a key seen again is text inside a value (`Extra=State=IDLE`), never the key.
-                Some((k, v)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') && !fields.contains_key(k) => {
+                Some((k, _)) if is_key(k) && fields.contains_key(k) => {
+                    return Err(NodeParseError::RepeatedKey(k.into(), name_of(&fields)));
+                }
+                Some((k, v)) if is_key(k) => {
                     fields.insert(k.to_string(), v.to_string());
                     last = Some(k.to_string());
                 }
@@ -253,7 +306,8 @@ mod tests {
         assert_eq!(n.state, vec!["IDLE", "DRAIN"]);
         assert_eq!(n.reason.as_deref(), Some("bad PSU"));
         assert_eq!(n.our_reason_job(), None);
-        assert_eq!(n.fields["Comment"], "moved State=IDLE");
+        assert_eq!(n.fields["Comment"], "moved State=IDLE\nReason=gpu-reaper: idle job 5");
+        assert_eq!(n.fields["Extra"], "State=MIXED");
         // A multi-line Reason whose first line looks like ours is not exactly ours.
         let m = parse(
             "NodeName=gpu001 Arch=x86_64\n   State=IDLE+DRAIN ThreadsPerCore=1\n   Reason=gpu-reaper: idle job 5 [admin@2026-01-01T00:00:00]\n          and a bad PSU, ticket 4411\n   Comment=x\n",
@@ -263,6 +317,36 @@ mod tests {
         assert_eq!(m.our_reason_job(), None);
         assert_eq!(m.fields["Comment"], "x");
         assert_eq!(parse(NODE).unwrap().our_reason_job().as_deref(), Some("1230_4"));
+    }
+
+    #[test]
+    fn more_than_one_node_record_is_an_error_naming_both() {
+        // Trial 5: the second record was silently dropped and the first one used.
+        let two = "NodeName=gpu001 Arch=x86_64 CoresPerSocket=32\n   State=IDLE+DRAIN ThreadsPerCore=1\n   Reason=gpu-reaper: idle job 102 [root@2026-01-01T00:00:00]\nNodeName=gpu002 Arch=x86_64 CoresPerSocket=32\n   State=MIXED ThreadsPerCore=1\n";
+        let e = parse(two).unwrap_err();
+        assert_eq!(e, NodeParseError::MoreThanOneNode("gpu001".into(), "gpu002".into()));
+        assert!(e.to_string().contains("gpu001") && e.to_string().contains("gpu002"), "{e}");
+        // Records as `scontrol show node` prints them for several nodes: a blank line between.
+        let blank = "NodeName=gpu001 State=IDLE\n\nNodeName=gpu003 State=MIXED\n";
+        assert_eq!(
+            parse(blank).unwrap_err(),
+            NodeParseError::MoreThanOneNode("gpu001".into(), "gpu003".into())
+        );
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_naming_it() {
+        // Trial 5: State= twice, the first was kept.
+        let e = parse("NodeName=gpu001 Arch=x86_64 CoresPerSocket=32\n   State=MIXED ThreadsPerCore=1\n   State=DOWN\n").unwrap_err();
+        assert_eq!(e, NodeParseError::RepeatedKey("State".into(), "gpu001".into()));
+        assert!(e.to_string().contains("State") && e.to_string().contains("gpu001"), "{e}");
+        let e = parse("NodeName=gpu001 NodeHostName=a\n   State=IDLE NodeHostName=b\n").unwrap_err();
+        assert_eq!(e, NodeParseError::RepeatedKey("NodeHostName".into(), "gpu001".into()));
+        let e = parse("NodeName=gpu001 State=IDLE+DRAIN\n   Reason=a [x@2026-01-01T00:00:00]\n   Reason=b\n").unwrap_err();
+        assert_eq!(e, NodeParseError::RepeatedKey("Reason".into(), "gpu001".into()));
+        // The real 22.05 capture has no key twice.
+        let real = include_str!("../../tests/data/slurm-22.05-loopback/scontrol-show-node.txt");
+        assert!(parse(real).is_ok(), "{:?}", parse(real));
     }
 
     #[test]

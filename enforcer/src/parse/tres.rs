@@ -30,8 +30,20 @@ pub struct TresError {
     pub problem: String,
 }
 
+/// A GPU count: a whole number from 0 to `u32::MAX`. A number too large for that is named
+/// as out of range, not as "not a whole number".
+fn gpu_count(v: &str) -> Result<u32, String> {
+    v.parse::<u32>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => {
+            format!("GPU count {v} is out of range (at most {})", u32::MAX)
+        }
+        _ => format!("GPU count {v:?} is not a whole number"),
+    })
+}
+
 /// Parses a TRES string. A leading `TRES=` (scontrol) is accepted. Empty text is no TRES.
-/// Errors: an entry without `=`, a GPU count that is not a whole number, or a key repeated
+/// Errors: an entry without `=`, a GPU count that is not a whole number or is above
+/// `u32::MAX` (said as out of range), or a key repeated
 /// with a different value (`gres/gpu=4,gres/gpu=8`).
 pub fn parse(text: &str) -> Result<Tres, TresError> {
     let mut t = text.trim();
@@ -58,7 +70,7 @@ pub fn parse(text: &str) -> Result<Tres, TresError> {
             return Err(err(&format!("{k} is given twice with different values ({prev} and {v})")));
         }
         if k == "gres/gpu" || k.starts_with("gres/gpu:") {
-            let n: u32 = v.parse().map_err(|_| err("GPU count is not a whole number"))?;
+            let n = gpu_count(v).map_err(|p| err(&p))?;
             if k == "gres/gpu" {
                 untyped = Some(n);
             } else {
@@ -86,6 +98,23 @@ mod tests {
         assert!(parse("gres/gpu=x").is_err());
         assert!(parse("cpu").is_err());
         assert_eq!(parse("").unwrap().gpus, 0);
+    }
+
+    #[test]
+    fn a_gpu_count_out_of_range_says_so_and_names_the_value() {
+        let e = parse("cpu=1,gres/gpu=99999999999").unwrap_err();
+        assert_eq!(e.entry, "gres/gpu=99999999999");
+        assert!(
+            e.problem.contains("99999999999") && e.problem.contains("out of range") && !e.problem.contains("not a whole number"),
+            "{e}"
+        );
+        let e = parse("gres/gpu:a100=4294967296").unwrap_err();
+        assert!(e.problem.contains("out of range") && e.problem.contains("4294967295"), "{e}");
+        assert_eq!(parse("gres/gpu=4294967295").unwrap().gpus, u32::MAX);
+        for bad in ["gres/gpu=-1", "gres/gpu=2.5", "gres/gpu=", "gres/gpu=4x"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.problem.contains("not a whole number"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct Cluster {
     pub node_reason: Option<String>,
     /// `NodeHostName=` (and `NodeAddr=`) shown for the node; `None` shows neither.
     pub node_hostname: Option<String>,
+    /// The `NodeName=` scontrol answers with; `None`: the node asked for.
+    pub node_name_shown: Option<String>,
     pub honour_drain: bool,
     pub scancel_fails: bool,
     pub squeue_fails: bool,
@@ -51,7 +53,8 @@ impl SlurmClient for FakeSlurm {
     }
     fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
         let c = self.0.borrow();
-        let mut t = format!("NodeName={node} State={}\n", c.node_state);
+        let shown = c.node_name_shown.as_deref().unwrap_or(node);
+        let mut t = format!("NodeName={shown} State={}\n", c.node_state);
         if let Some(h) = &c.node_hostname {
             t.push_str(&format!("   NodeAddr={h} NodeHostName={h} Version=22.05.8\n"));
         }
@@ -125,6 +128,7 @@ pub fn real_executor(c: &Rc<RefCell<Cluster>>) -> enforcer::executor::RealExecut
         slurm: FakeSlurm(c.clone()),
         notify_command: vec!["true".into()],
         webhook: None,
+        notice_by_webhook: false,
         timeout: std::time::Duration::from_secs(1),
     }
 }
@@ -158,4 +162,21 @@ pub fn config_with(policy: &str, dir: &std::path::Path, mode: &str, extra: &str)
         dir.display()
     );
     Config::from_text(&text, "test.toml").unwrap()
+}
+
+/// The worst verdict each job reached over the cycles at minutes `from..from + cycles` after
+/// [`T0`] (a job never judged is absent).
+pub fn worst_verdicts<S: SlurmClient, T: enforcer::telemetry::Telemetry, E: enforcer::executor::Executor>(
+    d: &mut enforcer::daemon::Daemon<S, T, E>,
+    from: i64,
+    cycles: i64,
+) -> std::collections::BTreeMap<String, policy::Verdict> {
+    let mut worst = std::collections::BTreeMap::new();
+    for i in 0..cycles {
+        for f in d.cycle(T0 + (from + i) * 60).findings {
+            let w = worst.entry(f.job_id).or_insert(f.verdict);
+            *w = (*w).max(f.verdict);
+        }
+    }
+    worst
 }

@@ -229,6 +229,24 @@ pub fn step_whole(e: &mut Engine, jobs: &[JobFacts], t: i64, samples: &[Sample],
     e.step(t, &obs, out);
 }
 
+/// Runs one single-GPU job (GPU 0 on node 0, started at 0) under `policy` for `ticks`
+/// one-minute cycles, the sample of each tick made by `at(tick, t_s)`; returns the highest
+/// verdict reached, with its signature.
+pub fn worst_of(policy: Policy, ticks: i64, at: impl Fn(i64, i64) -> Sample) -> (Verdict, &'static str) {
+    let jobs = vec![job("1", 0, &[(0, 1)])];
+    let mut e = Engine::new(policy, Mode::Observe);
+    let mut out = Vec::new();
+    let mut worst = (Verdict::Healthy, "");
+    for tick in 1..=ticks {
+        let t = tick * 60;
+        step_whole(&mut e, &jobs, t, &[at(tick, t)], &mut out);
+        if out[0].verdict > worst.0 {
+            worst = (out[0].verdict, out[0].signature_name());
+        }
+    }
+    worst
+}
+
 /// An idle-looking sample of GPU 0 on node 0 at `t_s`: util missing, no memory, 60 W of
 /// 400 W, no process.
 pub fn base_sample(t_s: i64) -> Sample {
