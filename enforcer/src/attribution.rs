@@ -606,16 +606,10 @@ pub fn attribute(
     }
     // Why a job short of evidence was not placed by rule 3, for its ambiguity reason.
     let mut index_why: BTreeMap<usize, String> = BTreeMap::new();
-    // Rule 3 places only on a whole read: with a GPU missing (fallen off the bus, perhaps for
-    // good, with Slurm's numbering redone since) the minor numbers seen are not the node's,
-    // and with a squeue row unread a job not on the list may hold the GPUs.
-    if report.state == DeviceIndexState::Trusted && !complete {
-        for &pos in &short {
-            if single_node_indices(jobs[pos]).is_some() {
-                index_why.insert(pos, "the job list or the node's GPU list is not whole this cycle".into());
-            }
-        }
-    } else if report.state == DeviceIndexState::Trusted {
+    // Only on a whole read (every GPU the node has shown listed and read, every job row read):
+    // with a GPU missing, the pieces the pinned sets cut are no longer all in view, and a GPU
+    // lost for good leaves pins made under another numbering.
+    if report.state == DeviceIndexState::Trusted && complete {
         let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
         let mut candidates: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
         for &pos in &short {
@@ -632,7 +626,12 @@ pub fn attribute(
                 continue;
             };
             let idx = single_node_indices(job).unwrap_or_default();
-            let universe: Vec<u32> = minor_to_index.iter().flat_map(|m| m.keys().copied()).collect();
+            // The node's minor numbers as recorded on a whole read (the pass's own otherwise).
+            let universe: Vec<u32> = if trust.gpus.is_empty() {
+                minor_to_index.iter().flat_map(|m| m.keys().copied()).collect()
+            } else {
+                trust.gpus.iter().map(|g| g.minor).collect()
+            };
             if !union_of_atoms(idx, &trust.pinned, &universe) {
                 index_why.insert(
                     pos,
@@ -665,6 +664,7 @@ pub fn attribute(
         }
     } else {
         let why = match report.state {
+            DeviceIndexState::Trusted => "the node's GPU list or job list is not whole this cycle",
             DeviceIndexState::Contradicted => "off on this node since the processes contradicted it",
             DeviceIndexState::Untrusted => "not yet confirmed on this node by any job's processes",
             _ => "minor numbers or the process list unknown",

@@ -292,9 +292,10 @@ fn a_state_file_from_before_the_device_index_rule_loads() {
 ///
 /// What should happen: the node's GPU set changed (a GPU removed), so the record resets and
 /// the rule waits for a new confirmation (or stays off while GPUs are missing); job 50 is
-/// never placed by device index, and no drain or cancel names it.
+/// never placed by device index, and no drain or cancel names it. Fixed the second way: the
+/// rule places only on a whole read, and a node short of a GPU it has shown never has one.
 #[test]
-fn a_gpu_lost_for_good_resets_the_device_index_record() {
+fn a_gpu_lost_for_good_stops_placement_by_device_index() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, c, shown) = daemon(dir.path());
     c.borrow_mut().jobs = vec![idx_job(10, &[0, 1]), idx_job(20, &[2])];

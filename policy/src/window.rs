@@ -21,8 +21,8 @@ const POWER_KNOWN: u16 = 1 << 4;
 const POWER_IDLE: u16 = 1 << 5;
 const POWER_SPIN_LOW: u16 = 1 << 6;
 const UTIL_SPIN: u16 = 1 << 7;
-/// Compute reads 0, and memory used and power each read 0 or are missing: what a broken
-/// exporter shows (guard 3), even one that now and then leaves a field out.
+/// Compute reads 0, and memory used and power each read 0 or are unknown (missing, a sentinel,
+/// 0 W): what a broken exporter shows (guard 3), even one that now and then leaves a field out.
 const ZERO_OR_MISSING: u16 = 1 << 8;
 const CHANGED: u16 = 1 << 9;
 const GAP_BEFORE: u16 = 1 << 10;
@@ -647,7 +647,6 @@ impl GpuWindow {
             (p <= th.idle_power_w, p <= th.idle_power_w)
         };
         let bit = |c: bool, f: u16| (c as u16) * f;
-        let zero_or_missing = |r: Reading| (r.raw() == 0.0) | r.is_missing();
         let mut flags = bit(mu_ok & held, MEM_HELD)
             | bit(mu_ok & !held, MEM_FREE)
             | bit(procs == 0, PROCS_ZERO)
@@ -660,16 +659,18 @@ impl GpuWindow {
             // when util is missing) and the raw memory and power (a missing one is NaN and
             // never equals 0; −0.0 does, as it did as an `Option<f64>`).
             | bit((compute == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO)
-            | bit((compute == 0.0) & zero_or_missing(s.mem_used_mib) & zero_or_missing(s.power_w), ZERO_OR_MISSING);
-        // The freeze check: a reading changed when it is present and differs from its last
-        // present value. A missing reading is no new value, so a stuck collector that now and
-        // then leaves a field out still reads as frozen.
+            // Power 0 W is itself unknown (no live GPU draws it), so `!p_ok` covers it.
+            | bit((compute == 0.0) & ((mu == 0.0) | !mu_ok) & !p_ok, ZERO_OR_MISSING);
+        // The freeze check: a reading changed when it is known (present and valid) and differs
+        // from its last known value. An unknown reading (missing, a sentinel, 0 W) is no new
+        // value, so a stuck collector that now and then leaves a field out still reads as
+        // frozen.
         let now_bits = [u.to_bits(), sm.to_bits(), s.mem_used_mib.to_bits(), s.power_w.to_bits()];
+        let known = [u_ok, sm_ok, mu_ok, p_ok];
         let mut changed = self.last_valid_t_s == NO_TIME;
-        for (last, now) in self.last_bits.iter_mut().zip(now_bits) {
-            let present = now != Reading::MISSING.to_bits();
-            changed |= present & (now != *last);
-            *last = if present { now } else { *last };
+        for ((last, now), known) in self.last_bits.iter_mut().zip(now_bits).zip(known) {
+            changed |= known & (now != *last);
+            *last = if known { now } else { *last };
         }
         if changed {
             flags |= CHANGED;
@@ -964,8 +965,7 @@ mod ingest_agrees_with_check {
             (None, None) => None,
         };
         let all_zero_raw = compute == Some(0.0) && r.mem_used == Some(0.0) && r.power == Some(0.0);
-        let zero_or_none = |v: Option<f64>| v.is_none_or(|x| x == 0.0);
-        let zero_or_missing = compute == Some(0.0) && zero_or_none(r.mem_used) && zero_or_none(r.power);
+        let zero_or_missing = compute == Some(0.0) && mem_used.is_none_or(|x| x == 0.0) && power.is_none();
         let Some(util_milli) = compute.map(|u| (u * 1000.0 + 0.5) as u32) else {
             return (None, true);
         };

@@ -76,7 +76,6 @@ fn unknown_variants() -> Vec<(&'static str, Reading, Reading)> {
 /// What should happen: an unknown value is no new value; the window stays frozen and the job
 /// never goes above `watching`.
 #[test]
-#[ignore = "review9: a frozen collector with an occasional 0 W or sentinel reading escapes the freeze check and is cancelled as hung"]
 fn a_frozen_collector_with_an_occasional_unknown_value_is_not_acted_on() {
     let acted: Vec<String> = unknown_variants()
         .into_iter()
@@ -117,7 +116,6 @@ fn control_missing_power_is_held_and_live_power_is_judged() {
 /// above `watching` (spec regression case: "A healthy job whose exporter reports all zeros
 /// (0 %, 0 MiB, 0 W) for hours never goes above `watching`").
 #[test]
-#[ignore = "review9: an all-zero exporter with an occasional sentinel power is drained and cancelled as idle"]
 fn an_all_zero_exporter_with_an_occasional_sentinel_power_is_not_idle() {
     let zeros = |t: i64| Sample {
         util_pct: 0.0.into(),
