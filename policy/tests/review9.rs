@@ -229,3 +229,24 @@ fn samples_before_start_never_cover_the_window_even_in_one_batch() {
         assert!(out[0].verdict <= Verdict::Watching, "at +{k} min: {:?}", out[0]);
     }
 }
+
+/// Second operator trial: two GPUs at 0 % util with memory held and processes resident, but
+/// drawing 330–340 W of a 400 W limit, were cancelled as `hung`. Zero compute at that power
+/// contradicts itself (a util counter that broke, or work on the copy engines): it is never
+/// `hung`. Control: the same GPU at 70 W is hung and reaches the cancel stage.
+#[test]
+fn zero_util_at_high_power_is_not_hung() {
+    let at = |power_w: f64| {
+        move |tick: i64, t: i64| Sample {
+            util_pct: 0.0.into(),
+            mem_used_mib: 30_000.0.into(),
+            power_w: (power_w + (tick % 5) as f64 * 2.0).into(),
+            procs: Some(1),
+            ..base_sample(t)
+        }
+    };
+    let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, at(330.0));
+    assert!(worst.0 <= Verdict::Alert && worst.1 != "hung", "{} {}", worst.0, worst.1);
+    let worst = worst_of(Policy::new(&cfg_with_cancel(2 * 3600)).unwrap(), 240, at(70.0));
+    assert_eq!(worst, (Verdict::Cancel, "hung"), "control");
+}

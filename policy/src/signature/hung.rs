@@ -1,5 +1,8 @@
-//! `hung`: memory held, zero compute, processes resident where known. Power plays no part:
-//! a deadlocked rank often draws idle power. Default ceiling: cancel.
+//! `hung`: memory held, zero compute, processes resident where known. Low power is not asked
+//! for (a deadlocked rank often draws idle power, but need not), but high power rules it out:
+//! zero compute at more than `spin_power_frac` of the power limit (or `idle_power_w` where the
+//! limit is unknown) is contradictory evidence (a util counter that broke, or work on the copy
+//! engines), never hung. Default ceiling: cancel.
 //!
 //! A job whose GPUs are all hung or idle (a rank died, the others exited) is `hung`.
 
@@ -12,10 +15,17 @@ use crate::window::GpuStats;
 pub struct Hung;
 
 /// True when one GPU's window looks hung: peak util below `hung_util_pct` (and below the
-/// threshold), memory held on every sample, and no sample with a process count of 0. Where
-/// no sample carries a process count, memory and compute alone decide.
+/// threshold), memory held on every sample, no sample with a process count of 0, and no
+/// sample with known power above the spin limit (`spin_power_frac` of `power.limit`, or
+/// `idle_power_w` without a limit). Where no sample carries a process count, memory and
+/// compute alone decide.
 pub fn gpu_is_hung(g: &GpuStats, cfg: &PolicyConfig) -> bool {
-    gpu_is_low(g, cfg) && g.samples > 0 && g.peak_util_pct() < cfg.hung_util_pct && g.mem_held == g.samples && g.procs_zero == 0
+    gpu_is_low(g, cfg)
+        && g.samples > 0
+        && g.peak_util_pct() < cfg.hung_util_pct
+        && g.mem_held == g.samples
+        && g.procs_zero == 0
+        && g.power_spin_low == g.power_known
 }
 
 impl Signature for Hung {
