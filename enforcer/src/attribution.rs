@@ -6,7 +6,11 @@
 //!    time) starts afresh. It is dropped and the job re-derived by the other rules when one of
 //!    the job's own processes shows on a GPU outside it (the job moved or grew), and the job is
 //!    ambiguous when a process of another job shows on one of its GPUs. This keeps the
-//!    engine's allocation stable while an idle job's processes come and go.
+//!    engine's allocation stable while an idle job's processes come and go. A kept
+//!    attribution names its GPUs by UUID: each cycle it is found again at their current
+//!    nvidia-smi indices, and dropped when one of them is not in the read
+//!    ([`revalidate_kept`]); an index alone is never trusted across cycles, since a GPU
+//!    dropping out of enumeration renumbers the ones after it.
 //! 2. **By process.** nvidia-smi compute-app PIDs → `/proc/PID/cgroup` → job (`job_<id>` or
 //!    a Slurm 26.05 SLUID). A job whose processes sit on exactly as many GPUs as it holds on
 //!    this node, and on no GPU shared with another job, gets those GPUs.
@@ -32,6 +36,9 @@
 //!   anyway);
 //! - every visible GPU has a known minor number, and no two share one;
 //! - the compute-apps query answered, with every row read;
+//! - `complete`: the job list and the node's GPU list are whole (with a GPU missing, perhaps
+//!   for good and Slurm's numbering redone since, the minor numbers seen are not the node's,
+//!   and their atoms are not the node's either);
 //! - the job's index list on its node has exactly its GPU count, and every index is the minor
 //!   number of a visible GPU;
 //! - no other job's process (nor one of a job not in the list) is on any of those GPUs, and
@@ -242,8 +249,14 @@ pub struct Kept {
     /// The job's start time when the attribution was made, epoch seconds (squeue `StartTime`);
     /// a requeued job keeps its id but gets a new start time, and the attribution is dropped.
     pub start_s: i64,
-    /// The job's GPUs on this node (nvidia-smi indices, sorted).
+    /// The job's GPUs on this node (nvidia-smi indices, sorted) as of the read that kept
+    /// them. An index is not an identity (a GPU dropping out renumbers the later ones): each
+    /// cycle the kept GPUs are found again by [`Kept::uuids`] ([`revalidate_kept`]).
     pub gpus: Vec<u16>,
+    /// The same GPUs' nvidia-smi `uuid`s, in the order of `gpus`. Absent in older files: such
+    /// an entry is not trusted, and the job is derived afresh.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uuids: Vec<String>,
     /// True when the GPUs came from Slurm's device index (rule 3): such a placement is
     /// dropped once the mapping is contradicted on this node. Absent in older files (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -258,6 +271,62 @@ pub type KeptMap = BTreeMap<String, Kept>;
 pub fn kept_for<'a>(kept: &'a KeptMap, job: &SlurmJob) -> Option<&'a [u16]> {
     let k = kept.get(&job.job_id)?;
     (job.start_s == Some(k.start_s)).then_some(k.gpus.as_slice())
+}
+
+/// Why a kept attribution was dropped by [`revalidate_kept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptDropped {
+    /// The entry has no UUIDs (a state file written before they were kept).
+    NoUuids,
+    /// One of its GPUs (by UUID) is not in this read: gone from the bus, or its row unread.
+    GpuGone,
+}
+
+impl KeptDropped {
+    /// For logs: `no_uuids`, `gpu_gone`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeptDropped::NoUuids => "no_uuids",
+            KeptDropped::GpuGone => "gpu_gone",
+        }
+    }
+}
+
+/// The kept attributions that still name GPUs of this read, with their nvidia-smi indices
+/// brought up to date from their UUIDs (a GPU dropping out of enumeration renumbers the later
+/// ones), and the jobs whose entry was dropped, with why: one without UUIDs (never matched by
+/// index alone), or one of whose GPUs (UUIDs) is not in `gpus`, or not once.
+pub fn revalidate_kept(kept: &KeptMap, gpus: &[GpuReading]) -> (KeptMap, Vec<(String, KeptDropped)>) {
+    let mut at: BTreeMap<&str, Vec<u16>> = BTreeMap::new();
+    for g in gpus {
+        if let (Some(u), Some(i)) = (g.uuid.as_deref(), g.index) {
+            at.entry(u).or_default().push(i);
+        }
+    }
+    let mut valid = KeptMap::new();
+    let mut dropped = Vec::new();
+    for (job, k) in kept {
+        if k.uuids.is_empty() || k.uuids.len() != k.gpus.len() {
+            dropped.push((job.clone(), KeptDropped::NoUuids));
+            continue;
+        }
+        let now: Option<Vec<(u16, String)>> = k
+            .uuids
+            .iter()
+            .map(|u| match at.get(u.as_str()).map(Vec::as_slice) {
+                Some([i]) => Some((*i, u.clone())),
+                _ => None,
+            })
+            .collect();
+        let Some(mut now) = now else {
+            dropped.push((job.clone(), KeptDropped::GpuGone));
+            continue;
+        };
+        now.sort_unstable();
+        let (gpus, uuids) = now.into_iter().unzip();
+        valid.insert(job.clone(), Kept { gpus, uuids, ..k.clone() });
+    }
+    (valid, dropped)
 }
 
 /// The job's Slurm device indices on this node, for a job on exactly one node whose
@@ -696,6 +765,7 @@ mod tests {
                     Kept {
                         start_s: *start_s,
                         gpus: g.to_vec(),
+                        uuids: g.iter().map(|i| format!("GPU-{i}")).collect(),
                         by_device_index: false,
                     },
                 )
@@ -898,6 +968,165 @@ mod tests {
         let mut k = kept(&[(id, 1000, gpus)]);
         k.values_mut().for_each(|k| k.by_device_index = true);
         k
+    }
+
+    /// GPUs `(index, uuid)`, nothing else read.
+    fn gpus_at(rows: &[(u16, &str)]) -> Vec<GpuReading> {
+        rows.iter()
+            .map(|(i, u)| GpuReading {
+                index: Some(*i),
+                uuid: Some(u.to_string()),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// The trial's renumbering: GPU-1 falls off the bus and GPUs 2-3 become indices 1-2.
+    /// Job 10 was kept on GPUs 0-1 (GPU-0, GPU-1): one of its GPUs is gone, so it is not kept
+    /// (kept by index it would sit on GPU-2, job 20's). Job 20, kept on GPU-2 and GPU-3, is
+    /// kept on them at their new indices 1-2.
+    #[test]
+    fn kept_attributions_follow_the_uuid_and_drop_when_one_is_gone() {
+        let k = kept(&[("10", 1000, &[0, 1]), ("20", 1000, &[2, 3])]);
+        let shifted = gpus_at(&[(0, "GPU-0"), (1, "GPU-2"), (2, "GPU-3")]);
+        let (valid, dropped) = revalidate_kept(&k, &shifted);
+        assert_eq!(dropped, [("10".to_string(), KeptDropped::GpuGone)]);
+        assert_eq!(valid["20"].gpus, [1, 2]);
+        assert_eq!(valid["20"].uuids, ["GPU-2", "GPU-3"]);
+        // Unchanged enumeration: everything kept as it was.
+        let (same, dropped) = revalidate_kept(&k, &gpus(4));
+        assert!(dropped.is_empty() && same == k, "{same:?}");
+        // Attribution over the shifted read: job 10, busy on GPU-0 only now (its process on
+        // GPU-1 names no visible GPU), is not placed on job 20's GPU; job 20 stays on its own.
+        let a = job("10", 11, 2, &["n1"]);
+        let b = job("20", 20, 2, &["n1"]);
+        let busy = apps(&[(0, 100), (1, 100)]);
+        let pass = |k: &KeptMap| {
+            attribute(
+                &[&a, &b],
+                &shifted,
+                Some(&busy),
+                &procs(),
+                false,
+                k,
+                &mut DeviceIndexTrust::default(),
+            )
+        };
+        let r = pass(&valid);
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{r:?}");
+        assert_eq!(r.jobs["20"], Attributed::Gpus(vec![1, 2]));
+        // The same pass with the stale, index-keyed entries puts job 10 on GPU-2 (index 1).
+        let r = pass(&k);
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![0, 1]), "the bug revalidation prevents");
+    }
+
+    proptest::proptest! {
+        /// Whatever GPUs drop out and however the rest are renumbered, a kept attribution
+        /// that survives names, at its new indices, exactly the GPUs (UUIDs) it was kept on,
+        /// and one is dropped exactly when one of its GPUs is not in the read.
+        #[test]
+        fn kept_gpus_are_always_the_same_physical_gpus(
+            owner in proptest::collection::vec(0usize..4, 1..8),
+            present in proptest::collection::vec(proptest::bool::ANY, 8),
+            order in proptest::collection::vec(0u32..1000, 8),
+        ) {
+            // GPU i (UUID GPU-i, index i at first) belongs to job `owner[i]`.
+            let mut k = KeptMap::new();
+            for (i, o) in owner.iter().enumerate() {
+                let e = k.entry(format!("{o}")).or_insert(Kept { start_s: 1, gpus: vec![], uuids: vec![], by_device_index: false });
+                e.gpus.push(i as u16);
+                e.uuids.push(format!("GPU-{i}"));
+            }
+            // The new read: the GPUs still present, enumerated in another order.
+            let mut left: Vec<usize> = (0..owner.len()).filter(|i| present[*i]).collect();
+            left.sort_by_key(|i| (order[*i], *i));
+            let read: Vec<GpuReading> = left
+                .iter()
+                .enumerate()
+                .map(|(at, i)| GpuReading { index: Some(at as u16), uuid: Some(format!("GPU-{i}")), ..Default::default() })
+                .collect();
+            let uuid_at: BTreeMap<u16, String> = read.iter().map(|g| (g.index.unwrap(), g.uuid.clone().unwrap())).collect();
+            let (valid, dropped) = revalidate_kept(&k, &read);
+            for (job, before) in &k {
+                let gone = before.uuids.iter().any(|u| !left.iter().any(|i| format!("GPU-{i}") == *u));
+                proptest::prop_assert_eq!(gone, dropped.iter().any(|(j, _)| j == job));
+                if let Some(now) = valid.get(job) {
+                    let mut named: Vec<String> = now.gpus.iter().map(|g| uuid_at[g].clone()).collect();
+                    proptest::prop_assert_eq!(&named, &now.uuids);
+                    named.sort();
+                    let mut was = before.uuids.clone();
+                    was.sort();
+                    proptest::prop_assert_eq!(named, was);
+                }
+            }
+            // The engine's slot of each GPU does not move with its index.
+            let mut slots = crate::gpu_slots::GpuSlots::default();
+            slots.assign(&gpus(owner.len() as u16));
+            let first = slots.clone();
+            slots.assign(&read);
+            proptest::prop_assert_eq!(slots, first);
+        }
+    }
+
+    /// An entry from an older state file (indices only), one whose UUIDs do not match its
+    /// indices in number, and one whose UUID shows twice in a read are never trusted.
+    #[test]
+    fn kept_attributions_without_matching_uuids_are_re_derived() {
+        let mut k = kept(&[("10", 1000, &[0, 1]), ("20", 1000, &[2]), ("30", 1000, &[3])]);
+        k.get_mut("10").unwrap().uuids.clear();
+        k.get_mut("20").unwrap().uuids.push("GPU-9".into());
+        let mut g = gpus(4);
+        g.push(GpuReading {
+            index: Some(4),
+            uuid: Some("GPU-3".into()),
+            ..Default::default()
+        });
+        let (valid, dropped) = revalidate_kept(&k, &g);
+        assert!(valid.is_empty(), "{valid:?}");
+        assert_eq!(
+            dropped,
+            [
+                ("10".to_string(), KeptDropped::NoUuids),
+                ("20".to_string(), KeptDropped::NoUuids),
+                ("30".to_string(), KeptDropped::GpuGone)
+            ]
+        );
+        // An older file's entry reads with no UUIDs at all.
+        let old: Kept = serde_json::from_str(r#"{"start_s": 5, "gpus": [0, 1]}"#).unwrap();
+        assert!(old.uuids.is_empty());
+    }
+
+    /// Rule 3 across a renumbering: GPU 0 (minor 0) falls off the bus, GPUs 1-4 become
+    /// indices 0-3 with their minor numbers 1-4. Job 10 (IDX 2-3), kept on GPUs 2-3, is found
+    /// there again by UUID, at indices 1-2, where its index list maps: no contradiction (kept
+    /// by stale indices, [2, 3] against the mapped [1, 2], it would switch the rule off). Job
+    /// 30 (IDX 1) is not placed: with a GPU missing the read is not whole, and the minor
+    /// numbers seen are not the node's (minors {0,1} were pinned together; Slurm's index 1
+    /// may be the missing device's).
+    #[test]
+    fn device_index_across_a_renumbering() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3), Some(4)]);
+        let a = idx_job("10", 11, 2, &[2, 3]);
+        let b = idx_job("30", 30, 1, &[1]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(&[&a], &g, Some(&[(2, 100), (3, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
+        assert_eq!(trust.gpus.len(), 5);
+        trust.pinned = vec![vec![0, 1], vec![2, 3]];
+        let k = kept(&[("10", 1000, &[2, 3])]);
+        let mut shifted = gpus_with_minors(&[Some(1), Some(2), Some(3), Some(4)]);
+        for (i, g) in shifted.iter_mut().enumerate() {
+            g.uuid = Some(format!("GPU-{}", i + 1));
+        }
+        let (valid, dropped) = revalidate_kept(&k, &shifted);
+        assert!(dropped.is_empty());
+        let mut t = trust.clone();
+        let r = pass(&[&a, &b], &shifted, Some(&[]), false, &valid, &mut t);
+        assert_eq!(r.device_index.state, DeviceIndexState::Trusted, "{r:?}");
+        assert_eq!(r.jobs["10"], Attributed::Gpus(vec![1, 2]));
+        assert!(ambiguous_why(&r, "30").contains("not whole"), "{r:?}");
+        let r = pass(&[&a, &b], &shifted, Some(&[]), false, &k, &mut trust);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted, "stale indices: {r:?}");
     }
 
     /// A single-node job with Slurm device indices `idx` on node n1.

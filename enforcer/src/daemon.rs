@@ -6,6 +6,7 @@
 use crate::attribution::{self, Attributed, DeviceIndexState, DeviceIndexTrust, Kept, KeptMap, ProcReader};
 use crate::config::{Config, RunMode};
 use crate::executor::{Executor, Outcome};
+use crate::gpu_slots::GpuSlots;
 use crate::metrics::Metrics;
 use crate::parse::scontrol_node::NodeState;
 use crate::parse::SlurmJob;
@@ -108,6 +109,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// answered, kept in the state file. A cycle whose read fails keeps judging the host by
     /// it, so a failed read (even right after a restart) never lifts the this-host hold.
     pub last_node_hostname: Option<String>,
+    /// The engine's GPU id per GPU UUID (see [`crate::gpu_slots`]), kept in the state file.
+    pub gpu_slots: GpuSlots,
+    /// GPUs listed without a readable UUID were logged and have not been absent since.
+    no_uuid_logged: bool,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -147,11 +152,22 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let path = cfg.enforcer.state_dir.join("state.json");
         let mut remembered: (usize, Option<String>) = (0, None);
         let mut device_index = DeviceIndexTrust::default();
+        let mut gpu_slots = GpuSlots::default();
         let (engine, mut nodes, mut actions, kept) = match state::load(&path) {
             Loaded::State(s) => {
                 let s = *s;
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
                 device_index = s.device_index.clone();
+                let engine = match s.gpu_slots.clone() {
+                    Some(slots) => {
+                        gpu_slots = slots;
+                        Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s)
+                    }
+                    None => {
+                        tracing::info!("state file from before GPUs were keyed by UUID: its windows are not restored (warmup starts again), and kept attributions are derived afresh");
+                        Engine::new(cfg.policy.clone(), engine_mode(mode))
+                    }
+                };
                 if let Some(c) = &device_index.contradicted {
                     tracing::warn!(job_id = %c.job_id, gpu = c.gpu, minor = c.minor, idx = ?c.idx, what = %c.what, "placing jobs by Slurm's device index stays off on this node: it was contradicted (state file key device_index; it resets when the node's GPU set changes)");
                 }
@@ -165,12 +181,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     actions.drop_hypothetical();
                 }
                 tracing::info!(path = %path.display(), saved_s = s.saved_s, "state restored; escalation starts again from the first alert");
-                (
-                    Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s),
-                    s.nodes,
-                    actions,
-                    s.attribution,
-                )
+                (engine, s.nodes, actions, s.attribution)
             }
             Loaded::Missing => (
                 Engine::new(cfg.policy.clone(), engine_mode(mode)),
@@ -225,6 +236,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             most_gpus_seen: remembered.0,
             host: crate::config::short_hostname(),
             last_node_hostname: remembered.1,
+            gpu_slots,
+            no_uuid_logged: false,
             findings: Vec::new(),
             audit_failed: false,
             state_failed: false,
@@ -272,6 +285,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 device_index: self.device_index.clone(),
                 most_gpus_seen: self.most_gpus_seen,
                 last_node_hostname: self.last_node_hostname.clone(),
+                gpu_slots: Some(self.gpu_slots.clone()),
             },
         )
     }
@@ -332,6 +346,24 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         } else {
             DeviceIndexState::Unavailable
         }
+    }
+
+    /// Removes the GPU rows without a UUID from `gpus`, counts each
+    /// (`gpu_reaper_read_errors_total{source="nvidia-smi",kind="no_uuid"}`), and logs them once
+    /// until a cycle has none; returns how many were removed.
+    fn drop_gpus_without_uuid(&mut self, gpus: &mut Vec<crate::parse::smi::GpuReading>) -> usize {
+        let without: Vec<Option<u16>> = gpus.iter().filter(|g| g.uuid.is_none()).map(|g| g.index).collect();
+        gpus.retain(|g| g.uuid.is_some());
+        for _ in &without {
+            self.read_error("nvidia-smi", "no_uuid");
+        }
+        if without.is_empty() {
+            self.no_uuid_logged = false;
+        } else if !self.no_uuid_logged {
+            self.no_uuid_logged = true;
+            tracing::warn!(indices = ?without, "nvidia-smi listed GPUs without a readable uuid: they are no evidence (an index alone may name another GPU after a renumbering) until they have one; logged once");
+        }
+        without.len()
     }
 
     /// One cycle at `now_s`.
@@ -396,7 +428,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let on_node: Vec<&SlurmJob> = read.jobs.iter().filter(|j| j.gpus > 0 && j.may_hold(&node)).collect();
 
         // 2. Telemetry.
-        let tel = self.telemetry.read(now_s);
+        let mut tel = self.telemetry.read(now_s);
         for e in &tel.errors {
             match e.line {
                 Some(line) => {
@@ -441,12 +473,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         if answered {
             self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
         }
-        let gpus_whole = answered && !rows_unread && !missing;
+        // A GPU is its UUID: a row without one is no evidence for any GPU (its index may name
+        // another GPU than last cycle), and the list is not whole.
+        let no_uuid = self.drop_gpus_without_uuid(&mut tel.gpus);
+        let gpus_whole = answered && !rows_unread && !missing && no_uuid == 0;
         if answered && !gpus_whole {
             tracing::info!(
                 gpus_listed = tel.gpus.len(),
                 most_gpus_seen = self.most_gpus_seen,
                 rows_unread,
+                no_uuid,
                 "GPU list incomplete this cycle; no job is placed by elimination and no drain is resumed"
             );
         }
@@ -462,6 +498,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // Without telemetry only what is kept for the same run of a job carries over (a
         // requeued job has a new start time and is not placed on its old GPUs).
         rep.device_index = self.device_index_idle_state();
+        // Kept attributions are found again by UUID (indices shift when a GPU drops out); an
+        // entry whose GPUs are not all in this read is dropped and the job derived afresh.
+        let kept_before = self.kept.clone();
+        if tel.no_data.is_none() {
+            self.gpu_slots.assign(&tel.gpus);
+            let (valid, dropped) = attribution::revalidate_kept(&self.kept, &tel.gpus);
+            for (job_id, why) in dropped {
+                tracing::info!(job_id = %job_id, why = why.as_str(), "kept attribution no longer names this node's GPUs by UUID; the job's GPUs are derived afresh");
+            }
+            self.kept = valid;
+        }
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
@@ -486,14 +533,26 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // up outside the kept ones) sits out this cycle: the engine treats a running job's GPUs
         // as fixed within a run, and a job left out of a step is forgotten, so it is judged
         // afresh on its new GPUs from the next cycle on, never on windows of the old ones.
+        // A kept placement dropped this cycle (a GPU of it gone) counts as a change too.
         let moved: BTreeSet<&str> = on_node
             .iter()
             .filter(|j| match (attribution::kept_for(&self.kept, j), attributed.get(&j.job_id)) {
                 (Some(k), Some(Attributed::Gpus(g))) => k != g.as_slice(),
+                (None, Some(Attributed::Gpus(_))) => attribution::kept_for(&kept_before, j).is_some(),
                 _ => false,
             })
             .map(|j| j.job_id.as_str())
             .collect();
+        // nvidia-smi index -> UUID this cycle: from the read, or, without one, from what was
+        // kept (same read for each entry).
+        let index_uuid: BTreeMap<u16, String> = if tel.no_data.is_none() {
+            tel.gpus.iter().filter_map(|g| Some((g.index?, g.uuid.clone()?))).collect()
+        } else {
+            self.kept
+                .values()
+                .flat_map(|k| k.gpus.iter().copied().zip(k.uuids.iter().cloned()))
+                .collect()
+        };
         let mut facts: Vec<JobFacts> = Vec::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
         // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
@@ -529,7 +588,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 rep.jobs_skipped.push((j.job_id.clone(), "no_start_time"));
                 continue;
             };
-            let mut alloc: Vec<GpuRef> = gpus.iter().map(|&g| GpuRef { node: self.this, gpu: g }).collect();
+            // The engine names each GPU by its UUID's slot, never by its index.
+            let slots: Option<Vec<u16>> = gpus
+                .iter()
+                .map(|i| index_uuid.get(i).and_then(|u| self.gpu_slots.slot(u)))
+                .collect();
+            let Some(slots) = slots else {
+                tracing::info!(job_id = %j.job_id, "a GPU of the job has no known UUID this cycle; job skipped");
+                rep.jobs_skipped.push((j.job_id.clone(), "not_placed"));
+                continue;
+            };
+            let mut alloc: Vec<GpuRef> = slots.into_iter().map(|gpu| GpuRef { node: self.this, gpu }).collect();
             let per_node = attribution::per_node_gpus(j).unwrap_or(1).max(1);
             for other in j.nodes.iter().filter(|n| **n != node) {
                 let id = self.nodes.intern(other);
@@ -556,11 +625,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Attributed::Gpus(gpus) => {
                     let start_s = *start_of.get(k.as_str())?;
                     let by_device_index = by_device_index.contains(&k);
+                    let uuids = gpus.iter().map(|i| index_uuid.get(i).cloned()).collect::<Option<Vec<_>>>()?;
                     Some((
                         k,
                         Kept {
                             start_s,
                             gpus,
+                            uuids,
                             by_device_index,
                         },
                     ))
@@ -573,7 +644,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut samples = Vec::with_capacity(tel.gpus.len());
         let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
         for (g, &procs) in tel.gpus.iter().zip(&proc_counts) {
-            let Some(idx) = g.index else { continue };
+            // The sample follows the physical GPU: its UUID's slot (every row left has one).
+            let Some(slot) = g.uuid.as_deref().and_then(|u| self.gpu_slots.slot(u)) else {
+                continue;
+            };
             // A value nvidia-smi printed but that could not be read (`ERR!`) is present and
             // invalid, never missing: the engine then takes nothing from the whole sample.
             let field = |column: &str, v: Option<f64>| {
@@ -586,7 +660,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             samples.push(Sample {
                 t_s: now_s,
                 node: self.this,
-                gpu: idx,
+                gpu: slot,
                 util_pct: field("utilization.gpu", g.util_pct),
                 mem_used_mib: field("memory.used", g.mem_used_mib),
                 mem_total_mib: field("memory.total", g.mem_total_mib),

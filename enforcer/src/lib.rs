@@ -11,6 +11,7 @@
 //! * [`slurm`] and [`telemetry`]: the [`slurm::SlurmClient`] and [`telemetry::Telemetry`]
 //!   traits and their command-line implementations.
 //! * [`attribution`]: which of this node's GPUs belong to which job.
+//! * [`gpu_slots`]: a GPU is its UUID; the engine's GPU id per UUID.
 //! * [`plan`]: the pure cycle: findings and state in, `Vec<Action>` out, with damage limits.
 //! * [`executor`]: carries actions out (real, observe-only, recording for tests).
 //! * [`daemon`]: one cycle end to end; [`state`] persists it; [`metrics`] exports it.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod executor;
+pub mod gpu_slots;
 pub mod metrics;
 pub mod parse;
 pub mod plan;

@@ -106,7 +106,7 @@ pub fn read_error_kinds(source: &str) -> Vec<&'static str> {
             .chain(PROCESS_KINDS)
             .collect(),
         "scontrol" => ["exit_1", "parse", "wrong_node"].into_iter().chain(PROCESS_KINDS).collect(),
-        "nvidia-smi" => ["no_gpus", "bad_header", "bad_row", "no_index", "field_refused"]
+        "nvidia-smi" => ["no_gpus", "bad_header", "bad_row", "no_index", "no_uuid", "field_refused"]
             .into_iter()
             .chain(smi_no_data)
             .chain(SMI_EXIT_KINDS)

@@ -5,6 +5,7 @@
 
 use crate::attribution::{DeviceIndexTrust, KeptMap};
 use crate::config::RunMode;
+use crate::gpu_slots::GpuSlots;
 use crate::plan::ActionState;
 use policy::{EngineSnapshot, NodeTable};
 use serde::{Deserialize, Serialize};
@@ -51,6 +52,11 @@ pub struct StateFile {
     /// for a new confirmation.
     #[serde(default)]
     pub device_index: DeviceIndexTrust,
+    /// The engine's GPU id (slot) per GPU UUID (see [`crate::gpu_slots`]): the engine's
+    /// windows are keyed by these slots. Absent in older files, whose windows were keyed by
+    /// nvidia-smi index: their windows are not restored (warmup starts again).
+    #[serde(default)]
+    pub gpu_slots: Option<GpuSlots>,
 }
 
 /// What loading found.

@@ -82,13 +82,7 @@ fn fake_smi(dir: &Path, mode: &str) -> NvidiaSmi {
     std::fs::write(dir.join("gpus.txt"), GPUS).unwrap();
     std::fs::write(dir.join("apps.csv"), APPS).unwrap();
     std::fs::write(dir.join("smi.mode"), mode).unwrap();
-    let fake = common::fakes().join("nvidia-smi");
-    let program = common::script(
-        dir,
-        "nvidia-smi-wrapper",
-        &format!("FAKE_DIR='{}' exec '{}' \"$@\"", dir.display(), fake.display()),
-    );
-    NvidiaSmi::new(program, std::time::Duration::from_secs(5), enforcer::run::KillMode::Ignore)
+    common::fake_nvidia_smi(dir)
 }
 
 fn daemon(dir: &Path, jobs: Vec<enforcer::parse::SlurmJob>, smi_mode: &str) -> (SmiDaemon, Rc<RefCell<Cluster>>) {
@@ -113,11 +107,7 @@ fn daemon(dir: &Path, jobs: Vec<enforcer::parse::SlurmJob>, smi_mode: &str) -> (
 }
 
 fn audit(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("state/audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::audit(&dir.join("state"))
 }
 
 /// Job 1000's indices are minors 2-3 (GPUs 1 and 0: its processes confirm the mapping);

@@ -1,6 +1,7 @@
 //! The ninth adversarial review, enforcer side: attribution rule 3 ("by Slurm's device index")
-//! and its pinning. Each ignored test fails on the enforcer as reviewed and shows one finding;
-//! the others pass and are kept for the coverage they add.
+//! and its pinning. Each test that was ignored failed on the enforcer as reviewed and showed
+//! one finding; all three pass since rule 3 places only on a whole read (no GPU missing, no
+//! squeue row unread). The others pass and are kept for the coverage they add.
 //!
 //! The node in every test has 4 GPUs whose nvidia-smi index equals their minor number, and a
 //! `gres.conf` that lists its devices out of minor order, the case pinning exists for:

@@ -63,7 +63,13 @@ fn gpu_items(text: &str) -> Result<Vec<(&str, GpuItem<'_>)>, GresDetailError> {
             Some(d) => match (d.strip_prefix("IDX:"), d.strip_prefix("CNT:")) {
                 (Some(list), _) => {
                     // Checked here, so that every reader of the item sees the same errors.
-                    index_ranges(list).map_err(|p| err(format!("item {item:?}: {p}")))?;
+                    let ranges = index_ranges(list).map_err(|p| err(format!("item {item:?}: {p}")))?;
+                    // A count printed before the list must be the list's length: the two
+                    // disagreeing is never resolved by picking one.
+                    let listed: u64 = ranges.iter().map(|(lo, hi)| u64::from(hi - lo) + 1).sum();
+                    if let Some(n) = printed.filter(|n| u64::from(*n) != listed) {
+                        return Err(err(format!("item {item:?} gives {n} GPUs but lists {listed} indices")));
+                    }
                     GpuItem::Indices(list)
                 }
                 // GPUs configured without device files (no `File=` in gres.conf) have no
@@ -90,7 +96,8 @@ fn gpu_items(text: &str) -> Result<Vec<(&str, GpuItem<'_>)>, GresDetailError> {
 /// text (or `(null)`, `N/A`) is no GPU.
 ///
 /// Errors: a GPU item with no index list and no count, an index list that is not
-/// `N`, `N-M` (M ≥ N) items separated by commas, unbalanced parentheses.
+/// `N`, `N-M` (M ≥ N) items separated by commas, a count printed before an index list that
+/// is not its length (`gpu:3(IDX:0-1)`), unbalanced parentheses.
 pub fn gpu_count(text: &str) -> Result<u32, GresDetailError> {
     let mut total = 0u32;
     for (_, item) in gpu_items(text)? {
@@ -271,6 +278,25 @@ mod tests {
         ] {
             assert_eq!(gpu_indices(t).unwrap(), None, "{t:?}");
         }
+    }
+
+    /// Second operator trial: `gpu:3(IDX:0-1)` was read as 2 GPUs and `gpu:2(IDX:0-0)` as 1.
+    #[test]
+    fn a_count_that_disagrees_with_its_index_list_is_an_error() {
+        for text in [
+            "gpu:3(IDX:0-1)",
+            "gpu:2(IDX:0-0)",
+            "gpu:a100:1(IDX:0-1)",
+            "gpu:1(IDX:0),gpu:v100:3(IDX:1-2)",
+        ] {
+            let e = gpu_count(text).unwrap_err();
+            assert!(e.problem.contains("lists"), "{text}: {e}");
+            assert!(gpu_indices(text).is_err(), "{text}");
+        }
+        // Agreeing, untyped without a count, and typed without a count are read.
+        assert_eq!(gpu_count("gpu:2(IDX:0-1)"), Ok(2));
+        assert_eq!(gpu_count("gpu(IDX:0,2-3,5)"), Ok(4));
+        assert_eq!(gpu_count("gpu:a100(IDX:3)"), Ok(1));
     }
 
     #[test]

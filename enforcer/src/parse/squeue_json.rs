@@ -204,7 +204,7 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
     };
     let tres_text = string(j.get("tres_alloc_str"));
     let tres = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?;
-    let gpus = gpus_of(&tres, j.get("gres_detail")).map_err(fail)?;
+    let gpus = gpus_of(&tres, j.get("gres_detail"), nodes.len()).map_err(fail)?;
     let gres_idx = gres_indices(j.get("gres_detail"));
     let sluid = j.get("sluid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     Ok(SlurmJob {
@@ -249,10 +249,21 @@ fn gres_indices(detail: Option<&Value>) -> Vec<Option<Vec<u32>>> {
 /// (TRES without GPUs and a detail that cannot be read, or the two disagreeing) is a row
 /// error, never a job without GPUs; with the TRES count given, a detail that cannot be read
 /// is ignored.
-fn gpus_of(tres: &tres::Tres, detail: Option<&Value>) -> Result<u32, String> {
+fn gpus_of(tres: &tres::Tres, detail: Option<&Value>, nodes: usize) -> Result<u32, String> {
     let tres_has_gpus = tres.entries.keys().any(|k| k == "gres/gpu" || k.starts_with("gres/gpu:"));
     let per_node: Vec<u32> = match detail {
         None | Some(Value::Null) => Vec::new(),
+        // One string per node: another number of strings cannot be matched to the nodes.
+        Some(Value::Array(items)) if !items.is_empty() && items.len() != nodes => {
+            if tres_has_gpus {
+                return Ok(tres.gpus);
+            }
+            return Err(format!(
+                "gres_detail has {} strings for {nodes} node(s): {}",
+                items.len(),
+                policy::one_line(&Value::Array(items.clone()).to_string(), 80)
+            ));
+        }
         Some(Value::Array(items)) => {
             let mut v = Vec::with_capacity(items.len());
             for item in items {
@@ -313,6 +324,26 @@ mod tests {
         assert_eq!(r.jobs[0].job_id, "1230");
     }
 
+    /// Second operator trial: a one-node job with two `gres_detail` strings had their GPUs
+    /// summed. Strings must match nodes one to one.
+    #[test]
+    fn gres_detail_with_another_number_of_strings_than_nodes_is_not_summed() {
+        let row = |nodes: &str, tres: &str| {
+            format!(
+                r#"{{"jobs": [{{"job_id": 7, "job_state": ["RUNNING"], "nodes": "{nodes}", "tres_alloc_str": "{tres}", "gres_detail": ["gpu:1(IDX:0)", "gpu:1(IDX:1)"]}}]}}"#
+            )
+        };
+        let r = parse(&row("n1", "cpu=1")).unwrap();
+        assert!(r.jobs.is_empty(), "{r:?}");
+        assert!(r.row_errors[0].problem.contains("2 strings for 1 node"), "{r:?}");
+        // With the count in the TRES string, the detail is only a cross-check and is left out.
+        let r = parse(&row("n1", "cpu=1,gres/gpu=1")).unwrap();
+        assert_eq!((r.jobs[0].gpus, r.row_errors.len()), (1, 0), "{r:?}");
+        // Two strings for two nodes are read.
+        let r = parse(&row("n[1-2]", "cpu=1")).unwrap();
+        assert_eq!(r.jobs[0].gpus, 2, "{r:?}");
+    }
+
     #[test]
     fn gres_detail_index_lists_per_node() {
         let one = |fields: &str| {
@@ -361,19 +392,19 @@ mod tests {
             assert_eq!(r.jobs[0].gpus, 8, "{detail}: {r:?}");
         }
         // Neither: no GPUs.
-        assert_eq!(one(r#""tres_alloc_str": "cpu=1", "gres_detail": [""]"#).jobs[0].gpus, 0);
+        assert_eq!(one(r#""tres_alloc_str": "cpu=1", "gres_detail": ["", ""]"#).jobs[0].gpus, 0);
         // Disagreeing, unreadable or misshapen: a row error naming the field, never 0 GPUs.
         for (fields, says) in [
             (
                 r#""tres_alloc_str": "gres/gpu=8", "gres_detail": ["gpu:2(IDX:0-1)", "gpu:2(IDX:4-5)"]"#,
                 "gives 8 GPUs but gres_detail 4",
             ),
-            (r#""tres_alloc_str": "cpu=1", "gres_detail": ["gpu(IDX:N/A)"]"#, "index list"),
+            (r#""tres_alloc_str": "cpu=1", "gres_detail": ["gpu(IDX:N/A)", "gpu(IDX:0)"]"#, "index list"),
             (
                 r#""tres_alloc_str": "cpu=1", "gres_detail": "gpu:2(IDX:0-1)""#,
                 "gres_detail is not a list",
             ),
-            (r#""tres_alloc_str": "cpu=1", "gres_detail": [2]"#, "non-string"),
+            (r#""tres_alloc_str": "cpu=1", "gres_detail": [2, ""]"#, "non-string"),
         ] {
             let r = one(fields);
             assert!(r.jobs.is_empty(), "{fields}: {r:?}");

@@ -45,3 +45,25 @@ pub fn script(dir: &std::path::Path, name: &str, body: &str) -> String {
     std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     p.display().to_string()
 }
+
+/// The fake nvidia-smi of `tests/fakes` with `dir` as its FAKE_DIR (its inputs, `gpus.txt`
+/// and `apps.csv`, are the caller's), through a wrapper script, since the daemon passes no
+/// environment of its own.
+pub fn fake_nvidia_smi(dir: &std::path::Path) -> enforcer::telemetry::NvidiaSmi {
+    let fake = fakes().join("nvidia-smi");
+    let program = script(
+        dir,
+        "nvidia-smi-wrapper",
+        &format!("FAKE_DIR='{}' exec '{}' \"$@\"", dir.display(), fake.display()),
+    );
+    enforcer::telemetry::NvidiaSmi::new(program, std::time::Duration::from_secs(5), enforcer::run::KillMode::Ignore)
+}
+
+/// The records of `audit.jsonl` in `state_dir` (none when it is absent).
+pub fn audit(state_dir: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(state_dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
