@@ -147,6 +147,13 @@ impl EnforcerConfig {
         !self.webhook_url_env.is_empty() && self.webhook_reaches_users
     }
 
+    /// True when observe mode posts its alerts (marked `[observe]`) to the webhook: one is
+    /// set and is not said to reach users. Observe mode contacts no user, so a webhook with
+    /// `webhook_reaches_users = true` gets nothing in observe mode; its alerts are logged only.
+    pub fn observe_posts_to_webhook(&self) -> bool {
+        !self.webhook_url_env.is_empty() && !self.webhook_reaches_users
+    }
+
     /// True when anyone is told of the enforcer's actions: a notify command or a webhook
     /// (which may reach only the admins).
     pub fn has_any_channel(&self) -> bool {
@@ -239,6 +246,8 @@ impl Config {
     ///   the first alert, with no other dwell.
     /// - observe mode with a reachable cancel and no channel to the user: enforce mode would
     ///   refuse the config, and observe mode's would-cancels wait for no notice.
+    /// - observe mode with a webhook that reaches users: observe mode contacts no user, so
+    ///   nothing is posted to it (see [`EnforcerConfig::observe_posts_to_webhook`]).
     pub fn warnings(&self) -> Vec<String> {
         let c = self.policy.config();
         let mut out = Vec::new();
@@ -271,6 +280,11 @@ impl Config {
                     "no notify_command, and the webhook is not said to reach users"
                 }
             ));
+        }
+        if e.mode == RunMode::Observe && !e.webhook_url_env.is_empty() && !e.observe_posts_to_webhook() {
+            out.push(
+                "enforcer.webhook_reaches_users = true in observe mode: observe mode contacts no user, so nothing is posted to the webhook (its channel reaches users); alerts and would-actions are logged and written to the audit log only. To see observe mode's alerts in a channel, point webhook_url_env at one only admins read and set webhook_reaches_users = false until you switch to enforce mode".to_string(),
+            );
         }
         out
     }
@@ -1080,7 +1094,9 @@ mod tests {
         );
         assert_eq!(with("").len(), 1);
         assert!(with("notify_command = [\"notify\"]\n").is_empty());
-        assert!(with("webhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\n").is_empty());
+        // Only the warning that observe mode posts nothing to a webhook that reaches users.
+        let w = with("webhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\n");
+        assert!(w.len() == 1 && w[0].contains("contacts no user"), "{w:?}");
     }
 
     /// Trial 6 #6: `notify_command = ["/nonexistent/mailer"]` was called valid; every notice
@@ -1155,6 +1171,43 @@ mod tests {
                 && warnings[0].contains("insufficient_evidence"),
             "{warnings:?}"
         );
+    }
+
+    /// Trial 6 #4: observe mode posted every alert, hypothetical drains and cancels naming
+    /// the user included, to a webhook said to reach users; README says it contacts no user.
+    #[test]
+    fn observe_mode_posts_nothing_to_a_webhook_that_reaches_users_and_says_so() {
+        let with = |mode: &str, reaches: bool| {
+            Config::from_text(
+                &format!("[enforcer]\nnode = \"n\"\nmode = \"{mode}\"\nwebhook_url_env = \"HOOK\"\nwebhook_reaches_users = {reaches}\n"),
+                "t",
+            )
+            .unwrap()
+        };
+        let c = with("observe", true);
+        assert!(!c.enforcer.observe_posts_to_webhook());
+        let w: Vec<String> = c
+            .warnings()
+            .into_iter()
+            .filter(|w| w.contains("webhook_reaches_users = true"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", c.warnings());
+        assert!(
+            w[0].contains("observe mode contacts no user") && w[0].contains("nothing is posted"),
+            "{}",
+            w[0]
+        );
+        // An admins' webhook gets observe mode's alerts, with no warning.
+        let c = with("observe", false);
+        assert!(c.enforcer.observe_posts_to_webhook());
+        assert!(c.warnings().iter().all(|w| !w.contains("contacts no user")), "{:?}", c.warnings());
+        // Enforce mode is not observe mode: no such warning.
+        let c = Config::from_text(
+            "[enforcer]\nnode = \"n\"\nmode = \"enforce\"\nwebhook_url_env = \"HOOK\"\nwebhook_reaches_users = true\n",
+            "t",
+        )
+        .unwrap();
+        assert!(c.warnings().iter().all(|w| !w.contains("contacts no user")));
     }
 
     #[test]

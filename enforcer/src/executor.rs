@@ -204,7 +204,8 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
     }
 }
 
-/// Observe mode: alerts still reach the webhook (marked `[observe]`); everything that would
+/// Observe mode: alerts still reach the webhook (marked `[observe]`; the binary gives it no
+/// webhook when `webhook_reaches_users` says the webhook reaches users); everything that would
 /// change Slurm or contact a user is reported as [`Outcome::Would`].
 pub struct ObserveExecutor {
     /// Webhook, if configured.

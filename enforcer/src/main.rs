@@ -280,7 +280,11 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
             notice_by_webhook: e.notice_by_webhook(),
             timeout,
         }),
-        RunMode::Observe => AnyExecutor::Observe(ObserveExecutor { webhook }),
+        // Observe mode contacts no user: a webhook said to reach users gets nothing, alerts
+        // are logged only (a warning at start says so, Config::warnings).
+        RunMode::Observe => AnyExecutor::Observe(ObserveExecutor {
+            webhook: webhook.filter(|_| e.observe_posts_to_webhook()),
+        }),
     };
     let smi = NvidiaSmi {
         program: e.nvidia_smi.clone(),

@@ -645,11 +645,7 @@ fn a_webhook_is_the_users_notice_only_when_the_config_says_it_reaches_users() {
     const VAR: &str = "GPU_REAPER_TEST_USERS_WEBHOOK_URL";
     std::env::set_var(VAR, "http://127.0.0.1:9/hook");
     let e = plain();
-    let curl = e.dir.path().join("curl");
-    let posts = e.dir.path().join("curl.stdin");
-    std::fs::write(&curl, format!("#!/bin/sh\ncat >> {}\nexit 0\n", posts.display())).unwrap();
-    std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let hook = format!("notify_command = []\nwebhook_url_env = \"{VAR}\"\ncurl = \"{}\"", curl.display());
+    let (hook, posts) = webhook_only(&e, VAR);
     let ops = e.config("enforce", &hook);
     let (ok, log) = e.run(&ops, T0, 40);
     assert!(!ok && log.contains("enforcer.webhook_reaches_users"), "{log}");
@@ -665,6 +661,17 @@ fn a_webhook_is_the_users_notice_only_when_the_config_says_it_reaches_users() {
     assert!(posted.contains("notice to user alice"), "{posted}");
     assert_eq!(e.argv("scancel").len(), 1, "{log}");
     assert!(e.argv("notify").is_empty());
+}
+
+/// Config lines for the webhook in `var` as the only channel (no notify command), posted by
+/// a fake curl in `e`'s folder, and the file each post's curl config is appended to.
+fn webhook_only(e: &Env, var: &str) -> (String, PathBuf) {
+    let curl = e.dir.path().join("curl");
+    let posts = e.dir.path().join("curl.stdin");
+    std::fs::write(&curl, format!("#!/bin/sh\ncat >> {}\nexit 0\n", posts.display())).unwrap();
+    std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hook = format!("notify_command = []\nwebhook_url_env = \"{var}\"\ncurl = \"{}\"", curl.display());
+    (hook, posts)
 }
 
 /// Trial 5 #4 and #5: `check-config` shows every signature's effective ceiling and warns
@@ -1541,4 +1548,39 @@ fn a_missing_notify_program_is_refused_in_enforce_mode_and_a_missing_nvidia_smi_
     assert_eq!(no_data.len(), 1, "{log}");
     let said = no_data[0]["fields"]["nvidia_smi_said"].as_str().unwrap_or("");
     assert!(said.contains("nvidia-smi-missing") && said.contains("No such file"), "{said}");
+}
+
+/// Trial 6 #4: in observe mode, a webhook said to reach users got every alert, the
+/// hypothetical drain and cancel naming the user included, though observe mode "contacts no
+/// user". Now it gets nothing (the run warns once at start why), while an admins' webhook
+/// still gets the alerts marked `[observe]`.
+#[test]
+fn observe_mode_posts_nothing_to_a_webhook_that_reaches_users() {
+    const VAR: &str = "GPU_REAPER_TEST_OBSERVE_USERS_WEBHOOK_URL";
+    std::env::set_var(VAR, "http://127.0.0.1:9/hook");
+    let e = plain();
+    let (hook, posts) = webhook_only(&e, VAR);
+    let (ok, log) = e.run(&e.config("observe", &format!("{hook}\nwebhook_reaches_users = true")), T0, 40);
+    assert!(ok, "{log}");
+    assert!(!posts.exists(), "{}", std::fs::read_to_string(&posts).unwrap_or_default());
+    let warned = log_lines(&log, |v| {
+        v["fields"]["message"] == "config warning"
+            && v["fields"]["problem"]
+                .as_str()
+                .unwrap_or("")
+                .contains("observe mode contacts no user")
+    });
+    assert_eq!(warned.len(), 1, "{log}");
+    let audit = e.audit();
+    assert!(
+        kinds(&audit, "would_action").contains(&"cancel".to_string()),
+        "the run did escalate"
+    );
+    assert!(kinds(&audit, "action").contains(&"alert".to_string()), "alerts are still logged");
+    // An admins' webhook gets observe mode's alerts.
+    std::fs::remove_dir_all(e.state_dir()).unwrap();
+    let (ok, log) = e.run(&e.config("observe", &hook), T0, 40);
+    assert!(ok, "{log}");
+    let posted = std::fs::read_to_string(&posts).unwrap();
+    assert!(posted.contains("[observe] gpu-reaper: job 4242: alert idle"), "{posted}");
 }
