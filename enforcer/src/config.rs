@@ -281,6 +281,7 @@ impl Config {
                 }
             ));
         }
+        out.extend(self.risky_settings());
         if e.mode == RunMode::Observe && !e.webhook_url_env.is_empty() && !e.observe_posts_to_webhook() {
             out.push(
                 "enforcer.webhook_reaches_users = true in observe mode: observe mode contacts no user, so nothing is posted to the webhook (its channel reaches users); alerts and would-actions are logged and written to the audit log only. To see observe mode's alerts in a channel, point webhook_url_env at one only admins read and set webhook_reaches_users = false until you switch to enforce mode".to_string(),
@@ -288,6 +289,129 @@ impl Config {
         }
         out
     }
+}
+
+impl Config {
+    /// Settings that are valid but risky or probably not meant, one line each naming the key
+    /// and what will happen (part of [`Config::warnings`]):
+    /// - `starved`, `partial` or `unknown` with a `cancel` ceiling: those jobs do some work,
+    ///   or their evidence fits no signature of waste;
+    /// - `notice = "0s"` with a reachable cancel;
+    /// - a cancel stage (after more than 0s) that is not when the cancel comes, because the
+    ///   drain must stand one window first or `notice` must pass ([`earliest_cancel_s`]);
+    /// - `max_sample_gap` of a third of the window or more: a window covered by one or two
+    ///   samples counts as whole evidence;
+    /// - `command_timeout` (plus nvidia-smi's two queries) longer than `max_sample_gap`: one
+    ///   hung command delays the next sample past the gap;
+    /// - an hourly budget of 0 where a drain or cancel can be reached.
+    fn risky_settings(&self) -> Vec<String> {
+        let c = self.policy.config();
+        let e = &self.enforcer;
+        let mut out = Vec::new();
+        let cancel = cancel_reachable(&self.policy);
+        for (i, sig) in policy::signature::REGISTRY.iter().enumerate() {
+            let what = match sig.name() {
+                "starved" => {
+                    "a starved job computes, slowly (its GPUs wait on input); a cancel kills work that better data loading would speed up"
+                }
+                "partial" => "a partial job works on some of its GPUs; a cancel kills that work",
+                "unknown" => "unknown is evidence that fits no signature of waste; a cancel acts on what the enforcer cannot explain",
+                _ => continue,
+            };
+            if cancel && self.policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Cancel {
+                out.push(format!(
+                    "policy.ceilings.{0} = \"cancel\": {what}. Such jobs will be drained and cancelled like idle ones; keep {0} at \"alert\" (the default) unless a replay of your own telemetry shows these cancels are right",
+                    sig.name()
+                ));
+            }
+        }
+        let after_alert = earliest_cancel_s(&self.policy).filter(|_| cancel);
+        if let Some(at) = after_alert.filter(|_| c.notice.secs() == 0) {
+            out.push(format!(
+                "policy.notice = \"0s\": a cancel waits no time after the user's notice; users are told at the first alert and, with these stages, may be cancelled about {} later, with no notice period of their own; give notice the time a user needs to react (default 30m)",
+                DurationS(at)
+            ));
+        }
+        let cancel_after = stage_after_s(&self.policy, Verdict::Cancel).filter(|a| *a > 0);
+        if let (Some(after), Some(at)) = (cancel_after, after_alert) {
+            if at > after + c.interval.secs() {
+                let why = if at == c.notice.secs() {
+                    format!(
+                        "policy.notice (\"{}\") must pass after the user's notice, sent at the first alert",
+                        c.notice
+                    )
+                } else {
+                    format!(
+                        "the drain (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first",
+                        DurationS(earliest_drain_s(&self.policy).unwrap_or(0)),
+                        c.window
+                    )
+                };
+                out.push(format!(
+                    "policy.stages: cancel after \"{}\" is not when the cancel comes: it comes at the earliest about {} into the breach, because {why}; set the stages (and notice) to the times you mean",
+                    DurationS(after),
+                    DurationS(at)
+                ));
+            }
+        }
+        let (gap, window) = (c.max_sample_gap.secs(), c.window.secs());
+        if 3 * gap >= window {
+            // First sample within `gap` of the window's start, last within `gap` of its end,
+            // none more than `gap` apart.
+            let fewest = 1 + ((window - 2 * gap).max(0) as u64).div_ceil(gap.max(1) as u64);
+            out.push(format!(
+                "policy.max_sample_gap = \"{}\" is a third of policy.window (\"{}\") or more: a window with as few as {} counts as whole evidence, so a collector that answers that rarely is judged as if it had watched the GPU all along; use at most a sixth of the window (the default 3m of 20m)",
+                c.max_sample_gap,
+                c.window,
+                if fewest == 1 { "one sample".to_string() } else { format!("{fewest} samples") }
+            ));
+        }
+        let held = e.command_timeout.secs() + 2 * e.nvidia_smi_timeout.secs();
+        if held > gap {
+            out.push(format!(
+                "enforcer.command_timeout = \"{}\": one hung scontrol, scancel or notify command holds a cycle that long, which with nvidia-smi's two queries (nvidia_smi_timeout \"{}\" each) is longer than policy.max_sample_gap (\"{}\"), so the next sample comes too late and every job's breach starts again; use a timeout well under the gap (default 20s)",
+                e.command_timeout, e.nvidia_smi_timeout, c.max_sample_gap
+            ));
+        }
+        let drain = drain_reachable(&self.policy);
+        if drain && e.max_drains_per_hour == 0 {
+            out.push(
+                "enforcer.max_drains_per_hour = 0: no drain is ever made (each is skipped as rate_limit), and so no cancel either (a cancel needs our drain); to only alert, remove the drain and cancel stages instead".into(),
+            );
+        } else if cancel && e.max_cancels_per_hour == 0 {
+            out.push(
+                "enforcer.max_cancels_per_hour = 0: no cancel is ever made (each is skipped as rate_limit) though a cancel stage is set; to stop at drain, remove the cancel stage instead".into(),
+            );
+        }
+        out
+    }
+}
+
+/// The stage dwell (`after`, seconds) of `verdict`, if `policy` has that stage.
+fn stage_after_s(policy: &Policy, verdict: Verdict) -> Option<i64> {
+    policy.stages().iter().find(|s| s.verdict == verdict).map(|s| s.after_s)
+}
+
+/// When a drain can come at the earliest, seconds into a breach (from its first alert), or
+/// `None` without a stage at drain or above: the drain stage's `after` (a cancel stage without
+/// a drain stage drains on the way, one rung per cycle), and at least one `interval` after the
+/// alert.
+pub fn earliest_drain_s(policy: &Policy) -> Option<i64> {
+    let interval = policy.config().interval.secs();
+    let after = stage_after_s(policy, Verdict::Drain).or_else(|| stage_after_s(policy, Verdict::Cancel))?;
+    Some(after.max(interval))
+}
+
+/// When a cancel can come at the earliest, seconds into a breach (from its first alert, when
+/// the user's notice goes out), or `None` without a cancel stage: the latest of the cancel
+/// stage's `after`, the earliest drain confirmed (one `interval` later) and standing one
+/// `window` (guard 6), and `notice` since the user's notice. Restarts, budgets and failed
+/// notices only make it later.
+pub fn earliest_cancel_s(policy: &Policy) -> Option<i64> {
+    let c = policy.config();
+    let after = stage_after_s(policy, Verdict::Cancel)?;
+    let drained = earliest_drain_s(policy)? + c.interval.secs() + c.window.secs();
+    Some(after.max(drained).max(c.notice.secs()))
 }
 
 /// True when some job can reach `cancel` under `policy`: a cancel stage and a signature whose
@@ -690,6 +814,14 @@ impl Config {
                 return Err(e(k, problem));
             }
         }
+        // Saying a webhook reaches users when there is no webhook is a mistake, whatever the
+        // mode: it would otherwise surface as "no channel" blaming notify_command.
+        if c.webhook_reaches_users && c.webhook_url_env.is_empty() {
+            return Err(e(
+                "enforcer.webhook_reaches_users",
+                "true, but there is no webhook: enforcer.webhook_url_env is empty; name the environment variable that holds the webhook URL, or remove webhook_reaches_users".into(),
+            ));
+        }
         // Guard 6: a cancel needs `notice` since the user was told. AdminComment (set at
         // cancel) and the audit log tell nobody, and a webhook may reach only the admins, so
         // enforce mode with a cancel reachable needs a channel that reaches the job's user; a
@@ -1070,9 +1202,17 @@ mod tests {
             "t",
         )
         .unwrap();
-        assert!(c.warnings().is_empty());
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
         let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n", "t").unwrap();
-        assert!(c.warnings().is_empty());
+        // No drain stage: the job drains at 2h on its way to cancel, and the cancel waits for
+        // that drain to stand one window (trial 6 #7 warns about it).
+        let w = c.warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("cancel after \"2h\" is not when the cancel comes") && w[0].contains("2h21m"),
+            "{w:?}"
+        );
+        let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n", "t").unwrap();
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
     }
 
     /// Observe mode is the week before enforce: a config that enforce mode would refuse for
@@ -1208,6 +1348,103 @@ mod tests {
         )
         .unwrap();
         assert!(c.warnings().iter().all(|w| !w.contains("contacts no user")));
+    }
+
+    /// Trial 6 #7: check-config accepted each of these silently.
+    #[test]
+    fn risky_settings_warn_naming_the_key_and_what_will_happen() {
+        let warn = |text: &str| {
+            Config::from_text(&format!("{text}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n"), "t")
+                .unwrap()
+                .warnings()
+        };
+        let stages = "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]";
+        assert!(warn(&format!("[policy]\n{stages}")).is_empty());
+        // c02: ceilings that let working or unexplained jobs be cancelled.
+        let w = warn(&format!(
+            "[policy]\n{stages}\nceilings = {{ starved = \"cancel\", partial = \"cancel\", unknown = \"cancel\", spin = \"cancel\" }}"
+        ));
+        for sig in ["starved", "partial", "unknown"] {
+            let key = format!("policy.ceilings.{sig} = \"cancel\"");
+            assert_eq!(
+                w.iter().filter(|l| l.contains(&key) && l.contains("cancelled")).count(),
+                1,
+                "{sig}: {w:?}"
+            );
+        }
+        assert_eq!(w.len(), 3, "{w:?}");
+        // Without a cancel stage such a ceiling changes nothing.
+        assert!(warn("[policy]\nceilings = { starved = \"cancel\" }").is_empty());
+        // c06: notice 0s, and a cancel stage at the drain's dwell.
+        let w = warn("[policy]\nnotice = \"0s\"\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"1h\", verdict = \"cancel\" }]");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("policy.notice = \"0s\"") && w[0].contains("about 1h21m later"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[1].contains("cancel after \"1h\" is not when the cancel comes")
+                && w[1].contains("about 1h21m")
+                && w[1].contains("policy.window"),
+            "{}",
+            w[1]
+        );
+        // d05: a notice longer than the cancel stage dominates it.
+        let w = warn(
+            "[policy]\nnotice = \"1h\"\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"30m\", verdict = \"cancel\" }]",
+        );
+        assert!(
+            w.len() == 1
+                && w[0].contains("cancel after \"30m\"")
+                && w[0].contains("about 1h into the breach")
+                && w[0].contains("policy.notice (\"1h\")"),
+            "{w:?}"
+        );
+        // c14: a gap of nearly the window; one sample is then whole evidence.
+        let w = warn("[policy]\nwindow = \"20m\"\nmax_sample_gap = \"19m\"");
+        assert!(
+            w.len() == 1 && w[0].contains("policy.max_sample_gap = \"19m\"") && w[0].contains("one sample"),
+            "{w:?}"
+        );
+        let w = warn("[policy]\nwindow = \"30m\"\nmax_sample_gap = \"10m\"");
+        assert!(w.len() == 1 && w[0].contains("as few as 2 samples"), "{w:?}");
+        assert!(warn("[policy]\nwindow = \"10m\"\nmax_sample_gap = \"3m\"").is_empty());
+        // d09: a command timeout longer than the gap.
+        let w = Config::from_text("[enforcer]\nnode = \"n\"\ncommand_timeout = \"10m\"\n", "t")
+            .unwrap()
+            .warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("enforcer.command_timeout = \"10m\"") && w[0].contains("max_sample_gap"),
+            "{w:?}"
+        );
+        // c12: hourly budgets of 0.
+        let budgets = |d: u32, c: u32| {
+            Config::from_text(
+                &format!("[policy]\n{stages}\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\nmax_drains_per_hour = {d}\nmax_cancels_per_hour = {c}\n"),
+                "t",
+            )
+            .unwrap()
+            .warnings()
+        };
+        let w = budgets(0, 0);
+        assert!(
+            w.len() == 1 && w[0].contains("enforcer.max_drains_per_hour = 0") && w[0].contains("no cancel either"),
+            "{w:?}"
+        );
+        let w = budgets(2, 0);
+        assert!(w.len() == 1 && w[0].contains("enforcer.max_cancels_per_hour = 0"), "{w:?}");
+        assert!(budgets(2, 1).is_empty());
+        // e01: webhook_reaches_users without a webhook is an error naming that key, in either mode.
+        for mode in ["observe", "enforce"] {
+            let m = err(&format!(
+                "[policy]\n{stages}\n[enforcer]\nnode = \"n\"\nmode = \"{mode}\"\nwebhook_reaches_users = true\n"
+            ));
+            assert!(
+                m.contains("`enforcer.webhook_reaches_users`") && m.contains("webhook_url_env is empty"),
+                "{mode}: {m}"
+            );
+        }
     }
 
     #[test]
