@@ -399,7 +399,10 @@ mod tests {
                 r#""tres_alloc_str": "gres/gpu=8", "gres_detail": ["gpu:2(IDX:0-1)", "gpu:2(IDX:4-5)"]"#,
                 "gives 8 GPUs but gres_detail 4",
             ),
-            (r#""tres_alloc_str": "cpu=1", "gres_detail": ["gpu(IDX:N/A)", "gpu(IDX:0)"]"#, "index list"),
+            (
+                r#""tres_alloc_str": "cpu=1", "gres_detail": ["gpu(IDX:N/A)", "gpu(IDX:0)"]"#,
+                "index list",
+            ),
             (
                 r#""tres_alloc_str": "cpu=1", "gres_detail": "gpu:2(IDX:0-1)""#,
                 "gres_detail is not a list",
