@@ -108,6 +108,9 @@ pub struct Attribution {
     /// Compute processes whose PID could not be resolved to a job (not visible, not in a
     /// Slurm cgroup, or a job not on this node's list).
     pub unresolved_processes: u32,
+    /// Jobs whose Slurm device index names a minor number that no listed GPU has, with that
+    /// number: the node's GPU list is not whole this pass (elimination does not run).
+    pub unlisted_devices: Vec<(String, u32)>,
     /// What rule 3 (Slurm's device index) saw and did this pass.
     pub device_index: DeviceIndexReport,
 }
@@ -339,9 +342,18 @@ pub fn single_node_indices(job: &SlurmJob) -> Option<&[u32]> {
 }
 
 /// GPUs the job holds on each of its nodes: the TRES count divided evenly over its nodes;
-/// `None` when it does not divide.
+/// `None` when it does not divide. A job on several nodes whose `gres_detail` lists a
+/// different number of indices on different nodes (`--gpus=4` over two nodes may give 1 and
+/// 3) is `None` too: which count is this node's is not verified (see
+/// [`SlurmJob::gres_idx`]), and an even split would be a guess.
 pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
     let n = job.nodes.len() as u32;
+    let lens: Option<Vec<usize>> = job.gres_idx.iter().map(|i| i.as_ref().map(Vec::len)).collect();
+    if let Some(lens) = lens.filter(|l| n > 1 && l.len() == n as usize) {
+        if lens.windows(2).any(|w| w[0] != w[1]) {
+            return None;
+        }
+    }
     (n > 0 && job.gpus % n == 0).then(|| job.gpus / n)
 }
 
@@ -377,6 +389,17 @@ pub fn attribute(
         (!pairs.is_empty() && map.len() == pairs.len() && map.len() == visible.len()).then_some(map)
     };
     let index_to_minor: BTreeMap<u16, u32> = minor_to_index.iter().flatten().map(|(m, i)| (*i, *m)).collect();
+    // A GPU that Slurm says a job here holds (its device index, a minor number) but that
+    // nvidia-smi does not list: the list is not whole, whatever the count of GPUs shown so far
+    // says (a GPU hidden since the daemon started), so nothing is placed by elimination.
+    if let Some(map) = &minor_to_index {
+        for j in jobs {
+            if let Some(m) = single_node_indices(j).and_then(|idx| idx.iter().find(|m| !map.contains_key(m))) {
+                out.unlisted_devices.push((j.job_id.clone(), *m));
+            }
+        }
+    }
+    let complete = complete && out.unlisted_devices.is_empty();
     if let (true, Some(_)) = (complete, &minor_to_index) {
         let set: Option<Vec<DeviceMinor>> = gpus
             .iter()
@@ -499,6 +522,7 @@ pub fn attribute(
     };
     let report = &mut out.device_index;
     let mut pins: Vec<Vec<u32>> = Vec::new();
+    let mut contradicted_kept: Vec<usize> = Vec::new();
     if minor_to_index.is_some() && !contradicted_before {
         for (pos, job) in jobs.iter().enumerate() {
             let Some(idx) = single_node_indices(job) else { continue };
@@ -528,6 +552,9 @@ pub fn attribute(
                         .copied()
                         .unwrap_or(0);
                     let how = if kept_for(kept, job).is_some() {
+                        // A kept placement may have come from elimination, the weakest rule:
+                        // it is not used once its job's own indices disagree with it.
+                        contradicted_kept.push(pos);
                         "kept"
                     } else {
                         "placed by its processes"
@@ -585,6 +612,13 @@ pub fn attribute(
                 }
             }
         }
+    }
+    // Such a job is short again: it counts against elimination's "exactly one job short",
+    // so its GPUs are never handed to another job in this pass.
+    for pos in contradicted_kept {
+        assigned.remove(&pos);
+        kept_by_index.remove(&pos);
+        short.push(pos);
     }
     let apps_whole = apps.is_some_and(|a| a.row_errors.is_empty());
     report.state = match (&minor_to_index, &trust.contradicted, &trust.confirmed) {
@@ -1362,6 +1396,39 @@ mod tests {
         let r = pass(&[&a], &g, Some(&[]), true, &k, &mut trust);
         assert_eq!(r.device_index.state, DeviceIndexState::Contradicted, "{r:?}");
         assert!(r.device_index.contradictions[0].what.contains("kept on GPUs [0, 1]"), "{r:?}");
+        // Second operator trial: the contradicted placement itself is not used (it may have
+        // come from elimination on a list that was not whole), and the job is short again.
+        assert!(matches!(r.jobs["10"], Attributed::Ambiguous(_)), "{r:?}");
+    }
+
+    /// Second operator trial: `--gpus=4` over two nodes gave 1 GPU on one and 3 on the other
+    /// (`gres_detail` `["gpu:1(IDX:0)", "gpu:3(IDX:0-2)"]`); an even split (2 per node) placed
+    /// the job on a free GPU by elimination and alerted it as partial. Which count is this
+    /// node's is not verified, so the job has no per-node count at all.
+    #[test]
+    fn an_uneven_split_over_nodes_is_no_per_node_count() {
+        let mut j = job("801", 801, 4, &["n1", "n2"]);
+        j.gres_idx = vec![Some(vec![0]), Some(vec![0, 1, 2])];
+        assert_eq!(per_node_gpus(&j), None);
+        j.gres_idx = vec![Some(vec![0, 1]), Some(vec![2, 3])];
+        assert_eq!(per_node_gpus(&j), Some(2));
+        j.gres_idx = Vec::new();
+        assert_eq!(per_node_gpus(&j), Some(2), "no detail: the TRES count split evenly");
+        // On this node: job 801 (uneven) and job 802 (1 GPU, process on GPU 1); GPUs 0 and 2
+        // free. Elimination places nothing.
+        let mut uneven = job("801", 801, 4, &["n1", "n2"]);
+        uneven.gres_idx = vec![Some(vec![0]), Some(vec![0, 1, 2])];
+        let other = job("802", 11, 1, &["n1"]);
+        let r = pass(
+            &[&uneven, &other],
+            &gpus(3),
+            Some(&[(1, 100)]),
+            true,
+            &BTreeMap::new(),
+            &mut DeviceIndexTrust::default(),
+        );
+        assert!(matches!(r.jobs["801"], Attributed::Ambiguous(_)), "{r:?}");
+        assert_eq!(r.jobs["802"], Attributed::Gpus(vec![1]));
     }
 
     /// Another job's process (here one of a job not on this node's list) on a GPU that the

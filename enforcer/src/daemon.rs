@@ -101,6 +101,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// Kept in the state file, so a restart does not forget a GPU that has gone missing; a
     /// GPU removed for good is forgotten only with the state file.
     pub most_gpus_seen: usize,
+    /// The GPUs Slurm has configured on the node (`scontrol show node` `Gres=`, see
+    /// [`NodeState::gres_gpus`]), as last read; `None` until read. Fewer GPUs listed than this
+    /// is a list that is not whole, as with [`Daemon::most_gpus_seen`].
+    pub slurm_gpus: Option<u32>,
     /// This machine's host name (`config::short_hostname`, read at start), compared with the
     /// `NodeHostName` that `scontrol show node` gives for the configured node; empty means no
     /// check.
@@ -234,6 +238,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             metrics,
             drain_found: BTreeMap::new(),
             most_gpus_seen: remembered.0,
+            slurm_gpus: None,
             host: crate::config::short_hostname(),
             last_node_hostname: remembered.1,
             gpu_slots,
@@ -463,13 +468,41 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             rep.gpu_jobs_unseen = true;
         }
 
+        // The node's state, read before attribution: its `Gres=` says how many GPUs the node
+        // should list (see below).
+        let node_state: Option<NodeState> = match self.slurm.node_state(&node) {
+            // Another node's record (a wrapper, an alias) says nothing about this node: no
+            // data, like a failed read. Slurm node names are case-sensitive.
+            Ok(n) if n.name != node => {
+                tracing::warn!(node = %node, node_name_shown = %policy::one_line(&n.name, 80), "scontrol show node answered with another node's record; no drain or resume this cycle");
+                self.read_error("scontrol", "wrong_node");
+                None
+            }
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(error = %e, "scontrol show node failed; no drain or resume this cycle");
+                self.read_error("scontrol", &e.kind);
+                None
+            }
+        };
+        // The configured node must be this host: one config pushed to every node would have
+        // each daemon judge that node's jobs against its own GPUs and act on that node.
+        if let Some(ns) = &node_state {
+            self.last_node_hostname = crate::config::node_hostname(&ns.fields).map(str::to_string);
+        }
+        if let Some(n) = node_state.as_ref().and_then(NodeState::gres_gpus) {
+            self.slurm_gpus = Some(n);
+        }
+
         // The node's GPU list is whole: nvidia-smi answered, every row was read, and it lists
-        // no fewer GPUs than this node has shown. Placing a job by elimination needs it (a busy
+        // no fewer GPUs than this node has shown, nor than Slurm has configured on it (`Gres=`,
+        // the last count read: a GPU hidden since the daemon started is missing too). Placing a job by elimination needs it (a busy
         // job whose own GPU is missing from the list would be placed on a free one), and so
         // does resuming our drain (a node whose GPUs cannot be read is not fit to return).
         let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
         let answered = tel.no_data.is_none();
-        let missing = answered && tel.gpus.len() < self.most_gpus_seen;
+        let floor = self.most_gpus_seen.max(self.slurm_gpus.map_or(0, |n| n as usize));
+        let missing = answered && tel.gpus.len() < floor;
         if answered {
             self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
         }
@@ -481,6 +514,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             tracing::info!(
                 gpus_listed = tel.gpus.len(),
                 most_gpus_seen = self.most_gpus_seen,
+                slurm_gres_gpus = self.slurm_gpus,
                 rows_unread,
                 no_uuid,
                 "GPU list incomplete this cycle; no job is placed by elimination and no drain is resumed"
@@ -525,6 +559,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 &self.kept,
                 &mut self.device_index,
             );
+            for (job_id, minor) in &a.unlisted_devices {
+                tracing::warn!(job_id = %job_id, minor, "Slurm's device index for the job names a GPU (minor number) that nvidia-smi does not list; the GPU list is not whole, so no job is placed by elimination this cycle");
+            }
             self.device_index_report(now_s, &a.device_index, &mut rep);
             by_device_index = a.device_index.derived;
             a.jobs
@@ -671,27 +708,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             });
         }
 
-        // 5. Node state and drain confirmations (real ones only in enforce mode).
-        let node_state: Option<NodeState> = match self.slurm.node_state(&node) {
-            // Another node's record (a wrapper, an alias) says nothing about this node: no
-            // data, like a failed read. Slurm node names are case-sensitive.
-            Ok(n) if n.name != node => {
-                tracing::warn!(node = %node, node_name_shown = %policy::one_line(&n.name, 80), "scontrol show node answered with another node's record; no drain or resume this cycle");
-                self.read_error("scontrol", "wrong_node");
-                None
-            }
-            Ok(n) => Some(n),
-            Err(e) => {
-                tracing::warn!(error = %e, "scontrol show node failed; no drain or resume this cycle");
-                self.read_error("scontrol", &e.kind);
-                None
-            }
-        };
-        // The configured node must be this host: one config pushed to every node would have
-        // each daemon judge that node's jobs against its own GPUs and act on that node.
-        if let Some(ns) = &node_state {
-            self.last_node_hostname = crate::config::node_hostname(&ns.fields).map(str::to_string);
-        }
+        // 5. Drain confirmations (real ones only in enforce mode); the node state was read above.
         let not_this_host = self
             .last_node_hostname
             .clone()

@@ -320,3 +320,54 @@ fn a_gpu_lost_for_good_stops_placement_by_device_index() {
         d.kept.get("50"),
     );
 }
+
+// Second operator trial (trial 6), finding 1: a job placed by elimination on a free GPU while
+// its own GPU was not listed, then cancelled.
+
+/// GPU 3 is hidden from nvidia-smi from the daemon's first cycle on (a device cgroup, a GPU
+/// off the bus): the node has only ever shown 3 GPUs. Job 10 (`IDX:0-1`) works on GPUs 0 and
+/// 1 with its processes; job 40 holds GPU 3 (`IDX:3`) and works there, unseen. The counts add
+/// up (2 + 1 = 3 listed), so elimination used to place job 40 on GPU 2, a free idle GPU, and
+/// the busy job was drained and cancelled. Slurm's device index names a minor number nvidia-smi
+/// does not list: the list is not whole, and job 40 is never placed.
+#[test]
+fn a_device_index_naming_an_unlisted_gpu_stops_elimination() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, c, shown) = daemon(dir.path());
+    c.borrow_mut().jobs = vec![idx_job(10, &[0, 1]), idx_job(40, &[3])];
+    *shown.borrow_mut() = Shown {
+        hide: Some(3),
+        busy: [true, true, false, true],
+        apps: vec![(0, 100), (1, 101)],
+    };
+    let worst = worst_verdicts(&mut d, 0, 100);
+    assert_eq!(worst.get("40"), None, "job 40 was judged on a GPU not its own: {worst:?}");
+    assert!(acted_on(&c, "40").is_empty(), "{:?}", c.borrow().calls);
+    assert!(!d.kept.contains_key("40"));
+}
+
+/// The same node read through squeue's `--Format` (no device indices): `scontrol show node`
+/// says `Gres=gpu:4`, and a list of 3 GPUs is not whole, so elimination does not run either.
+/// Control: without the `Gres=` line the old rule places job 40 on the free GPU (the test
+/// tells the two apart).
+#[test]
+fn fewer_gpus_listed_than_slurm_configures_stops_elimination() {
+    for (gres, placed) in [(Some("gpu:4(S:0-1)"), false), (None, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut d, c, shown) = daemon(dir.path());
+        let mut j40 = job("40", 40, 1, &[NODE]);
+        j40.gres_idx.clear();
+        c.borrow_mut().jobs = vec![job("10", 10, 2, &[NODE]), j40];
+        c.borrow_mut().node_gres = gres.map(str::to_string);
+        *shown.borrow_mut() = Shown {
+            hide: Some(3),
+            busy: [true, true, false, true],
+            apps: vec![(0, 100), (1, 101)],
+        };
+        let _ = worst_verdicts(&mut d, 0, 3);
+        assert_eq!(d.kept.contains_key("40"), placed, "Gres {gres:?}: {:?}", d.kept);
+        if gres.is_some() {
+            assert_eq!(d.slurm_gpus, Some(4));
+        }
+    }
+}

@@ -68,6 +68,53 @@ pub enum NodeParseError {
 pub const ORDINARY_STATES: [&str; 6] = ["IDLE", "MIXED", "ALLOCATED", "ALLOC", "MIX", "COMPLETING"];
 
 impl NodeState {
+    /// The GPUs Slurm has configured on the node: the sum of the counts of the `gpu` items of
+    /// `Gres=` (`gpu:4`, `gpu:a100:4(S:0-1)`, `gpu:a100:2,gpu:v100:2`, `gpu:4,mps:400`; source:
+    /// `scontrol show node`, slurm.conf(5) `Gres`). `Some(0)` when `Gres=` names no GPU or is
+    /// `(null)`; `None` when it is absent or a GPU item cannot be read, or when it mixes an
+    /// untyped item with typed ones (which would count GPUs twice). On a MIG node Slurm may
+    /// count slices, more than nvidia-smi lists: the list then never reads as whole, the safe
+    /// side.
+    pub fn gres_gpus(&self) -> Option<u32> {
+        let text = self.fields.get("Gres")?.trim();
+        if text.is_empty() || text == "(null)" {
+            return Some(0);
+        }
+        let (mut total, mut typed, mut untyped) = (0u32, false, false);
+        let mut depth = 0u32;
+        let mut start = 0;
+        let mut items = Vec::new();
+        for (i, c) in text.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.checked_sub(1)?,
+                ',' if depth == 0 => {
+                    items.push(&text[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if depth != 0 {
+            return None;
+        }
+        items.push(&text[start..]);
+        for item in items {
+            let head = item.split('(').next().unwrap_or(item);
+            let parts: Vec<&str> = head.split(':').collect();
+            if parts[0] != "gpu" {
+                continue;
+            }
+            match parts.len() {
+                2 => untyped = true,
+                3 => typed = true,
+                _ => return None,
+            }
+            total = total.checked_add(parts.last()?.parse().ok()?)?;
+        }
+        (!(typed && untyped)).then_some(total)
+    }
+
     /// True when any state word is a drain (`DRAIN`, `DRAINING`, `DRAINED`).
     pub fn has_drain(&self) -> bool {
         self.state.iter().any(|s| s.starts_with("DRAIN"))
@@ -357,5 +404,30 @@ mod tests {
         assert_eq!(parse_reason("gpu-reaper: sleepy job 93"), None);
         assert_eq!(strip_author("bad psu [admin@2024-01-01T00:00:00]"), "bad psu");
         assert_eq!(strip_author("see [ticket 12]"), "see [ticket 12]");
+    }
+    #[test]
+    fn gres_gpus_counts_the_gpu_items_of_gres() {
+        let node = |gres: Option<&str>| NodeState {
+            name: "n1".into(),
+            state: vec!["IDLE".into()],
+            reason: None,
+            fields: gres.map(|g| ("Gres".to_string(), g.to_string())).into_iter().collect(),
+        };
+        for (gres, want) in [
+            (Some("gpu:4"), Some(4)),
+            (Some("gpu:a100:4(S:0-1)"), Some(4)),
+            (Some("gpu:a100:2,gpu:v100:2"), Some(4)),
+            (Some("gpu:4(S:0),mps:400"), Some(4)),
+            (Some("gg:g0:1"), Some(0)),
+            (Some("(null)"), Some(0)),
+            (None, None),
+            (Some("gpu:a100:x"), None),
+            (Some("gpu"), None),
+            (Some("gpu:4,gpu:a100:4"), None),
+            (Some("gpu:4(S:0"), None),
+            (Some("gpu:4(S:0))"), None),
+        ] {
+            assert_eq!(node(gres).gres_gpus(), want, "{gres:?}");
+        }
     }
 }

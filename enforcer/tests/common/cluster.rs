@@ -23,6 +23,8 @@ pub struct Cluster {
     pub node_hostname: Option<String>,
     /// The `NodeName=` scontrol answers with; `None`: the node asked for.
     pub node_name_shown: Option<String>,
+    /// `Gres=` shown for the node (e.g. `gpu:4`); `None` shows none.
+    pub node_gres: Option<String>,
     pub honour_drain: bool,
     pub scancel_fails: bool,
     pub squeue_fails: bool,
@@ -57,6 +59,9 @@ impl SlurmClient for FakeSlurm {
         let mut t = format!("NodeName={shown} State={}\n", c.node_state);
         if let Some(h) = &c.node_hostname {
             t.push_str(&format!("   NodeAddr={h} NodeHostName={h} Version=22.05.8\n"));
+        }
+        if let Some(g) = &c.node_gres {
+            t.push_str(&format!("   Gres={g}\n"));
         }
         if let Some(r) = &c.node_reason {
             t.push_str(&format!("   Reason={r} [root@2026-01-01T00:00:00]\n"));
