@@ -388,7 +388,7 @@ impl Config {
 }
 
 /// The stage dwell (`after`, seconds) of `verdict`, if `policy` has that stage.
-fn stage_after_s(policy: &Policy, verdict: Verdict) -> Option<i64> {
+pub fn stage_after_s(policy: &Policy, verdict: Verdict) -> Option<i64> {
     policy.stages().iter().find(|s| s.verdict == verdict).map(|s| s.after_s)
 }
 

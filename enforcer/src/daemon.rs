@@ -839,7 +839,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Metrics::inc(&mut self.metrics.skipped, "resume_held_gpus_unread".to_string());
             }
         }
-        let p = plan::plan(&PlanInput {
+        let mut p = plan::plan(&PlanInput {
             now_s,
             mode,
             node: &node,
@@ -861,6 +861,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             },
             state: &self.actions,
         });
+        // The user's notice says what may follow and when, for that job and this policy.
+        for a in p.actions.iter_mut() {
+            let Action::Notice { job_id, reason, .. } = a else { continue };
+            let Some(v) = views.iter().find(|v| v.job.job_id == *job_id) else {
+                continue;
+            };
+            let alert_only =
+                v.nodes != [node.as_str()] || crate::parse::is_het_component(job_id) || self.actions.overridden(job_id, v.job.start_s);
+            // Any notice kept for the job is from an earlier breach: the planner gives one
+            // notice per breach.
+            let earlier = self.actions.noticed.get(job_id.as_str()).copied();
+            *reason = crate::notice::text(&self.cfg.policy, v, now_s, alert_only, earlier);
+        }
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         let mut skips = p.skips;
         // Drains held back for unwritable records: the node keeps its state, so the jobs the

@@ -115,12 +115,11 @@ fn alert_text(a: &Action, observe: bool) -> Option<String> {
     }
 }
 
-/// The webhook text of a user notice (sent when no notify command is configured).
-fn notice_text(user: &str, reason: &str) -> String {
-    format!(
-        "gpu-reaper: notice to user {}: {reason}; the job may be drained and cancelled if this continues",
-        policy::one_line(user, 64)
-    )
+/// The webhook text of a user notice (sent when no notify command is configured): the
+/// notice's text (`crate::notice::text`: the reason, what may follow and when), the same the
+/// notify command gets as its message argument.
+fn notice_text(user: &str, text: &str) -> String {
+    format!("gpu-reaper: notice to user {}: {text}", policy::one_line(user, 64))
 }
 
 /// Enforce mode: drains, cancels, resumes and notices for real.

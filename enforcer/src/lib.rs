@@ -13,6 +13,7 @@
 //! * [`attribution`]: which of this node's GPUs belong to which job.
 //! * [`gpu_slots`]: a GPU is its UUID; the engine's GPU id per UUID.
 //! * [`plan`]: the pure cycle: findings and state in, `Vec<Action>` out, with damage limits.
+//! * [`notice`]: the text of a user's notice (what may follow, and when).
 //! * [`executor`]: carries actions out (real, observe-only, recording for tests).
 //! * [`daemon`]: one cycle end to end; [`state`] persists it; [`metrics`] exports it.
 
@@ -23,6 +24,7 @@ pub mod demo;
 pub mod executor;
 pub mod gpu_slots;
 pub mod metrics;
+pub mod notice;
 pub mod parse;
 pub mod plan;
 pub mod run;

@@ -404,6 +404,12 @@ impl ActionState {
         found
     }
 
+    /// True when an admin's override holds for this run of the job (`start_s`, squeue's
+    /// start time): it is never drained or cancelled again in that run.
+    pub fn overridden(&self, job_id: &str, start_s: i64) -> bool {
+        self.overrides.get(job_id).is_some_and(|o| o.start_s.is_none_or(|s| s == start_s))
+    }
+
     /// Records an action that was carried out (or logged as would-do in observe mode).
     pub fn record(&mut self, a: &Action, now_s: i64, hypothetical: bool) {
         match a {
@@ -621,7 +627,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
         // An admin resumed our drain while this run of the job went on: their call stands for
         // the rest of the run (alerts go on, drains and cancels do not).
-        if st.overrides.get(id).is_some_and(|o| o.start_s.is_none_or(|s| s == job.start_s)) {
+        if st.overridden(id, job.start_s) {
             skip(&mut p, SkipKind::AdminOverride, "drain", id);
             if v >= Verdict::Cancel {
                 skip(&mut p, SkipKind::AdminOverride, "cancel", id);

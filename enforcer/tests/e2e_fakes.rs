@@ -435,7 +435,8 @@ fn hostile_names_stay_inert() {
     assert_eq!(notify[0][1], "$(touch x)", "the user name arrives as one inert argument");
     assert_eq!(notify[0][2], "5151_7");
     let reason = &notify[0][3];
-    assert!(!reason.contains('\n') && reason.chars().count() < 200, "{reason:?}");
+    // One line: the reason (under 200 characters) and what may follow and when.
+    assert!(!reason.contains('\n') && reason.chars().count() < 600, "{reason:?}");
     for a in e.argv("scontrol").iter().chain(e.argv("scancel").iter()).flatten() {
         assert!(!a.contains('\n') && !a.contains("rm -rf"), "{a:?}");
     }
@@ -1583,4 +1584,36 @@ fn observe_mode_posts_nothing_to_a_webhook_that_reaches_users() {
     assert!(ok, "{log}");
     let posted = std::fs::read_to_string(&posts).unwrap();
     assert!(posted.contains("[observe] gpu-reaper: job 4242: alert idle"), "{posted}");
+}
+
+/// Trial 6 #8: the notify command got only the finding's reason, no consequence or timeline,
+/// and the webhook's notice promised a drain and cancel whatever the signature's ceiling. Now
+/// the notify command's message argument says what may follow and when; a notice for a new
+/// breach of the same run (here after the daemon was down longer than the window) says so.
+#[test]
+fn the_notice_says_what_may_follow_and_when_and_a_new_breach_says_so() {
+    let e = plain();
+    let cfg = e.config("enforce", "");
+    let (ok, log) = e.run(&cfg, T0, 12);
+    assert!(ok, "{log}");
+    let notify = e.argv("notify");
+    assert_eq!(notify.len(), 1, "{log}");
+    let msg = &notify[0][3];
+    assert!(msg.starts_with("job 4242: alert idle"), "{msg}");
+    assert!(
+        msg.contains("If this continues, gpu-reaper may drain the node")
+            && msg.contains("and cancel the job in about")
+            && msg.contains(" UTC)"),
+        "{msg}"
+    );
+    assert!(!msg.contains("told about this job") && !msg.contains('\n'), "{msg}");
+    let (ok, log) = e.run(&cfg, T0 + 60 * 60, 12);
+    assert!(ok, "{log}");
+    let notify = e.argv("notify");
+    assert_eq!(notify.len(), 2, "{log}");
+    assert!(
+        notify[1][3].contains("You were told about this job at") && notify[1][3].contains("this is a new one"),
+        "{}",
+        notify[1][3]
+    );
 }

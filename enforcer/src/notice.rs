@@ -1,0 +1,174 @@
+//! The text of a user's notice: the finding's reason, then what may follow and when under this
+//! site's policy, for that job. The same text goes to the notify command (its message
+//! argument) and to the webhook when the webhook is the notice channel.
+//!
+//! What may follow is the lower of the signature's ceiling and the highest stage, and alert
+//! only for a job the per-node enforcer never drains or cancels (on several nodes, a het-job
+//! component, or one whose drain an admin resumed in this run). The times are the earliest
+//! the engine and the planner allow, from the notice: a drain at the drain stage's dwell
+//! (at least one cycle away, one rung per cycle); a cancel at the cancel stage's dwell, once
+//! that drain has been confirmed and stood one window (guard 6), and `notice` after this
+//! notice. Budgets, restarts and failed reads only make them later.
+
+use crate::config::stage_after_s as stage_s;
+use crate::plan::JobView;
+use policy::{Policy, Verdict};
+
+/// `t_s` (epoch seconds) as `2026-11-30 07:05 UTC`; the number itself when out of range.
+fn utc_minute(t_s: i64) -> String {
+    chrono::DateTime::from_timestamp(t_s, 0).map_or_else(|| format!("{t_s} (epoch s)"), |t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+}
+
+/// "in about 43m (2026-11-30 07:05 UTC)".
+fn when(now_s: i64, in_s: i64) -> String {
+    format!("in about {} ({})", policy::DurationS(in_s), utc_minute(now_s.saturating_add(in_s)))
+}
+
+/// The notice for the job of `view`, sent at `now_s`. `alert_only` says the enforcer will not
+/// drain or cancel this job whatever its verdict (several nodes, a het-job component, an
+/// admin's override). `earlier_notice_s` is when the job's user was given notice for an
+/// earlier breach of the same run of the job, if they were: the notice then says this is a
+/// new breach and that the notice period starts again. One line.
+pub fn text(policy: &Policy, view: &JobView<'_>, now_s: i64, alert_only: bool, earlier_notice_s: Option<i64>) -> String {
+    let f = view.finding;
+    let c = policy.config();
+    let mut out = f.reason(view.job);
+    let ceiling = f.signature.map_or(Verdict::Alert, |s| policy.ceiling(s));
+    let staged = policy.stages().iter().map(|s| s.verdict).max().unwrap_or(Verdict::Alert);
+    let top = if alert_only { Verdict::Alert } else { ceiling.min(staged) };
+    let dwell = f.dwell_s.max(0);
+    let interval = c.interval.secs();
+    // A cancel stage without a drain stage drains on its way, at the cancel stage's dwell.
+    let drain_in = stage_s(policy, Verdict::Drain)
+        .or_else(|| stage_s(policy, Verdict::Cancel))
+        .map(|after| (after - dwell).max(interval));
+    match (top, drain_in) {
+        (Verdict::Cancel, Some(d)) => {
+            let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
+            let cancel_in = staged_in.max(d + interval + c.window.secs()).max(c.notice.secs());
+            out.push_str(&format!(
+                ". If this continues, gpu-reaper may drain the node (no new job starts on it) {} and cancel the job {}, at the earliest",
+                when(now_s, d),
+                when(now_s, cancel_in)
+            ));
+        }
+        (Verdict::Drain, Some(d)) => out.push_str(&format!(
+            ". If this continues, gpu-reaper may drain the node (no new job starts on it; this job keeps running) {} at the earliest; it does not cancel the job for this",
+            when(now_s, d)
+        )),
+        _ => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel the job for this"),
+    }
+    if let Some(t) = earlier_notice_s {
+        out.push_str(&format!(
+            ". You were told about this job at {}; that breach ended (the GPUs worked, their readings had a gap, or gpu-reaper restarted) and this is a new one, so the notice period starts again now",
+            utc_minute(t)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::{Cause, Evidence, Finding, GpuRef, JobFacts, NodeId, PolicyConfig, SignatureId};
+
+    fn policy(text: &str) -> Policy {
+        let cfg: PolicyConfig = toml::from_str(text).unwrap();
+        Policy::new(&cfg).unwrap()
+    }
+
+    fn job() -> JobFacts {
+        JobFacts {
+            job_id: "202".into(),
+            user: "bob".into(),
+            start_s: 0,
+            alloc: vec![GpuRef { node: NodeId(0), gpu: 0 }],
+            ..Default::default()
+        }
+    }
+
+    fn finding(sig: &str, dwell_s: i64) -> Finding {
+        Finding {
+            job_index: 0,
+            verdict: Verdict::Alert,
+            signature: SignatureId::from_name(sig),
+            cause: Cause::Breach,
+            cap: None,
+            dwell_s,
+            evidence: Evidence::default(),
+            wasted_gpu_h: 0.0,
+            hypothetical: false,
+            exempt: None,
+        }
+    }
+
+    const NOW: i64 = 1_800_000_000; // 2027-01-15 08:00 UTC
+
+    fn notice(p: &Policy, sig: &str, dwell_s: i64, alert_only: bool, earlier: Option<i64>) -> String {
+        let (j, f, nodes) = (job(), finding(sig, dwell_s), vec!["gpu001".to_string()]);
+        let view = JobView {
+            job: &j,
+            finding: &f,
+            nodes: &nodes,
+        };
+        text(p, &view, NOW, alert_only, earlier)
+    }
+
+    /// Trial 6 #8: the notice said "may be drained and cancelled if this continues" whatever
+    /// the signature's ceiling, and the notify command got no consequence at all.
+    #[test]
+    fn the_notice_says_what_may_follow_and_when_for_that_signature() {
+        let p = policy(
+            "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\nnotice = \"30m\"\nwindow = \"20m\"",
+        );
+        // idle: ceiling cancel. Drain 1h from the breach start, cancel at 2h (the drain stood
+        // a window by 1h21m, notice 30m from now).
+        let t = notice(&p, "idle", 0, false, None);
+        assert!(t.starts_with("job 202: "), "{t}");
+        assert!(
+            t.contains("drain the node (no new job starts on it) in about 1h (2027-01-15 09:00 UTC)")
+                && t.contains("cancel the job in about 2h (2027-01-15 10:00 UTC), at the earliest"),
+            "{t}"
+        );
+        assert!(!t.contains('\n') && !t.contains("told about this job"), "{t}");
+        // partial: ceiling alert, so no drain or cancel is promised.
+        let t = notice(&p, "partial", 0, false, None);
+        assert!(t.contains("alert only") && !t.contains("in about"), "{t}");
+        // A job the enforcer never drains here (multi-node, het, override).
+        assert!(notice(&p, "idle", 0, true, None).contains("alert only"));
+        // A drain ceiling: drained, never cancelled.
+        let d = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\nceilings = { idle = \"drain\" }");
+        let t = notice(&d, "idle", 0, false, None);
+        assert!(
+            t.contains("drain the node") && t.contains("does not cancel the job") && !t.contains("cancel the job in"),
+            "{t}"
+        );
+        // The default stages have no cancel stage.
+        let t = notice(&policy(""), "hung", 0, false, None);
+        assert!(t.contains("in about 1h") && t.contains("does not cancel"), "{t}");
+        // Notice longer than the stages: the cancel waits for it, counted from this notice.
+        let n = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"10m\", verdict = \"drain\" }, { after = \"20m\", verdict = \"cancel\" }]\nnotice = \"1h\"\nwindow = \"10m\"");
+        assert!(
+            notice(&n, "idle", 0, false, None).contains("cancel the job in about 1h ("),
+            "notice dominates"
+        );
+        // Already 50 minutes into the breach (an alert stage after 50m): times count from now.
+        let t = notice(&p, "idle", 50 * 60, false, None);
+        assert!(
+            t.contains("drain the node (no new job starts on it) in about 10m") && t.contains("cancel the job in about 1h10m"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_notice_for_a_new_breach_says_so() {
+        let p = policy("");
+        let t = notice(&p, "idle", 0, false, Some(NOW - 3600));
+        assert!(
+            t.contains("You were told about this job at 2027-01-15 07:00 UTC")
+                && t.contains("this is a new one")
+                && t.contains("starts again"),
+            "{t}"
+        );
+    }
+}
