@@ -117,6 +117,8 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     pub gpu_slots: GpuSlots,
     /// GPUs listed without a readable UUID were logged and have not been absent since.
     no_uuid_logged: bool,
+    /// Jobs on this node's GPUs that squeue does not list, between cycles (not persisted).
+    pub unlisted: crate::unlisted::Unlisted,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -241,6 +243,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             slurm_gpus: None,
             host: crate::config::short_hostname(),
             last_node_hostname: remembered.1,
+            unlisted: Default::default(),
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -492,6 +495,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         if let Some(n) = node_state.as_ref().and_then(NodeState::gres_gpus) {
             self.slurm_gpus = Some(n);
+        }
+
+        // Processes in the cgroups of jobs squeue does not list: squeue cannot see every job.
+        let looked = tel.apps.as_ref().filter(|_| complete);
+        let found = looked.map(|a| crate::unlisted::jobs_not_listed(a, self.proc.as_ref(), &read.jobs));
+        let (unlisted, warn) = self.unlisted.observe(now_s, found);
+        if warn {
+            tracing::warn!(job_ids = %unlisted.join(","), "processes of Slurm jobs that squeue does not list run on this node's GPUs; those jobs are not judged. Most likely squeue cannot see other users' jobs: PrivateData=jobs in slurm.conf with the daemon running as a user who is not root, the SlurmUser or a Slurm operator (or processes of ended jobs linger). Run the daemon as root or an operator (gpu_reaper_jobs_not_in_squeue counts them; this warning repeats at most every 10 minutes)");
+        }
+        self.metrics.jobs_not_in_squeue = unlisted.len() as u64;
+        for _ in &unlisted {
+            Metrics::inc(&mut self.metrics.skipped, "job_not_in_squeue".to_string());
         }
 
         // The node's GPU list is whole: nvidia-smi answered, every row was read, and it lists

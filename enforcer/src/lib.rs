@@ -10,7 +10,8 @@
 //! * [`run`]: the only place a process is started (argv only, timeouts, hung children).
 //! * [`slurm`] and [`telemetry`]: the [`slurm::SlurmClient`] and [`telemetry::Telemetry`]
 //!   traits and their command-line implementations.
-//! * [`attribution`]: which of this node's GPUs belong to which job.
+//! * [`attribution`]: which of this node's GPUs belong to which job; [`unlisted`]: jobs on
+//!   them that squeue does not list.
 //! * [`gpu_slots`]: a GPU is its UUID; the engine's GPU id per UUID.
 //! * [`plan`]: the pure cycle: findings and state in, `Vec<Action>` out, with damage limits.
 //! * [`notice`]: the text of a user's notice (what may follow, and when).
@@ -31,3 +32,4 @@ pub mod run;
 pub mod slurm;
 pub mod state;
 pub mod telemetry;
+pub mod unlisted;

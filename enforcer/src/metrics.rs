@@ -48,6 +48,9 @@ pub struct Metrics {
     pub paused: u8,
     /// Gauge: GPU jobs evaluated in the last cycle.
     pub jobs_evaluated: u64,
+    /// Gauge: Slurm jobs whose processes ran on this node's GPUs in the last cycle and the one
+    /// before but that squeue did not list (see [`crate::unlisted`]).
+    pub jobs_not_in_squeue: u64,
     /// Counter: children abandoned after a timeout (would not die).
     pub abandoned_children: u64,
     /// Counter: jobs placed on their GPUs by Slurm's device index (`gres_detail` IDX through
@@ -65,12 +68,13 @@ pub struct Metrics {
 
 /// The reasons of `gpu_reaper_skipped_total` that the daemon counts itself, besides the
 /// planner's [`crate::plan::SkipKind`]s: jobs it could not evaluate and its own holds.
-pub const DAEMON_SKIP_REASONS: [&str; 5] = [
+pub const DAEMON_SKIP_REASONS: [&str; 6] = [
     "ambiguous_attribution",
     "no_start_time",
     "exemption_unknown",
     "resume_held_gpus_unread",
     "gpu_jobs_unseen",
+    "job_not_in_squeue",
 ];
 
 /// How a command can fail besides an exit code (`crate::run::RunOutcome::label`), plus
@@ -281,6 +285,12 @@ impl Metrics {
                 "gauge",
                 "GPU jobs evaluated in the last cycle.",
                 self.jobs_evaluated as f64,
+            ),
+            (
+                "gpu_reaper_jobs_not_in_squeue",
+                "gauge",
+                "Slurm jobs whose processes run on this node's GPUs (two cycles in a row) but that squeue does not list: PrivateData=jobs, or squeue run as a user who cannot see every job.",
+                self.jobs_not_in_squeue as f64,
             ),
             (
                 "gpu_reaper_abandoned_children_total",

@@ -1617,3 +1617,39 @@ fn the_notice_says_what_may_follow_and_when_and_a_new_breach_says_so() {
         notify[1][3]
     );
 }
+
+/// Trial 6 #5: with `PrivateData=jobs`, an unprivileged squeue lists none of the other users'
+/// jobs; observe mode then saw no job and said nothing, though processes in those jobs'
+/// cgroups ran on the GPUs. Now it warns, naming the jobs and the likely cause, at most every
+/// 10 minutes, once a job has been seen so in two cycles in a row.
+#[test]
+fn processes_of_jobs_squeue_does_not_list_are_warned_about() {
+    let e = plain();
+    // squeue shows no job (PrivateData=jobs, another user's job).
+    e.set("jobs.tsv", "");
+    std::fs::create_dir_all(e.fake_dir().join("proc/5000")).unwrap();
+    e.set(
+        "proc/5000/cgroup",
+        "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+    );
+    e.set("gpus.txt", "0 GPU-0 90 5 30000 81920 300 400\n1 GPU-1 90 5 30000 81920 300 400\n");
+    e.set("apps.csv", "GPU-0, 5000, 30000\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 12);
+    assert!(ok, "{log}");
+    let warned = log_lines(&log, |v| {
+        v["fields"]["message"].as_str().unwrap_or("").contains("squeue does not list")
+    });
+    assert_eq!(warned.len(), 2, "cycles 2 and 12 (10 minutes apart): {log}");
+    assert_eq!(warned[0]["fields"]["job_ids"], "4242");
+    assert!(warned[0]["fields"]["message"].as_str().unwrap().contains("PrivateData=jobs"));
+    // squeue listing the job: nothing to say.
+    let e = plain();
+    std::fs::create_dir_all(e.fake_dir().join("proc/5000")).unwrap();
+    e.set(
+        "proc/5000/cgroup",
+        "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+    );
+    e.set("apps.csv", "GPU-0, 5000, 30000\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 3);
+    assert!(ok && !log.contains("squeue does not list"), "{log}");
+}
