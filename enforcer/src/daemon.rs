@@ -119,6 +119,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     no_uuid_logged: bool,
     /// Jobs on this node's GPUs that squeue does not list, between cycles (not persisted).
     pub unlisted: crate::unlisted::Unlisted,
+    /// The runs (job id, start time) whose ambiguous attribution was logged at INFO; later
+    /// cycles log it at DEBUG (the cycle line counts it every cycle). Not persisted.
+    ambiguous_logged: BTreeSet<(String, Option<i64>)>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -244,6 +247,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             host: crate::config::short_hostname(),
             last_node_hostname: remembered.1,
             unlisted: Default::default(),
+            ambiguous_logged: BTreeSet::new(),
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -624,7 +628,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 }
                 Some(Attributed::Gpus(g)) => g,
                 Some(Attributed::Ambiguous(why)) => {
-                    tracing::info!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped");
+                    if self.ambiguous_logged.insert((j.job_id.clone(), j.start_s)) {
+                        tracing::info!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped (logged once per run of the job; again at DEBUG while it lasts)");
+                    } else {
+                        tracing::debug!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped");
+                    }
                     Metrics::inc(&mut self.metrics.skipped, "ambiguous_attribution".to_string());
                     rep.ambiguous.push(j.job_id.clone());
                     rep.jobs_skipped.push((j.job_id.clone(), "ambiguous_attribution"));
@@ -670,6 +678,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             views_nodes.push(j.nodes.clone());
             unknown_facts.push(exemption_fields_unknown(&self.cfg.policy.config().exempt, j));
         }
+        self.ambiguous_logged.retain(|(id, _)| on_node.iter().any(|j| j.job_id == *id));
         let start_of: BTreeMap<&str, i64> = on_node.iter().filter_map(|j| Some((j.job_id.as_str(), j.start_s?))).collect();
         self.kept = attributed
             .into_iter()

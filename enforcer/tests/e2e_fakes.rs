@@ -1653,3 +1653,40 @@ fn processes_of_jobs_squeue_does_not_list_are_warned_about() {
     let (ok, log) = e.run(&e.config("observe", ""), T0, 3);
     assert!(ok && !log.contains("squeue does not list"), "{log}");
 }
+
+/// Trial 6 #9: "attribution ambiguous" was logged at INFO every cycle for every such job.
+/// Now once per run of the job at INFO (then at DEBUG); the cycle line still counts it.
+#[test]
+fn ambiguous_attribution_is_logged_once_per_job_run_at_info() {
+    let e = plain();
+    let start = T0 - 7200;
+    e.set(
+        "jobs.tsv",
+        &format!(
+            "501\t501\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=1\ta\t\n\
+             502\t502\t0\t0\t0\t0\tRUNNING\tbob\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=1\tb\t\n"
+        ),
+    );
+    for (pid, job) in [(5001, 501), (5002, 502)] {
+        std::fs::create_dir_all(e.fake_dir().join(format!("proc/{pid}"))).unwrap();
+        e.set(
+            &format!("proc/{pid}/cgroup"),
+            &format!("0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"),
+        );
+    }
+    // Both jobs' processes on GPU 0: neither can be placed.
+    e.set("apps.csv", "GPU-0, 5001, 100\nGPU-0, 5002, 100\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 5);
+    assert!(ok, "{log}");
+    let info = log_lines(&log, |v| {
+        v["level"] == "INFO" && v["fields"]["message"].as_str().unwrap_or("").starts_with("attribution ambiguous")
+    });
+    let jobs: Vec<&str> = info.iter().map(|v| v["fields"]["job_id"].as_str().unwrap()).collect();
+    assert_eq!(jobs, ["501", "502"], "{log}");
+    let cycles = log_lines(&log, |v| v["fields"]["message"] == "cycle");
+    assert_eq!(cycles.len(), 5);
+    assert!(
+        cycles.iter().all(|c| c["fields"]["jobs_skipped_why"] == "ambiguous_attribution=2"),
+        "{cycles:?}"
+    );
+}
