@@ -36,6 +36,7 @@ pub fn text(policy: &Policy, view: &JobView<'_>, now_s: i64, alert_only: bool, e
     let ceiling = f.signature.map_or(Verdict::Alert, |s| policy.ceiling(s));
     let staged = policy.stages().iter().map(|s| s.verdict).max().unwrap_or(Verdict::Alert);
     let top = if alert_only { Verdict::Alert } else { ceiling.min(staged) };
+    let sig = f.signature_name();
     let dwell = f.dwell_s.max(0);
     let interval = c.interval.secs();
     // A cancel stage without a drain stage drains on its way, at the cancel stage's dwell.
@@ -53,10 +54,13 @@ pub fn text(policy: &Policy, view: &JobView<'_>, now_s: i64, alert_only: bool, e
             ));
         }
         (Verdict::Drain, Some(d)) => out.push_str(&format!(
-            ". If this continues, gpu-reaper may drain the node (no new job starts on it; this job keeps running) {} at the earliest; it does not cancel the job for this",
+            ". If this continues, gpu-reaper may drain the node (no new job starts on it; this job keeps running) {} at the earliest; it does not cancel the job while it looks {sig}",
             when(now_s, d)
         )),
-        _ => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel the job for this"),
+        _ if alert_only => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel this job"),
+        _ => out.push_str(&format!(
+            ". This is an alert only: gpu-reaper does not drain the node or cancel the job while it looks {sig}"
+        )),
     }
     if let Some(t) = earlier_notice_s {
         out.push_str(&format!(
@@ -133,14 +137,17 @@ mod tests {
         assert!(!t.contains('\n') && !t.contains("told about this job"), "{t}");
         // partial: ceiling alert, so no drain or cancel is promised.
         let t = notice(&p, "partial", 0, false, None);
-        assert!(t.contains("alert only") && !t.contains("in about"), "{t}");
+        assert!(
+            t.contains("alert only") && t.contains("while it looks partial") && !t.contains("in about"),
+            "{t}"
+        );
         // A job the enforcer never drains here (multi-node, het, override).
         assert!(notice(&p, "idle", 0, true, None).contains("alert only"));
         // A drain ceiling: drained, never cancelled.
         let d = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\nceilings = { idle = \"drain\" }");
         let t = notice(&d, "idle", 0, false, None);
         assert!(
-            t.contains("drain the node") && t.contains("does not cancel the job") && !t.contains("cancel the job in"),
+            t.contains("drain the node") && t.contains("does not cancel the job while it looks idle") && !t.contains("cancel the job in"),
             "{t}"
         );
         // The default stages have no cancel stage.
