@@ -10,6 +10,13 @@
 //!   uneven split goes unseen, and the TRES count is split evenly again: `--gpus=4` over two
 //!   nodes as 1 + 3 counts as 2 here, and elimination places the job on a free GPU that is not
 //!   its own.
+//! * `a_placement_made_before_the_gres_floor_is_not_kept` and
+//!   `the_gres_floor_survives_a_restart`: the `Gres=` floor (fewer GPUs listed than Slurm
+//!   configures is not a whole list) holds only in cycles after a successful
+//!   `scontrol show node` read, and `slurm_gpus` is not in the state file. A cycle without it
+//!   (the first after start or restart, its read failed) places a busy job whose GPU is hidden
+//!   on a free GPU by elimination; rule 1 keeps the placement in every later cycle, the floor
+//!   notwithstanding, and the busy job is drained and cancelled as idle.
 
 mod common;
 
@@ -192,4 +199,155 @@ fn uneven_index_lists_are_not_split_evenly() {
     assert_eq!(attribution::per_node_gpus(&j), None);
     let j = job_801(r#"["gpu:2(IDX:0-1)", "gpu:2(IDX:0-1)"]"#);
     assert_eq!(attribution::per_node_gpus(&j), Some(2));
+}
+
+// The `Gres=` floor arrives too late for a placement already kept.
+
+/// PIDs 100 and 101 are job 10's; PID 999 (job 40's) does not exist in this /proc.
+struct Procs10;
+impl ProcReader for Procs10 {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        matches!(pid, 100 | 101).then(|| "0::/system.slice/slurmstepd.scope/job_10/step_0/user/task_0\n".to_string())
+    }
+}
+
+/// Node [`NODE`] with 4 GPUs of which nvidia-smi lists 0-2: GPU 3 is hidden from the daemon's
+/// first cycle on (a device cgroup, a GPU off the bus; the node has only ever shown 3). Job
+/// 10 works on GPUs 0 and 1 with its processes visible; job 40 (1 GPU, read through squeue's
+/// `--Format`, so no device index) works on GPU 3, unseen. GPU 2 is free and idle.
+/// `scontrol show node` says `Gres=gpu:4`, except in the first cycle, whose read fails (here:
+/// it answers with another node's record, which the daemon treats as a failed read; a
+/// timeout of slurmctld does the same). `slurm_gpus` is also not in the state file, so the
+/// first cycle after every restart is in the same position when its read fails.
+///
+/// What happens: the first cycle has no `Gres=` floor, the 3 GPUs listed read as whole, the
+/// counts add up (2 + 1 = 3), and elimination places job 40 on GPU 2, which is kept. From the
+/// second cycle on the daemon knows the list is short (`slurm_gpus` = 4, "no job is placed
+/// by elimination"), but the kept placement is rule 1 and stands: the busy job 40 is judged
+/// on the free idle GPU 2, alerted, drained and cancelled.
+///
+/// What should happen: a placement made by elimination is not kept (or is dropped) once the
+/// list it was made on is known not to have been whole; or elimination does not run before
+/// the node's `Gres=` count has been read (kept in the state file across restarts). Job 40
+/// is never judged, and no drain or cancel names it.
+#[test]
+#[ignore = "review10: elimination in a cycle whose scontrol read failed places a busy job on a free GPU; the kept placement outlives the Gres= floor; job cancelled"]
+fn a_placement_made_before_the_gres_floor_is_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j40 = job("40", 40, 1, &[NODE]);
+    j40.gres_idx.clear();
+    let c = cluster(vec![job("10", 10, 2, &[NODE]), j40]);
+    c.borrow_mut().node_gres = Some("gpu:4".into());
+    c.borrow_mut().node_name_shown = Some("gpu999".into());
+    let mut d = Daemon::new(
+        config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        Node {
+            shown: Rc::new(RefCell::new(Shown {
+                busy: vec![true, true, false],
+                apps: vec![(0, 100), (1, 101)],
+            })),
+            cycle: 0,
+        },
+        real_executor(&c),
+        Box::new(Procs10),
+        T0,
+    );
+    let first = worst_verdicts(&mut d, 0, 1);
+    let placed_first = d.kept.get("40").map(|k| k.gpus.clone());
+    c.borrow_mut().node_name_shown = None;
+    let worst = worst_verdicts(&mut d, 1, 100);
+    assert_eq!(d.slurm_gpus, Some(4));
+    let calls = c.borrow().calls.clone();
+    let acted: Vec<&String> = calls
+        .iter()
+        .filter(|c| *c == "scancel 40" || (c.starts_with("drain") && c.ends_with("job 40")))
+        .collect();
+    assert!(
+        placed_first.is_none() && !worst.contains_key("40") && acted.is_empty(),
+        "job 40 placed in the first cycle on {placed_first:?} (verdict {:?}), kept on {:?}; worst verdict after: {:?}; Slurm calls naming job 40: {acted:?}",
+        first.get("40"),
+        d.kept.get("40").map(|k| &k.gpus),
+        worst.get("40"),
+    );
+}
+
+/// Control: with the first read answering, job 40 is never placed (the floor holds).
+#[test]
+fn with_the_gres_floor_from_the_first_cycle_nothing_is_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j40 = job("40", 40, 1, &[NODE]);
+    j40.gres_idx.clear();
+    let c = cluster(vec![job("10", 10, 2, &[NODE]), j40]);
+    c.borrow_mut().node_gres = Some("gpu:4".into());
+    let mut d = Daemon::new(
+        config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        Node {
+            shown: Rc::new(RefCell::new(Shown {
+                busy: vec![true, true, false],
+                apps: vec![(0, 100), (1, 101)],
+            })),
+            cycle: 0,
+        },
+        real_executor(&c),
+        Box::new(Procs10),
+        T0,
+    );
+    let worst = worst_verdicts(&mut d, 0, 5);
+    assert!(!worst.contains_key("40") && !d.kept.contains_key("40"), "{worst:?} {:?}", d.kept);
+    assert_eq!(worst.get("10"), Some(&policy::Verdict::Healthy), "{worst:?}");
+}
+
+/// The same hole after a restart: 5 cycles with `Gres=gpu:4` read place nothing; the daemon
+/// restarts (`slurm_gpus` is not in the state file, and `most_gpus_seen` is 3, since GPU 3
+/// was hidden all along), and the first cycle's `scontrol show node` fails. Elimination
+/// places the busy job 40 on the free GPU 2 and keeps it; it is drained and cancelled.
+///
+/// What should happen: the `Gres=` count read before the restart still counts (kept in the
+/// state file, like `most_gpus_seen`), and job 40 is never judged.
+#[test]
+#[ignore = "review10: slurm_gpus is not in the state file; after a restart whose first scontrol read fails, a busy job is placed on a free GPU and cancelled"]
+fn the_gres_floor_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j40 = job("40", 40, 1, &[NODE]);
+    j40.gres_idx.clear();
+    let c = cluster(vec![job("10", 10, 2, &[NODE]), j40]);
+    c.borrow_mut().node_gres = Some("gpu:4".into());
+    let start = |at: i64| {
+        Daemon::new(
+            config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+            FakeSlurm(c.clone()),
+            Node {
+                shown: Rc::new(RefCell::new(Shown {
+                    busy: vec![true, true, false],
+                    apps: vec![(0, 100), (1, 101)],
+                })),
+                cycle: 0,
+            },
+            real_executor(&c),
+            Box::new(Procs10),
+            at,
+        )
+    };
+    let mut d = start(T0);
+    let before = worst_verdicts(&mut d, 0, 5);
+    assert!(!before.contains_key("40") && d.slurm_gpus == Some(4), "{before:?}");
+    drop(d);
+    let mut d = start(T0 + 5 * 60);
+    c.borrow_mut().node_name_shown = Some("gpu999".into());
+    let first = worst_verdicts(&mut d, 5, 1);
+    c.borrow_mut().node_name_shown = None;
+    let worst = worst_verdicts(&mut d, 6, 100);
+    let calls = c.borrow().calls.clone();
+    let acted: Vec<&String> = calls
+        .iter()
+        .filter(|c| *c == "scancel 40" || (c.starts_with("drain") && c.ends_with("job 40")))
+        .collect();
+    assert!(
+        !first.contains_key("40") && !worst.contains_key("40") && acted.is_empty(),
+        "after the restart: first cycle {:?}; worst verdict after: {:?}; Slurm calls naming job 40: {acted:?}",
+        first.get("40"),
+        worst.get("40"),
+    );
 }
