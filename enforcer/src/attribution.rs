@@ -111,6 +111,10 @@ pub struct Attribution {
     /// Jobs whose Slurm device index names a minor number that no listed GPU has, with that
     /// number: the node's GPU list is not whole this pass (elimination does not run).
     pub unlisted_devices: Vec<(String, u32)>,
+    /// Jobs whose GPUs come from rule 4 (the only GPU job, or elimination), placed now or
+    /// kept, each with the number of GPUs listed when it was placed: the daemon keeps this
+    /// with the attribution ([`Kept::by_elimination`]).
+    pub by_elimination: BTreeMap<String, u32>,
     /// What rule 3 (Slurm's device index) saw and did this pass.
     pub device_index: DeviceIndexReport,
 }
@@ -264,6 +268,15 @@ pub struct Kept {
     /// dropped once the mapping is contradicted on this node. Absent in older files (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub by_device_index: bool,
+    /// Set when the GPUs came from rule 4 (the only GPU job, or elimination): the number of
+    /// GPUs the node listed when the placement was made. The placement stands only while
+    /// nothing shows the node to have more GPUs than that (Slurm's `Gres=`, the most it has
+    /// shown, or a job's device index naming a GPU not listed): else the list it came from was
+    /// short, a free GPU may stand in for a hidden one, and the job is derived afresh. A GPU
+    /// dropping out *after* a placement made on a whole list does not void it (the kept GPUs
+    /// are found again by UUID). Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_elimination: Option<u32>,
 }
 
 /// Kept attributions per exact job id.
@@ -348,11 +361,11 @@ pub fn single_node_indices(job: &SlurmJob) -> Option<&[u32]> {
 /// [`SlurmJob::gres_idx`]), and an even split would be a guess.
 pub fn per_node_gpus(job: &SlurmJob) -> Option<u32> {
     let n = job.nodes.len() as u32;
-    let lens: Option<Vec<usize>> = job.gres_idx.iter().map(|i| i.as_ref().map(Vec::len)).collect();
-    if let Some(lens) = lens.filter(|l| n > 1 && l.len() == n as usize) {
-        if lens.windows(2).any(|w| w[0] != w[1]) {
-            return None;
-        }
+    // With `gres_detail` given, a multi-node job's strings must all be read, one per node, and
+    // agree; anything else (a `CNT:` 1 + 3, an unreadable string) leaves the count unknown.
+    if n > 1 && !job.gres_counts.is_empty() {
+        let counts: Option<Vec<u32>> = job.gres_counts.iter().copied().collect();
+        counts.filter(|c| c.len() == n as usize && c.windows(2).all(|w| w[0] == w[1]))?;
     }
     (n > 0 && job.gpus % n == 0).then(|| job.gpus / n)
 }
@@ -400,6 +413,10 @@ pub fn attribute(
         }
     }
     let complete = complete && out.unlisted_devices.is_empty();
+    // The fewest GPUs the node is now known to have: those listed and those a job's device
+    // index names but nvidia-smi does not list.
+    let unlisted: BTreeSet<u32> = out.unlisted_devices.iter().map(|(_, m)| *m).collect();
+    let known_gpus = (visible.len() + unlisted.len()) as u32;
     if let (true, Some(_)) = (complete, &minor_to_index) {
         let set: Option<Vec<DeviceMinor>> = gpus
             .iter()
@@ -469,7 +486,12 @@ pub fn attribute(
         // A placement made by Slurm's device index is not kept once that mapping is
         // contradicted on this node, or the node's GPU set changed.
         let by_index = kept.get(&job.job_id).is_some_and(|k| k.by_device_index);
-        let dropped = by_index && drop_kept_by_index;
+        // A placement made by elimination stands only while its ground does: not in a pass
+        // whose GPU list a job's own device index shows to be short (a GPU hidden since the
+        // placement was made; the daemon drops such placements too when fewer GPUs are
+        // listed than the node should have).
+        let by_elim = kept.get(&job.job_id).and_then(|k| k.by_elimination);
+        let dropped = (by_index && drop_kept_by_index) || by_elim.is_some_and(|n| known_gpus > n);
         let kept_gpus = kept_for(kept, job).filter(|k| !dropped && !strays(k));
         if let Some(k) = kept_gpus {
             if k.iter().all(|g| visible.contains(g)) && Some(k.len() as u32) == per_node_gpus(job) {
@@ -482,6 +504,9 @@ pub fn attribute(
                     assigned.insert(pos, k.to_vec());
                     if by_index {
                         kept_by_index.insert(pos);
+                    }
+                    if let Some(n) = by_elim {
+                        out.by_elimination.insert(job.job_id.clone(), n);
                     }
                 }
                 continue;
@@ -727,6 +752,7 @@ pub fn attribute(
             // Node-exclusive: the only GPU job holds every GPU, and no process of another job
             // shows on any of them (with no process list there are no claims at all).
             assigned.insert(pos, visible.iter().copied().collect());
+            out.by_elimination.insert(job.job_id.clone(), visible.len() as u32);
             short.clear();
         } else if apps.is_some() && total == visible.len() as u64 {
             let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
@@ -738,6 +764,7 @@ pub fn attribute(
             mine.sort_unstable();
             if mine.len() == want {
                 assigned.insert(pos, mine);
+                out.by_elimination.insert(job.job_id.clone(), visible.len() as u32);
                 short.clear();
             }
         }
@@ -801,6 +828,7 @@ mod tests {
                         gpus: g.to_vec(),
                         uuids: g.iter().map(|i| format!("GPU-{i}")).collect(),
                         by_device_index: false,
+                        by_elimination: None,
                     },
                 )
             })
@@ -1067,7 +1095,7 @@ mod tests {
             // GPU i (UUID GPU-i, index i at first) belongs to job `owner[i]`.
             let mut k = KeptMap::new();
             for (i, o) in owner.iter().enumerate() {
-                let e = k.entry(format!("{o}")).or_insert(Kept { start_s: 1, gpus: vec![], uuids: vec![], by_device_index: false });
+                let e = k.entry(format!("{o}")).or_insert(Kept { start_s: 1, gpus: vec![], uuids: vec![], by_device_index: false, by_elimination: None });
                 e.gpus.push(i as u16);
                 e.uuids.push(format!("GPU-{i}"));
             }
@@ -1408,16 +1436,20 @@ mod tests {
     #[test]
     fn an_uneven_split_over_nodes_is_no_per_node_count() {
         let mut j = job("801", 801, 4, &["n1", "n2"]);
-        j.gres_idx = vec![Some(vec![0]), Some(vec![0, 1, 2])];
+        j.gres_counts = vec![Some(1), Some(3)];
         assert_eq!(per_node_gpus(&j), None);
-        j.gres_idx = vec![Some(vec![0, 1]), Some(vec![2, 3])];
+        j.gres_counts = vec![Some(2), None];
+        assert_eq!(per_node_gpus(&j), None, "a string not read");
+        j.gres_counts = vec![Some(2)];
+        assert_eq!(per_node_gpus(&j), None, "one string for two nodes");
+        j.gres_counts = vec![Some(2), Some(2)];
         assert_eq!(per_node_gpus(&j), Some(2));
-        j.gres_idx = Vec::new();
+        j.gres_counts = Vec::new();
         assert_eq!(per_node_gpus(&j), Some(2), "no detail: the TRES count split evenly");
         // On this node: job 801 (uneven) and job 802 (1 GPU, process on GPU 1); GPUs 0 and 2
         // free. Elimination places nothing.
         let mut uneven = job("801", 801, 4, &["n1", "n2"]);
-        uneven.gres_idx = vec![Some(vec![0]), Some(vec![0, 1, 2])];
+        uneven.gres_counts = vec![Some(1), Some(3)];
         let other = job("802", 11, 1, &["n1"]);
         let r = pass(
             &[&uneven, &other],

@@ -160,12 +160,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mode = cfg.enforcer.mode;
         let path = cfg.enforcer.state_dir.join("state.json");
         let mut remembered: (usize, Option<String>) = (0, None);
+        let mut slurm_gpus: Option<u32> = None;
         let mut device_index = DeviceIndexTrust::default();
         let mut gpu_slots = GpuSlots::default();
         let (engine, mut nodes, mut actions, kept) = match state::load(&path) {
             Loaded::State(s) => {
                 let s = *s;
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
+                slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
                 let engine = match s.gpu_slots.clone() {
                     Some(slots) => {
@@ -243,7 +245,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             metrics,
             drain_found: BTreeMap::new(),
             most_gpus_seen: remembered.0,
-            slurm_gpus: None,
+            slurm_gpus,
             host: crate::config::short_hostname(),
             last_node_hostname: remembered.1,
             unlisted: Default::default(),
@@ -296,6 +298,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 attribution: self.kept.clone(),
                 device_index: self.device_index.clone(),
                 most_gpus_seen: self.most_gpus_seen,
+                slurm_gpus: self.slurm_gpus,
                 last_node_hostname: self.last_node_hostname.clone(),
                 gpu_slots: Some(self.gpu_slots.clone()),
             },
@@ -554,6 +557,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // Kept attributions are found again by UUID (indices shift when a GPU drops out); an
         // entry whose GPUs are not all in this read is dropped and the job derived afresh.
         let kept_before = self.kept.clone();
+        // A placement made by elimination stands only while nothing shows the list it came from
+        // to have been short: once the node should have more GPUs (Slurm's `Gres=`, or the most
+        // it has shown) than were listed then, it may be a free GPU in place of a hidden one.
+        self.kept.retain(|job_id, k| {
+            let short = k.by_elimination.is_some_and(|n| floor > n as usize);
+            if short {
+                tracing::info!(job_id = %job_id, "placed by elimination on a GPU list now known to have been short; the job's GPUs are derived afresh");
+            }
+            !short
+        });
+        let mut by_elimination: BTreeMap<String, u32> =
+            self.kept.iter().filter_map(|(j, k)| Some((j.clone(), k.by_elimination?))).collect();
         if tel.no_data.is_none() {
             self.gpu_slots.assign(&tel.gpus);
             let (valid, dropped) = attribution::revalidate_kept(&self.kept, &tel.gpus);
@@ -583,6 +598,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
             self.device_index_report(now_s, &a.device_index, &mut rep);
             by_device_index = a.device_index.derived;
+            by_elimination = a.by_elimination;
             a.jobs
         };
         // A job placed on other GPUs than were kept for the same run (its own processes showed
@@ -686,6 +702,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Attributed::Gpus(gpus) => {
                     let start_s = *start_of.get(k.as_str())?;
                     let by_device_index = by_device_index.contains(&k);
+                    let by_elimination = by_elimination.get(&k).copied();
                     let uuids = gpus.iter().map(|i| index_uuid.get(i).cloned()).collect::<Option<Vec<_>>>()?;
                     Some((
                         k,
@@ -694,6 +711,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                             gpus,
                             uuids,
                             by_device_index,
+                            by_elimination,
                         },
                     ))
                 }

@@ -40,6 +40,11 @@ pub struct StateFile {
     /// restart does not forget a GPU that has gone missing. Absent in older files (0).
     #[serde(default)]
     pub most_gpus_seen: usize,
+    /// The GPUs Slurm configures on this node (`Gres=`, see `Daemon::slurm_gpus`), so a restart
+    /// whose first `scontrol show node` fails still knows the list is short. Absent in older
+    /// files (unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_gpus: Option<u32>,
     /// The configured node's NodeHostName last seen (see `Daemon::last_node_hostname`), so a
     /// restart while `scontrol show node` fails keeps the this-host hold. Absent in older
     /// files.

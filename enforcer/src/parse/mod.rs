@@ -85,6 +85,10 @@ pub struct SlurmJob {
     /// the order of [`SlurmJob::nodes`] is not verified here for jobs on several nodes, so
     /// attribution uses this only for jobs on one node.
     pub gres_idx: Vec<Option<Vec<u32>>>,
+    /// The GPU count of each `gres_detail` string, in the order squeue gives them (`None`: the
+    /// string could not be read), for the same source as [`SlurmJob::gres_idx`]; counts come
+    /// from `CNT:` items too. Empty when the source has no `gres_detail`.
+    pub gres_counts: Vec<Option<u32>>,
 }
 
 impl SlurmJob {

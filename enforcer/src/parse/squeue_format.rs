@@ -354,6 +354,7 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
         gpus,
         // `--Format` has no per-node GRES detail: no device indices.
         gres_idx: Vec::new(),
+        gres_counts: Vec::new(),
         job_id,
     })
 }

@@ -206,6 +206,13 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
     let tres = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?;
     let gpus = gpus_of(&tres, j.get("gres_detail"), nodes.len()).map_err(fail)?;
     let gres_idx = gres_indices(j.get("gres_detail"));
+    let gres_counts: Vec<Option<u32>> = match j.get("gres_detail") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().and_then(|t| gres_detail::gpu_count(t).ok()))
+            .collect(),
+        _ => Vec::new(),
+    };
     let sluid = j.get("sluid").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     Ok(SlurmJob {
         raw_id: Some(raw),
@@ -227,6 +234,7 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         nodes,
         gpus,
         gres_idx,
+        gres_counts,
         job_id,
     })
 }
