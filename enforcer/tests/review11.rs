@@ -1,0 +1,186 @@
+//! The eleventh adversarial review, enforcer side: the notice text (what may follow and
+//! when), unlisted jobs, observe mode's webhook, config checks, placements by elimination and
+//! the `Gres=` floor. Each ignored test fails on the enforcer as reviewed and shows one
+//! finding.
+//!
+//! * `a_late_notice_does_not_understate_when_the_cancel_comes`: `notice::text` assumes the
+//!   notice goes out at the start of the breach, before any drain: it counts the drain from
+//!   now (at least one interval away) and the cancel no sooner than that drain plus an
+//!   interval and a window. But the drain does not wait for the notice; a notice that failed
+//!   (the notify command down, retried with backoff) goes out late, when the node is already
+//!   drained and the engine's verdict is cancel. Then only `notice` holds the cancel, and it
+//!   comes `notice` after the notice, earlier than the time the notice gives.
+
+mod common;
+
+use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, NODE, T0};
+use enforcer::attribution::ProcReader;
+use enforcer::daemon::Daemon;
+use enforcer::executor::{Executor, Outcome, RealExecutor};
+use enforcer::parse::smi::{AppsTable, GpuReading};
+use enforcer::plan::Action;
+use enforcer::telemetry::{Telemetry, TelemetryRead};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// PID 200 is job 802's.
+struct Procs;
+impl ProcReader for Procs {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        (pid == 200).then(|| "0::/system.slice/slurmstepd.scope/job_802/step_0/user/task_0\n".to_string())
+    }
+}
+
+/// One GPU (index 0, UUID `GPU-0`), idle (0 %, 3 MiB, 55 W, no compute process); job 802
+/// (the node's only job, `Gres=gpu:1`) is placed on it by elimination.
+struct IdleNode {
+    cycle: u32,
+}
+
+impl Telemetry for IdleNode {
+    fn read(&mut self, _now_s: i64) -> TelemetryRead {
+        self.cycle += 1;
+        TelemetryRead {
+            gpus: vec![GpuReading {
+                index: Some(0),
+                uuid: Some("GPU-0".into()),
+                util_pct: Some(0.0),
+                mem_used_mib: Some(3.0),
+                mem_total_mib: Some(81_920.0),
+                power_w: Some(55.0 + (self.cycle % 3) as f64),
+                power_limit_w: Some(400.0),
+                minor: Some(0),
+                ..Default::default()
+            }],
+            apps: Some(AppsTable {
+                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
+                apps: Vec::new(),
+                row_errors: Vec::new(),
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// What the notify channel did: notices fail while `down`; each delivered notice's text is
+/// kept with the cycle time.
+#[derive(Default)]
+struct Channel {
+    down: bool,
+    now_s: i64,
+    delivered: Vec<(i64, String)>,
+    attempts: u32,
+}
+
+/// The real executor, with the user's notice channel as [`Channel`] says.
+struct FlakyNotify {
+    inner: RealExecutor<FakeSlurm>,
+    channel: Rc<RefCell<Channel>>,
+}
+
+impl Executor for FlakyNotify {
+    fn execute(&mut self, action: &Action) -> Outcome {
+        if let Action::Notice { reason, .. } = action {
+            let mut ch = self.channel.borrow_mut();
+            ch.attempts += 1;
+            if ch.down {
+                return Outcome::Failed("notify command: mail server unreachable".into());
+            }
+            let t = ch.now_s;
+            ch.delivered.push((t, reason.clone()));
+        }
+        self.inner.execute(action)
+    }
+}
+
+/// The cycle's policy: 20-minute window, alert at once, drain after 30 minutes, cancel after
+/// 60, `notice` 10 minutes (shorter than a window), idle may be cancelled.
+const POLICY_SHORT_NOTICE: &str = r#"
+[policy]
+window = "20m"
+warmup = "15m"
+interval = "60s"
+notice = "10m"
+stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
+
+/// The cancel time a notice gives: the UTC minute after "cancel the job in about ...".
+fn stated_cancel_s(text: &str) -> Option<i64> {
+    let rest = &text[text.find("cancel the job in about ")?..];
+    let open = rest.find('(')? + 1;
+    let close = rest.find(" UTC)")?;
+    let t = chrono::NaiveDateTime::parse_from_str(&rest[open..close], "%Y-%m-%d %H:%M").ok()?;
+    Some(t.and_utc().timestamp())
+}
+
+/// See the module doc. Job 802 (1 GPU, this node) is idle; its user's notify command fails
+/// for the first 80 minutes. The engine alerts, the planner drains at 30 minutes into the
+/// breach (the drain does not wait for the notice) and the engine reaches cancel at 60; the
+/// cancel waits for a delivered notice. The notice goes out at last (about 80-90 minutes in)
+/// and says the cancel comes at the earliest one interval + one interval + one window (22
+/// minutes) from now; the cancel follows `notice` (10 minutes) after it.
+///
+/// Observed: drained at T0+30m, cancel verdict from T0+60m, notice delivered at T0+108m
+/// saying the node may be drained "in about 1m" (it has been drained for 78 minutes) and the
+/// job cancelled "in about 22m" (T0+129m); the job is cancelled at T0+118m.
+///
+/// What should happen: the notice never gives a time later than the cancel can come: a
+/// notice sent after the drain counts the cancel from the drain that stands (here: `notice`
+/// from now), and does not promise a drain that already happened.
+#[test]
+#[ignore = "review11: a notice delivered late (after the drain) says the cancel comes ~22m later; it comes 10m later"]
+fn a_late_notice_does_not_understate_when_the_cancel_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let channel = Rc::new(RefCell::new(Channel {
+        down: true,
+        ..Default::default()
+    }));
+    let mut d = Daemon::new(
+        config_with(POLICY_SHORT_NOTICE, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        IdleNode { cycle: 0 },
+        FlakyNotify {
+            inner: real_executor(&c),
+            channel: channel.clone(),
+        },
+        Box::new(Procs),
+        T0,
+    );
+    let mut cancel_s = None;
+    let mut drain_s = None;
+    for i in 0..240 {
+        let now_s = T0 + i * 60;
+        {
+            let mut ch = channel.borrow_mut();
+            ch.now_s = now_s;
+            ch.down = i < 80;
+        }
+        d.cycle(now_s);
+        let calls = c.borrow().calls.clone();
+        if drain_s.is_none() && calls.iter().any(|c| c.starts_with("drain") && c.ends_with("job 802")) {
+            drain_s = Some(now_s);
+        }
+        if calls.iter().any(|c| c == "scancel 802") {
+            cancel_s = Some(now_s);
+            break;
+        }
+    }
+    let ch = channel.borrow();
+    assert!(ch.attempts > 1, "the notice was tried while the channel was down");
+    let (notice_s, text) = ch.delivered.first().cloned().expect("a notice was delivered");
+    let cancel_s = cancel_s.expect("job 802 was cancelled");
+    let drain_s = drain_s.expect("job 802's node was drained");
+    let stated = stated_cancel_s(&text).unwrap_or_else(|| panic!("no cancel time in {text}"));
+    // The notice's times are to the minute; allow that rounding.
+    assert!(
+        cancel_s >= stated - 59,
+        "drained at T0+{}m, notice delivered at T0+{}m saying \"{text}\"; it gives the cancel at T0+{}m, the job was cancelled at T0+{}m",
+        (drain_s - T0) / 60,
+        (notice_s - T0) / 60,
+        (stated - T0) / 60,
+        (cancel_s - T0) / 60,
+    );
+}
