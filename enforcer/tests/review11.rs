@@ -10,6 +10,11 @@
 //!   (the notify command down, retried with backoff) goes out late, when the node is already
 //!   drained and the engine's verdict is cancel. Then only `notice` holds the cancel, and it
 //!   comes `notice` after the notice, earlier than the time the notice gives.
+//! * `a_notice_with_our_drain_standing_does_not_understate_when_the_cancel_comes`: the same
+//!   assumption on a new breach of a job whose node is still drained for it (the first breach
+//!   ended when the job worked a while; the drain stays while the job runs). The drain is
+//!   confirmed long since, so the cancel comes at the cancel stage's dwell, before the
+//!   "drain + interval + window" the notice gives.
 
 mod common;
 
@@ -35,19 +40,22 @@ impl ProcReader for Procs {
 /// (the node's only job, `Gres=gpu:1`) is placed on it by elimination.
 struct IdleNode {
     cycle: u32,
+    /// While set, the GPU works (95 %, 40 GB, 300 W).
+    busy: Rc<RefCell<bool>>,
 }
 
 impl Telemetry for IdleNode {
     fn read(&mut self, _now_s: i64) -> TelemetryRead {
         self.cycle += 1;
+        let busy = *self.busy.borrow();
         TelemetryRead {
             gpus: vec![GpuReading {
                 index: Some(0),
                 uuid: Some("GPU-0".into()),
-                util_pct: Some(0.0),
-                mem_used_mib: Some(3.0),
+                util_pct: Some(if busy { 95.0 } else { 0.0 }),
+                mem_used_mib: Some(if busy { 40_000.0 } else { 3.0 }),
                 mem_total_mib: Some(81_920.0),
-                power_w: Some(55.0 + (self.cycle % 3) as f64),
+                power_w: Some(if busy { 300.0 } else { 55.0 } + (self.cycle % 3) as f64),
                 power_limit_w: Some(400.0),
                 minor: Some(0),
                 ..Default::default()
@@ -141,7 +149,10 @@ fn a_late_notice_does_not_understate_when_the_cancel_comes() {
     let mut d = Daemon::new(
         config_with(POLICY_SHORT_NOTICE, &dir.path().join("state"), "enforce", ""),
         FakeSlurm(c.clone()),
-        IdleNode { cycle: 0 },
+        IdleNode {
+            cycle: 0,
+            busy: Rc::new(RefCell::new(false)),
+        },
         FlakyNotify {
             inner: real_executor(&c),
             channel: channel.clone(),
@@ -178,6 +189,93 @@ fn a_late_notice_does_not_understate_when_the_cancel_comes() {
     assert!(
         cancel_s >= stated - 59,
         "drained at T0+{}m, notice delivered at T0+{}m saying \"{text}\"; it gives the cancel at T0+{}m, the job was cancelled at T0+{}m",
+        (drain_s - T0) / 60,
+        (notice_s - T0) / 60,
+        (stated - T0) / 60,
+        (cancel_s - T0) / 60,
+    );
+}
+
+/// Stages 30m drain, 40m cancel, `notice` 10m (check-config warns that the cancel comes at
+/// the earliest about 51 minutes into a breach, after the drain has stood a window).
+const POLICY_TIGHT_CANCEL: &str = r#"
+[policy]
+window = "20m"
+warmup = "15m"
+interval = "60s"
+notice = "10m"
+stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "40m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
+
+/// Job 802 idles from T0: alerted and noticed at T0+20m, the node drained for it at T0+30m.
+/// At T0+45m it works again (the breach ends; our drain stays, as the job still runs); from
+/// T0+70m it idles again. The new breach is alerted, and its notice says the node may be
+/// drained in some minutes (it has been drained for the job since T0+30m) and the job
+/// cancelled no sooner than a drain plus an interval plus a window from now. But the drain
+/// stands already: only the cancel stage (40m into the breach) and `notice` hold the cancel,
+/// and it comes earlier than the notice says.
+///
+/// Observed: drained at T0+30m; the second notice, at T0+89m, says the node may be drained
+/// "in about 11m" and the job cancelled "in about 32m" (T0+120m); the job is cancelled at
+/// T0+110m, 21 minutes after the notice.
+///
+/// What should happen: a notice sent while our drain for the job stands counts the cancel from
+/// that drain (and does not announce a drain to come); check-config's "cancel comes at the
+/// earliest about 51m" is wrong the same way.
+#[test]
+#[ignore = "review11: a new breach's notice, with our drain still standing, gives a cancel time later than the cancel comes"]
+fn a_notice_with_our_drain_standing_does_not_understate_when_the_cancel_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let channel = Rc::new(RefCell::new(Channel::default()));
+    let busy = Rc::new(RefCell::new(false));
+    let mut d = Daemon::new(
+        config_with(POLICY_TIGHT_CANCEL, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        IdleNode {
+            cycle: 0,
+            busy: busy.clone(),
+        },
+        FlakyNotify {
+            inner: real_executor(&c),
+            channel: channel.clone(),
+        },
+        Box::new(Procs),
+        T0,
+    );
+    let mut cancel_s = None;
+    let mut drain_s = None;
+    for i in 0..240 {
+        let now_s = T0 + i * 60;
+        channel.borrow_mut().now_s = now_s;
+        *busy.borrow_mut() = (45..70).contains(&i);
+        d.cycle(now_s);
+        let calls = c.borrow().calls.clone();
+        if drain_s.is_none() && calls.iter().any(|c| c.starts_with("drain") && c.ends_with("job 802")) {
+            drain_s = Some(now_s);
+        }
+        if calls.iter().any(|c| c == "scancel 802") {
+            cancel_s = Some(now_s);
+            break;
+        }
+    }
+    let ch = channel.borrow();
+    let cancel_s = cancel_s.expect("job 802 was cancelled");
+    let drain_s = drain_s.expect("job 802's node was drained");
+    let resumed = c.borrow().calls.iter().any(|c| c.starts_with("resume"));
+    assert!(!resumed && drain_s < T0 + 45 * 60, "the drain of the first breach stands");
+    let (notice_s, text) = ch.delivered.last().cloned().expect("a notice was delivered");
+    assert!(
+        ch.delivered.len() == 2 && notice_s > T0 + 70 * 60,
+        "a second notice, for the second breach: {:?}",
+        ch.delivered
+    );
+    let stated = stated_cancel_s(&text).unwrap_or_else(|| panic!("no cancel time in {text}"));
+    assert!(
+        cancel_s >= stated - 59,
+        "drained at T0+{}m, second notice at T0+{}m saying \"{text}\"; it gives the cancel at T0+{}m, the job was cancelled at T0+{}m",
         (drain_s - T0) / 60,
         (notice_s - T0) / 60,
         (stated - T0) / 60,
