@@ -277,6 +277,11 @@ pub struct Kept {
     /// are found again by UUID). Absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by_elimination: Option<u32>,
+    /// True in every entry written since entries record how they were placed
+    /// ([`Kept::by_elimination`]). An entry without it (an older state file) cannot say whether
+    /// elimination made it, so it is not trusted and the job is derived afresh.
+    #[serde(default)]
+    pub marked: bool,
 }
 
 /// Kept attributions per exact job id.
@@ -296,6 +301,8 @@ pub enum KeptDropped {
     NoUuids,
     /// One of its GPUs (by UUID) is not in this read: gone from the bus, or its row unread.
     GpuGone,
+    /// The entry does not say how it was placed ([`Kept::marked`]: an older state file).
+    Unmarked,
 }
 
 impl KeptDropped {
@@ -304,6 +311,7 @@ impl KeptDropped {
         match self {
             KeptDropped::NoUuids => "no_uuids",
             KeptDropped::GpuGone => "gpu_gone",
+            KeptDropped::Unmarked => "unmarked",
         }
     }
 }
@@ -324,6 +332,10 @@ pub fn revalidate_kept(kept: &KeptMap, gpus: &[GpuReading]) -> (KeptMap, Vec<(St
     for (job, k) in kept {
         if k.uuids.is_empty() || k.uuids.len() != k.gpus.len() {
             dropped.push((job.clone(), KeptDropped::NoUuids));
+            continue;
+        }
+        if !k.marked {
+            dropped.push((job.clone(), KeptDropped::Unmarked));
             continue;
         }
         let now: Option<Vec<(u16, String)>> = k
@@ -829,6 +841,7 @@ mod tests {
                         uuids: g.iter().map(|i| format!("GPU-{i}")).collect(),
                         by_device_index: false,
                         by_elimination: None,
+                        marked: true,
                     },
                 )
             })
@@ -1095,7 +1108,7 @@ mod tests {
             // GPU i (UUID GPU-i, index i at first) belongs to job `owner[i]`.
             let mut k = KeptMap::new();
             for (i, o) in owner.iter().enumerate() {
-                let e = k.entry(format!("{o}")).or_insert(Kept { start_s: 1, gpus: vec![], uuids: vec![], by_device_index: false, by_elimination: None });
+                let e = k.entry(format!("{o}")).or_insert(Kept { start_s: 1, gpus: vec![], uuids: vec![], by_device_index: false, by_elimination: None, marked: true });
                 e.gpus.push(i as u16);
                 e.uuids.push(format!("GPU-{i}"));
             }

@@ -712,6 +712,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                             uuids,
                             by_device_index,
                             by_elimination,
+                            marked: true,
                         },
                     ))
                 }
@@ -914,7 +915,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // Any notice kept for the job is from an earlier breach: the planner gives one
             // notice per breach.
             let earlier = self.actions.noticed.get(job_id.as_str()).copied();
-            *reason = crate::notice::text(&self.cfg.policy, v, now_s, alert_only, earlier);
+            // Our drain for the job, standing: seen by scontrol (enforce), or a would-drain
+            // that counts from the next cycle (observe).
+            let drained_since = match mode {
+                RunMode::Enforce => self.drain_found.get(job_id.as_str()).copied(),
+                RunMode::Observe => self
+                    .actions
+                    .drains
+                    .get(job_id.as_str())
+                    .map(|d| d.made_s.saturating_add(self.cfg.policy.config().interval.secs())),
+            };
+            *reason = crate::notice::text(&self.cfg.policy, v, now_s, alert_only, earlier, drained_since);
         }
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         let mut skips = p.skips;

@@ -28,8 +28,19 @@ fn when(now_s: i64, in_s: i64) -> String {
 /// drain or cancel this job whatever its verdict (several nodes, a het-job component, an
 /// admin's override). `earlier_notice_s` is when the job's user was given notice for an
 /// earlier breach of the same run of the job, if they were: the notice then says this is a
-/// new breach and that the notice period starts again. One line.
-pub fn text(policy: &Policy, view: &JobView<'_>, now_s: i64, alert_only: bool, earlier_notice_s: Option<i64>) -> String {
+/// new breach and that the notice period starts again. `drained_since_s` is when our drain
+/// for this job was first seen standing (or, in observe mode, would have been), if it stands:
+/// then no drain is announced, and the cancel is counted from that drain, not from a drain
+/// yet to come (a notice that went out late, or in a new breach with our drain still
+/// standing, must never name a cancel later than the real one). One line.
+pub fn text(
+    policy: &Policy,
+    view: &JobView<'_>,
+    now_s: i64,
+    alert_only: bool,
+    earlier_notice_s: Option<i64>,
+    drained_since_s: Option<i64>,
+) -> String {
     let f = view.finding;
     let c = policy.config();
     let mut out = f.reason(view.job);
@@ -43,10 +54,27 @@ pub fn text(policy: &Policy, view: &JobView<'_>, now_s: i64, alert_only: bool, e
     let drain_in = stage_s(policy, Verdict::Drain)
         .or_else(|| stage_s(policy, Verdict::Cancel))
         .map(|after| (after - dwell).max(interval));
+    let window = c.window.secs();
     match (top, drain_in) {
+        (Verdict::Cancel, Some(_)) if drained_since_s.is_some() => {
+            // The engine counts the drain from the later of its confirmation and the breach's
+            // start; it must have stood one window. No interval is added: earlier is the safe
+            // side of "at the earliest".
+            let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(dwell));
+            let drain_part = since.saturating_add(window).saturating_sub(now_s).max(0);
+            let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
+            let cancel_in = staged_in.max(drain_part).max(c.notice.secs());
+            out.push_str(&format!(
+                ". The node is already drained (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
+                when(now_s, cancel_in)
+            ));
+        }
+        (Verdict::Drain, Some(_)) if drained_since_s.is_some() => out.push_str(&format!(
+            ". The node is already drained (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
+        )),
         (Verdict::Cancel, Some(d)) => {
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
-            let cancel_in = staged_in.max(d + interval + c.window.secs()).max(c.notice.secs());
+            let cancel_in = staged_in.max(d + interval + window).max(c.notice.secs());
             out.push_str(&format!(
                 ". If this continues, gpu-reaper may drain the node (no new job starts on it) {} and cancel the job {}, at the earliest",
                 when(now_s, d),
@@ -115,7 +143,7 @@ mod tests {
             finding: &f,
             nodes: &nodes,
         };
-        text(p, &view, NOW, alert_only, earlier)
+        text(p, &view, NOW, alert_only, earlier, None)
     }
 
     /// Trial 6 #8: the notice said "may be drained and cancelled if this continues" whatever
