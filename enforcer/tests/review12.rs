@@ -15,6 +15,9 @@
 //!   announces a drain "in about 1m" (one interval away) and counts the cancel from that
 //!   drain plus an interval plus a window. The drain is made now, found one interval later:
 //!   the cancel comes one interval earlier than the notice says.
+//! * `a_hostile_would_drain_time_in_the_state_file_does_not_panic`: observe mode's
+//!   confirmations compute `made_s + interval` unchecked (daemon.rs; the new notice code next
+//!   to it saturates): a state file with `made_s` near `i64::MAX` panics the daemon.
 
 mod common;
 
@@ -346,4 +349,50 @@ fn a_notice_sent_in_the_drain_cycle_does_not_understate_when_the_cancel_comes() 
         stated - T0,
         cancel_s - T0,
     );
+}
+
+/// Input: an observe-mode state file whose would-drain record for job 802 (running on this
+/// node) has `made_s` = `i64::MAX` (a hostile or corrupted time; the file is otherwise valid).
+///
+/// What happens: the first cycle computes `made_s + interval` unchecked (daemon.rs, the
+/// observe-mode confirmations) and panics on overflow (debug builds; release wraps to a time
+/// in the far past, so the would-drain counts as confirmed long ago).
+///
+/// What should happen: no panic; saturating arithmetic (a would-drain from the future is no
+/// confirmation).
+#[test]
+#[ignore = "review12: an observe-mode state file with made_s = i64::MAX panics the daemon (made_s + interval overflows)"]
+fn a_hostile_would_drain_time_in_the_state_file_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let start = |at: i64| {
+        Daemon::new(
+            config_with(POLICY_DRAIN_32M, &state, "observe", ""),
+            FakeSlurm(c.clone()),
+            IdleNode { cycle: 0 },
+            real_executor(&c),
+            Box::new(Procs802),
+            at,
+        )
+    };
+    let mut d = start(T0);
+    for i in 0..3 {
+        d.cycle(T0 + i * 60);
+    }
+    drop(d);
+    let path = state.join("state.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json["actions"]["drains"] = serde_json::json!({
+        "802": { "job_id": "802", "node": NODE, "made_s": i64::MAX, "hypothetical": true }
+    });
+    std::fs::write(&path, serde_json::to_string(&json).unwrap()).unwrap();
+    let mut d = start(T0 + 3 * 60);
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for i in 3..60 {
+            d.cycle(T0 + i * 60);
+        }
+    }));
+    assert!(ran.is_ok(), "the daemon panicked on a would-drain made at i64::MAX");
 }
