@@ -18,6 +18,9 @@
 //! * `a_hostile_would_drain_time_in_the_state_file_does_not_panic`: observe mode's
 //!   confirmations compute `made_s + interval` unchecked (daemon.rs; the new notice code next
 //!   to it saturates): a state file with `made_s` near `i64::MAX` panics the daemon.
+//! * `a_hostile_suspect_alert_time_in_the_state_file_does_not_panic`: the planner computes
+//!   `now_s - suspect_alerted_s` unchecked: a state file with `i64::MIN` there panics the
+//!   daemon once the suspect-collector rule trips.
 
 mod common;
 
@@ -395,4 +398,106 @@ fn a_hostile_would_drain_time_in_the_state_file_does_not_panic() {
         }
     }));
     assert!(ran.is_ok(), "the daemon panicked on a would-drain made at i64::MAX");
+}
+
+/// PIDs 100 and 101 are jobs 11's and 12's.
+struct Procs1112;
+impl ProcReader for Procs1112 {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        let job = match pid {
+            100 => 11,
+            101 => 12,
+            _ => return None,
+        };
+        Some(format!("0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"))
+    }
+}
+
+/// Two GPUs, each holding 40 GB for one job's process (PID 100 on GPU 0, PID 101 on GPU 1)
+/// at 0 % utilization and idle power: both jobs breach.
+struct TwoHeld {
+    cycle: u32,
+}
+
+impl Telemetry for TwoHeld {
+    fn read(&mut self, _now_s: i64) -> TelemetryRead {
+        self.cycle += 1;
+        let gpu = |i: u16| GpuReading {
+            index: Some(i),
+            uuid: Some(format!("GPU-{i}")),
+            util_pct: Some(0.0),
+            mem_used_mib: Some(40_000.0),
+            mem_total_mib: Some(81_920.0),
+            power_w: Some(60.0 + (self.cycle % 3) as f64),
+            power_limit_w: Some(400.0),
+            minor: Some(u32::from(i)),
+            ..Default::default()
+        };
+        let app = |g: u16, pid: u32| enforcer::parse::smi::ComputeApp {
+            gpu_uuid: Some(format!("GPU-{g}")),
+            pid: Some(pid),
+            used_memory_mib: Some(40_000.0),
+            process_name: None,
+        };
+        TelemetryRead {
+            gpus: vec![gpu(0), gpu(1)],
+            apps: Some(AppsTable {
+                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
+                apps: vec![app(0, 100), app(1, 101)],
+                row_errors: Vec::new(),
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// Input: a state file whose `actions.suspect_alerted_s` is `i64::MIN` (a hostile or corrupted
+/// time; the file is otherwise valid), on a node where the suspect-collector rule trips
+/// (`suspect_min_jobs = 2`, both jobs alerting).
+///
+/// What happens: the planner computes `now_s - suspect_alerted_s` unchecked (plan.rs) and
+/// panics on overflow (debug builds).
+///
+/// What should happen: no panic (saturating arithmetic), the admin alert goes out.
+#[test]
+#[ignore = "review12: a state file with suspect_alerted_s = i64::MIN panics the planner when the suspect-collector rule trips"]
+fn a_hostile_suspect_alert_time_in_the_state_file_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let c = cluster(vec![job("11", 11, 1, &[NODE]), job("12", 12, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:2".into());
+    let start = |at: i64| {
+        Daemon::new(
+            config_with(POLICY_DRAIN_32M, &state, "enforce", "suspect_min_jobs = 2"),
+            FakeSlurm(c.clone()),
+            TwoHeld { cycle: 0 },
+            real_executor(&c),
+            Box::new(Procs1112),
+            at,
+        )
+    };
+    let mut d = start(T0);
+    d.cycle(T0);
+    drop(d);
+    let path = state.join("state.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json["actions"]["suspect_alerted_s"] = serde_json::json!(i64::MIN);
+    std::fs::write(&path, serde_json::to_string(&json).unwrap()).unwrap();
+    let mut d = start(T0 + 60);
+    let mut worst = None;
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for i in 1..60 {
+            for f in d.cycle(T0 + i * 60).findings {
+                worst = worst.max(Some(f.verdict));
+            }
+        }
+    }));
+    assert!(
+        ran.is_ok(),
+        "the daemon panicked on suspect_alerted_s = i64::MIN (worst verdict before: {worst:?})"
+    );
+    assert!(
+        worst >= Some(policy::Verdict::Alert),
+        "both jobs alert, so the suspect rule trips: worst {worst:?}"
+    );
 }
