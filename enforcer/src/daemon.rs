@@ -240,7 +240,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             executor,
             proc,
             actions,
-            kept,
+            // An entry that does not say how it was placed (an older file) is dropped here,
+            // at load: a cycle without GPU data would otherwise carry it over and write it
+            // back marked.
+            kept: kept.into_iter().filter(|(_, k)| k.marked).collect(),
             device_index,
             metrics,
             drain_found: BTreeMap::new(),
@@ -799,12 +802,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .actions
                 .drains
                 .values()
-                .filter(|d| d.hypothetical && d.made_s + interval_s <= now_s)
+                .filter(|d| d.hypothetical && d.made_s.saturating_add(interval_s) <= now_s)
             {
                 drains.push(DrainConfirmation {
                     job_id: d.job_id.clone(),
                     nodes: vec![self.this],
-                    confirmed_s: d.made_s + interval_s,
+                    confirmed_s: d.made_s.saturating_add(interval_s),
                     hypothetical: true,
                 });
             }
@@ -905,6 +908,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             state: &self.actions,
         });
         // The user's notice says what may follow and when, for that job and this policy.
+        let drain_jobs_now: BTreeSet<String> = p
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Drain { job_id, .. } => Some(job_id.clone()),
+                _ => None,
+            })
+            .collect();
         for a in p.actions.iter_mut() {
             let Action::Notice { job_id, reason, .. } = a else { continue };
             let Some(v) = views.iter().find(|v| v.job.job_id == *job_id) else {
@@ -917,7 +928,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             let earlier = self.actions.noticed.get(job_id.as_str()).copied();
             // Our drain for the job, standing: seen by scontrol (enforce), or a would-drain
             // that counts from the next cycle (observe).
+            // A drain for the job planned this very cycle counts from now.
+            let drains_now = drain_jobs_now.contains(job_id.as_str());
             let drained_since = match mode {
+                _ if drains_now => Some(now_s),
                 RunMode::Enforce => self.drain_found.get(job_id.as_str()).copied(),
                 RunMode::Observe => self
                     .actions

@@ -65,12 +65,12 @@ pub fn text(
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
             let cancel_in = staged_in.max(drain_part).max(c.notice.secs());
             out.push_str(&format!(
-                ". The node is already drained (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
+                ". The node is drained now (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
                 when(now_s, cancel_in)
             ));
         }
         (Verdict::Drain, Some(_)) if drained_since_s.is_some() => out.push_str(&format!(
-            ". The node is already drained (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
+            ". The node is drained now (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
         )),
         (Verdict::Cancel, Some(d)) => {
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);

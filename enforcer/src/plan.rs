@@ -299,8 +299,8 @@ impl ActionState {
     /// Forgets jobs that are no longer running and budget entries older than an hour. With
     /// `running = None` (squeue failed) nothing job-related is forgotten.
     pub fn prune(&mut self, now_s: i64, running: Option<&BTreeSet<String>>) {
-        self.drain_times_s.retain(|t| *t > now_s - 3600);
-        self.cancel_times_s.retain(|t| *t > now_s - 3600);
+        self.drain_times_s.retain(|t| *t > now_s.saturating_sub(3600));
+        self.cancel_times_s.retain(|t| *t > now_s.saturating_sub(3600));
         if let Some(r) = running {
             self.alerted.retain(|j, _| r.contains(j));
             self.alerted_s.retain(|j, _| r.contains(j));
@@ -534,7 +534,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     let evaluated = inp.jobs.len() as u32;
     let alerting = inp.jobs.iter().filter(|j| j.finding.verdict >= Verdict::Alert).count() as f64;
     p.suspect = evaluated >= inp.limits.suspect_min_jobs && evaluated > 0 && alerting > inp.limits.suspect_frac * evaluated as f64;
-    if p.suspect && st.suspect_alerted_s.is_none_or(|t| inp.now_s - t >= 3600) {
+    if p.suspect && st.suspect_alerted_s.is_none_or(|t| inp.now_s.saturating_sub(t) >= 3600) {
         p.actions.push(Action::AdminAlert {
             text: format!(
                 "gpu-reaper on {}: {alerting} of {evaluated} GPU jobs at alert or above in one cycle; suspecting the collector, no drain or cancel this cycle",

@@ -112,7 +112,6 @@ impl Telemetry for ShortList {
 /// What should happen: an unmarked entry is never re-marked; it is derived afresh at the
 /// first cycle with GPU data (or dropped at load), and job 40 is never judged.
 #[test]
-#[ignore = "review12: a cycle without GPU data marks an unmarked (pre-mark) kept placement as trusted; busy job drained and cancelled"]
 fn an_unmarked_kept_placement_is_not_marked_by_a_cycle_without_telemetry() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -326,7 +325,6 @@ fn run_802(up_from_s: i64) -> (Option<i64>, Option<i64>, Channel) {
 /// in a cycle that drains for the job counts the drain from now (or the notice goes after
 /// the drain, with the drain counted as standing).
 #[test]
-#[ignore = "review12: a notice delivered in the drain's own cycle names a cancel one interval later than the real one"]
 fn a_notice_sent_in_the_drain_cycle_does_not_understate_when_the_cancel_comes() {
     let (drain_s, _, probe) = run_802(i64::MAX);
     let drain_s = drain_s.expect("job 802's node was drained");
@@ -364,7 +362,6 @@ fn a_notice_sent_in_the_drain_cycle_does_not_understate_when_the_cancel_comes() 
 /// What should happen: no panic; saturating arithmetic (a would-drain from the future is no
 /// confirmation).
 #[test]
-#[ignore = "review12: an observe-mode state file with made_s = i64::MAX panics the daemon (made_s + interval overflows)"]
 fn a_hostile_would_drain_time_in_the_state_file_does_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -460,7 +457,6 @@ impl Telemetry for TwoHeld {
 ///
 /// What should happen: no panic (saturating arithmetic), the admin alert goes out.
 #[test]
-#[ignore = "review12: a state file with suspect_alerted_s = i64::MIN panics the planner when the suspect-collector rule trips"]
 fn a_hostile_suspect_alert_time_in_the_state_file_does_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
