@@ -358,6 +358,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
     /// The device-index rule's state in a cycle whose attribution did not run (squeue or
     /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
     /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
+    /// After notice `a` went out (or would have): what it announced, for the planner's
+    /// "a rise in what may follow needs a new notice" (see `JobView::reachable`).
+    fn note_notice_top(&mut self, a: &Action, views: &[JobView<'_>]) {
+        if let Action::Notice { job_id, .. } = a {
+            if let Some(v) = views.iter().find(|v| v.job.job_id == *job_id) {
+                self.actions.noticed_top.insert(job_id.clone(), v.reachable);
+            }
+        }
+    }
+
     fn device_index_idle_state(&self) -> DeviceIndexState {
         if self.device_index.contradicted.is_some() {
             DeviceIndexState::Contradicted
@@ -871,10 +881,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // 7. Plan and act.
         let views: Vec<JobView<'_>> = findings
             .iter()
-            .map(|f| JobView {
-                job: &facts[f.job_index as usize],
-                finding: f,
-                nodes: &views_nodes[f.job_index as usize],
+            .map(|f| {
+                let job = &facts[f.job_index as usize];
+                let nodes = &views_nodes[f.job_index as usize];
+                let alert_only = nodes.as_slice() != [node.as_str()]
+                    || crate::parse::is_het_component(&job.job_id)
+                    || self.actions.overridden(&job.job_id, job.start_s);
+                JobView {
+                    job,
+                    finding: f,
+                    nodes,
+                    reachable: crate::notice::reachable(&self.cfg.policy, f, alert_only),
+                }
             })
             .collect();
         let e = &self.cfg.enforcer;
@@ -1016,10 +1034,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 }
                 Outcome::Would => {
                     self.actions.record(a, now_s, true);
+                    self.note_notice_top(a, &views);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), detail = %action_detail(a), "would {kind} (observe mode)");
                 }
                 Outcome::Done | Outcome::AlreadyGone => {
                     self.actions.record(a, now_s, false);
+                    self.note_notice_top(a, &views);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
                 }
             }

@@ -24,6 +24,19 @@ fn when(now_s: i64, in_s: i64) -> String {
     format!("in about {} ({})", policy::DurationS(in_s), utc_minute(now_s.saturating_add(in_s)))
 }
 
+/// The most the enforcer may do to a job with finding `f` while it looks as it does now: the
+/// lower of its signature's ceiling and the highest stage, `Alert` when `alert_only` (see
+/// [`crate::plan::JobView::reachable`]).
+pub fn reachable(policy: &Policy, f: &policy::Finding, alert_only: bool) -> Verdict {
+    let ceiling = f.signature.map_or(Verdict::Alert, |s| policy.ceiling(s));
+    let staged = policy.stages().iter().map(|s| s.verdict).max().unwrap_or(Verdict::Alert);
+    if alert_only {
+        Verdict::Alert
+    } else {
+        ceiling.min(staged).max(Verdict::Alert)
+    }
+}
+
 /// The notice for the job of `view`, sent at `now_s`. `alert_only` says the enforcer will not
 /// drain or cancel this job whatever its verdict (several nodes, a het-job component, an
 /// admin's override). `earlier_notice_s` is when the job's user was given notice for an
@@ -44,9 +57,7 @@ pub fn text(
     let f = view.finding;
     let c = policy.config();
     let mut out = f.reason(view.job);
-    let ceiling = f.signature.map_or(Verdict::Alert, |s| policy.ceiling(s));
-    let staged = policy.stages().iter().map(|s| s.verdict).max().unwrap_or(Verdict::Alert);
-    let top = if alert_only { Verdict::Alert } else { ceiling.min(staged) };
+    let top = reachable(policy, f, alert_only);
     let sig = f.signature_name();
     let dwell = f.dwell_s.max(0);
     let interval = c.interval.secs();
@@ -90,7 +101,14 @@ pub fn text(
             ". This is an alert only: gpu-reaper does not drain the node or cancel the job while it looks {sig}"
         )),
     }
-    if let Some(t) = earlier_notice_s {
+    // An earlier notice in this very breach announced less than now may follow.
+    let same_breach = earlier_notice_s.filter(|t| *t >= now_s.saturating_sub(dwell));
+    if let Some(t) = same_breach {
+        out.push_str(&format!(
+            ". You were told about this job at {}; since then it looks {sig}, for which more may follow, so the notice period starts again now",
+            utc_minute(t)
+        ));
+    } else if let Some(t) = earlier_notice_s {
         out.push_str(&format!(
             ". You were told about this job at {}; that breach ended (the GPUs worked, their readings had a gap, or gpu-reaper restarted) and this is a new one, so the notice period starts again now",
             utc_minute(t)
@@ -142,6 +160,7 @@ mod tests {
             job: &j,
             finding: &f,
             nodes: &nodes,
+            reachable: Verdict::Alert,
         };
         text(p, &view, NOW, alert_only, earlier, None)
     }

@@ -277,6 +277,10 @@ pub struct ActionState {
     /// restart of the engine's escalation) needs a new notice, and its cancel waits `notice`
     /// from that one.
     pub noticed: BTreeMap<String, i64>,
+    /// What each job's last notice announced ([`JobView::reachable`] then). Absent in older
+    /// files: such a notice counts as covering everything, as it did.
+    #[serde(default)]
+    pub noticed_top: BTreeMap<String, Verdict>,
     /// Drains made, per job.
     pub drains: BTreeMap<String, DrainRecord>,
     /// Cancels sent, per job, epoch seconds.
@@ -305,6 +309,7 @@ impl ActionState {
             self.alerted.retain(|j, _| r.contains(j));
             self.alerted_s.retain(|j, _| r.contains(j));
             self.noticed.retain(|j, _| r.contains(j));
+            self.noticed_top.retain(|j, _| r.contains(j));
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
             self.notice_retries.retain(|j, _| r.contains(j));
@@ -327,6 +332,7 @@ impl ActionState {
         self.drains.retain(|_, d| !d.hypothetical);
         self.cancels.clear();
         self.noticed.clear();
+        self.noticed_top.clear();
         self.notice_retries.clear();
     }
 
@@ -482,6 +488,12 @@ pub struct JobView<'a> {
     pub finding: &'a Finding,
     /// Slurm node names of the allocation (length > 1 means multi-node).
     pub nodes: &'a [String],
+    /// The most the enforcer may do to the job while it looks as it does now: the lower of
+    /// its signature's ceiling and the highest stage (`Alert` for a job it never drains or
+    /// cancels). A notice covers what it announced: when this rises above what the user was
+    /// told (a job noticed as `partial`, alert only, that now looks `idle`), a new notice is
+    /// due and a cancel waits `notice` from that one.
+    pub reachable: Verdict,
 }
 
 /// Everything [`plan`] looks at.
@@ -593,7 +605,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         let breach_start_s = inp.now_s.saturating_sub(f.dwell_s.max(0));
         let in_breach = |t: Option<&i64>| t.copied().filter(|t| *t >= breach_start_s);
         let alerted = st.alerted.get(id).filter(|_| in_breach(st.alerted_s.get(id)).is_some());
-        let noticed_s = in_breach(st.noticed.get(id));
+        // A notice counts only for what it announced: a rise in what may follow needs a new one.
+        let covered = st.noticed_top.get(id).is_none_or(|top| *top >= jv.reachable);
+        let noticed_s = in_breach(st.noticed.get(id)).filter(|_| covered);
         if alerted.is_none_or(|r| *r < v) {
             p.actions.push(Action::Alert {
                 job_id: id.into(),

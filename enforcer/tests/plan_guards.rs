@@ -62,6 +62,8 @@ struct Case {
     nodes: Vec<Vec<String>>,
     /// `scontrol show node` named another host as the node's NodeHostName.
     not_this_host: bool,
+    /// Every job's `JobView::reachable`.
+    reachable: Verdict,
 }
 
 impl Case {
@@ -71,6 +73,7 @@ impl Case {
             findings: verdicts.iter().enumerate().map(|(i, v)| finding(i as u32, *v)).collect(),
             nodes: verdicts.iter().map(|_| vec![NODE.to_string()]).collect(),
             not_this_host: false,
+            reachable: Verdict::Cancel,
         }
     }
 
@@ -91,6 +94,7 @@ impl Case {
                 job: &self.jobs[i],
                 finding: f,
                 nodes: &self.nodes[i],
+                reachable: self.reachable,
             })
             .collect();
         plan(&PlanInput {
@@ -321,36 +325,39 @@ fn no_cancel_on_a_node_that_is_special_besides_our_drain() {
     assert!(p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NodeStateUnknown, "cancel")));
 }
 
+/// Job 100 alerted at cancel (idle) and its user noticed, both at `t_s`.
+fn alerted_and_noticed(t_s: i64) -> ActionState {
+    let mut st = ActionState::default();
+    st.record(
+        &Action::Alert {
+            job_id: "100".into(),
+            user: "alice".into(),
+            partition: "gpu".into(),
+            verdict: Verdict::Cancel,
+            signature: "idle".into(),
+            reason: "x".into(),
+        },
+        t_s,
+        false,
+    );
+    st.record(
+        &Action::Notice {
+            job_id: "100".into(),
+            user: "alice".into(),
+            reason: "x".into(),
+        },
+        t_s,
+        false,
+    );
+    st
+}
+
 #[test]
 fn records_from_an_earlier_breach_count_for_nothing() {
     // The finding's breach began at 10 000 - 3 600 = 6 400 s.
     let c = Case::new(&[Verdict::Cancel]);
     let drained = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
-    let earlier = |t: i64| {
-        let mut st = ActionState::default();
-        st.record(
-            &Action::Alert {
-                job_id: "100".into(),
-                user: "alice".into(),
-                partition: "gpu".into(),
-                verdict: Verdict::Cancel,
-                signature: "idle".into(),
-                reason: "x".into(),
-            },
-            t,
-            false,
-        );
-        st.record(
-            &Action::Notice {
-                job_id: "100".into(),
-                user: "alice".into(),
-                reason: "x".into(),
-            },
-            t,
-            false,
-        );
-        st
-    };
+    let earlier = alerted_and_noticed;
     // Alerted and noticed hours ago, in a breach that has since ended: alert and notice again,
     // and the cancel waits for the new notice.
     let st = earlier(1_000);
@@ -896,4 +903,29 @@ fn another_hosts_node_holds_every_change_but_alerts_go_out() {
         None,
     );
     assert!(p.actions.is_empty() && p.skips.iter().all(|s| s.kind == SkipKind::Paused));
+}
+
+/// A notice covers what it announced. Job 100 was alerted and noticed an hour ago in this
+/// breach while it looked `partial` (alert only: `noticed_top` = alert); it now looks `idle`,
+/// for which a cancel may follow. A new notice is due, and the cancel waits `notice` from it,
+/// never counting from the notice that said "alert only". A notice that announced a cancel
+/// covers it (the cancel goes), and so does one from an older file that says nothing.
+#[test]
+fn a_rise_in_what_may_follow_needs_a_new_notice_before_a_cancel() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let drained = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
+    let st = |announced: Option<Verdict>| {
+        let mut st = alerted_and_noticed(6_400);
+        if let Some(v) = announced {
+            st.noticed_top.insert("100".into(), v);
+        }
+        st
+    };
+    let p = c.plan(RunMode::Enforce, Some(&drained), &st(Some(Verdict::Alert)), false, limits(), None);
+    assert_eq!(kinds(&p), vec!["notice"]);
+    assert!(p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NoticePending, "cancel")));
+    for covered in [Some(Verdict::Cancel), None] {
+        let p = c.plan(RunMode::Enforce, Some(&drained), &st(covered), false, limits(), None);
+        assert_eq!(kinds(&p), vec!["cancel"], "{covered:?}");
+    }
 }
