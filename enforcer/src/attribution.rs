@@ -157,7 +157,9 @@ pub struct IndexEvidence {
 /// no longer checked. The whole record is reset (the rule waits for a new confirmation) when a
 /// whole read of the node's GPUs (every row read, no GPU missing, every job row read) shows
 /// another set of UUIDs and minor numbers than [`DeviceIndexTrust::gpus`]: a reboot that
-/// renumbered the devices, a GPU replaced, added or removed. An operator who has fixed the
+/// renumbered the devices, a GPU replaced, added or removed. A slurmd restart forgets the
+/// confirmation and the pinned sets but not a contradiction
+/// ([`DeviceIndexTrust::note_slurmd_start`]). An operator who has fixed the
 /// cause of a contradiction on the same hardware re-enables the rule by stopping the daemon,
 /// deleting the `device_index` key from `state.json`, and starting it again.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +181,37 @@ pub struct DeviceIndexTrust {
     /// fewer than the node's GPUs. Each sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pinned: Vec<Vec<u32>>,
+    /// slurmd's start time on this node (`scontrol show node` `SlurmdStartTime`) when the
+    /// confirmation and the pinned sets were seen. slurmd reads gres.conf when it starts, so
+    /// a restart may have changed Slurm's index-to-device relation: the confirmation and the
+    /// pinned sets are then forgotten (see [`DeviceIndexTrust::note_slurmd_start`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurmd_start: Option<String>,
+}
+
+impl DeviceIndexTrust {
+    /// Takes note of slurmd's start time as `scontrol show node` now shows it (`None`: not
+    /// shown, which changes nothing). When it differs from the one recorded, slurmd has
+    /// restarted and may have read another gres.conf: the confirmation and the pinned sets
+    /// are forgotten, so the rule waits for a new confirmation and places no job until pins
+    /// are proven again. A contradiction stays (clearing it is the operator's act, after
+    /// fixing its cause). Returns the start time recorded before, when it changed.
+    pub fn note_slurmd_start(&mut self, now: Option<&str>) -> Option<String> {
+        let now = now?;
+        match self.slurmd_start.as_deref() {
+            Some(before) if before == now => None,
+            None => {
+                self.slurmd_start = Some(now.to_string());
+                None
+            }
+            Some(_) => {
+                let before = self.slurmd_start.replace(now.to_string());
+                self.confirmed = None;
+                self.pinned.clear();
+                before
+            }
+        }
+    }
 }
 
 /// The atom of `minor` in the partition `pinned` cuts the minor numbers into: which pinned
@@ -810,6 +843,33 @@ pub fn resolve_uuid(uuid: &str, map: &BTreeMap<&str, u16>) -> Option<u16> {
 mod tests {
     use super::*;
     use crate::parse::smi::ComputeApp;
+
+    #[test]
+    fn a_new_slurmd_start_forgets_confirmation_and_pins_but_keeps_a_contradiction() {
+        let ev = |j: &str| IndexEvidence {
+            job_id: j.into(),
+            gpu: 0,
+            minor: 0,
+            idx: vec![0],
+            what: "process on the GPU".into(),
+        };
+        let mut t = DeviceIndexTrust {
+            confirmed: Some(ev("1")),
+            pinned: vec![vec![0, 1]],
+            ..DeviceIndexTrust::default()
+        };
+        // Not shown: nothing changes. First shown: recorded, nothing forgotten.
+        assert_eq!(t.note_slurmd_start(None), None);
+        assert_eq!(t.note_slurmd_start(Some("a")), None);
+        assert_eq!(t.note_slurmd_start(Some("a")), None);
+        assert!(t.confirmed.is_some() && t.pinned.len() == 1 && t.slurmd_start.as_deref() == Some("a"));
+        // A restart.
+        t.contradicted = Some(ev("2"));
+        assert_eq!(t.note_slurmd_start(Some("b")).as_deref(), Some("a"));
+        assert!(t.confirmed.is_none() && t.pinned.is_empty(), "{t:?}");
+        assert_eq!(t.contradicted, Some(ev("2")));
+        assert_eq!(t.slurmd_start.as_deref(), Some("b"));
+    }
 
     struct FakeProc(BTreeMap<u32, String>);
     impl ProcReader for FakeProc {

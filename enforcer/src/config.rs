@@ -341,10 +341,14 @@ impl Config {
                         c.notice
                     )
                 } else {
+                    // Guard 6 counts the drain's standing from its confirmation: a drain of ours
+                    // still standing from an earlier breach of the same job has stood long
+                    // enough already, and then only the stage and notice hold the cancel back.
                     format!(
-                        "the drain (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first",
+                        "the drain (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first (only a drain of ours still standing from an earlier breach of the same job lets it come sooner, at about {})",
                         DurationS(earliest_drain_s(&self.policy).unwrap_or(0)),
-                        c.window
+                        c.window,
+                        DurationS(after.max(c.notice.secs()))
                     )
                 };
                 out.push(format!(
@@ -1386,7 +1390,8 @@ mod tests {
         assert!(
             w[1].contains("cancel after \"1h\" is not when the cancel comes")
                 && w[1].contains("about 1h21m")
-                && w[1].contains("policy.window"),
+                && w[1].contains("policy.window")
+                && w[1].contains("earlier breach of the same job lets it come sooner, at about 1h)"),
             "{}",
             w[1]
         );

@@ -516,6 +516,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         if let Some(n) = node_state.as_ref().and_then(NodeState::gres_gpus) {
             self.slurm_gpus = Some(n);
         }
+        // slurmd restarted: it may have read another gres.conf, so what its device indices were
+        // shown to mean is forgotten, and so are the placements made from them.
+        let slurmd_start = node_state.as_ref().and_then(NodeState::slurmd_start_time);
+        if let Some(before) = self.device_index.note_slurmd_start(slurmd_start) {
+            let dropped: Vec<String> = self
+                .kept
+                .iter()
+                .filter(|(_, k)| k.by_device_index)
+                .map(|(j, _)| j.clone())
+                .collect();
+            self.kept.retain(|_, k| !k.by_device_index);
+            tracing::warn!(before = %before, now = %slurmd_start.unwrap_or(""), dropped_placements = %dropped.join(","), "slurmd restarted on this node (SlurmdStartTime changed) and may have read another gres.conf; placing jobs by Slurm's device index waits for a new confirmation, and its earlier placements are derived afresh");
+        }
 
         // Processes in the cgroups of jobs squeue does not list: squeue cannot see every job.
         let looked = tel.apps.as_ref().filter(|_| complete);

@@ -106,6 +106,21 @@ fn daemon(dir: &Path, jobs: Vec<enforcer::parse::SlurmJob>, smi_mode: &str) -> (
     (d, c)
 }
 
+/// One cycle at [`T0`] in which job 999 (`IDX:1`) runs on GPU 2 (minor 1) beside jobs 1000
+/// and 1001, pinning index 1; afterwards job 999 has gone again.
+fn cycle_with_short_job_999(d: &mut SmiDaemon, c: &Rc<RefCell<Cluster>>, dir: &Path) -> enforcer::daemon::CycleReport {
+    c.borrow_mut().jobs = squeue_rows(&[
+        (1000, "train", "gpu:2(IDX:2-3)"),
+        (1001, "forgotten", "gpu:1(IDX:0)"),
+        (999, "short", "gpu:1(IDX:1)"),
+    ]);
+    std::fs::write(dir.join("apps.csv"), APPS_WITH_999).unwrap();
+    let report = d.cycle(T0);
+    c.borrow_mut().jobs = squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)");
+    std::fs::write(dir.join("apps.csv"), APPS).unwrap();
+    report
+}
+
 fn audit(dir: &Path) -> Vec<serde_json::Value> {
     common::audit(&dir.join("state"))
 }
@@ -123,15 +138,7 @@ fn idle_job_without_processes_on_a_shared_node_is_alerted_and_drained() {
     assert_eq!(before.device_index, DeviceIndexState::Trusted, "{before:?}");
     assert!(before.placed_by_device_index.is_empty(), "{before:?}");
     assert!(!d.kept.contains_key("1001"));
-    c.borrow_mut().jobs = squeue_rows(&[
-        (1000, "train", "gpu:2(IDX:2-3)"),
-        (1001, "forgotten", "gpu:1(IDX:0)"),
-        (999, "short", "gpu:1(IDX:1)"),
-    ]);
-    std::fs::write(dir.path().join("apps.csv"), APPS_WITH_999).unwrap();
-    let first = d.cycle(T0);
-    c.borrow_mut().jobs = squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)");
-    std::fs::write(dir.path().join("apps.csv"), APPS).unwrap();
+    let first = cycle_with_short_job_999(&mut d, &c, dir.path());
     assert_eq!(first.device_index, DeviceIndexState::Trusted, "{first:?}");
     assert_eq!(first.placed_by_device_index, ["1001"]);
     let kept = &d.kept["1001"];
@@ -159,6 +166,37 @@ fn idle_job_without_processes_on_a_shared_node_is_alerted_and_drained() {
     let page = d.metrics.render();
     assert!(page.contains("gpu_reaper_jobs_placed_by_device_index_total 1"), "{page}");
     assert!(page.contains("gpu_reaper_device_index_state{state=\"trusted\"} 1"), "{page}");
+}
+
+/// slurmd reads gres.conf when it starts, so after a restart (a new `SlurmdStartTime`) Slurm's
+/// indices may name other devices: what they were shown to mean is forgotten. Job 1001 was
+/// placed on GPU 3 through the pin job 999 proved; after the restart that placement is dropped
+/// and, with only job 1000's pin proven again, job 1001 is never placed, judged or drained.
+#[test]
+fn a_slurmd_restart_forgets_the_pins_and_the_placements_made_from_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, c) = daemon(dir.path(), squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)"), "ok");
+    c.borrow_mut().node_slurmd_start = Some("2026-11-30T03:10:10".into());
+    let first = cycle_with_short_job_999(&mut d, &c, dir.path());
+    assert_eq!(first.placed_by_device_index, ["1001"]);
+    assert_eq!(d.device_index.slurmd_start.as_deref(), Some("2026-11-30T03:10:10"));
+    // The same start time changes nothing.
+    d.cycle(T0 + 60);
+    assert!(d.kept["1001"].by_device_index, "{:?}", d.kept);
+    // slurmd restarts.
+    c.borrow_mut().node_slurmd_start = Some("2026-11-30T05:00:00".into());
+    let after = d.cycle(T0 + 120);
+    assert!(!d.kept.get("1001").is_some_and(|k| k.by_device_index), "{:?}", d.kept);
+    assert!(after.placed_by_device_index.is_empty(), "{after:?}");
+    assert!(!d.device_index.pinned.contains(&vec![1]), "{:?}", d.device_index);
+    assert_eq!(d.device_index.slurmd_start.as_deref(), Some("2026-11-30T05:00:00"));
+    let worst = worst_verdicts(&mut d, 3, 70);
+    assert!(worst.get("1001").is_none_or(|v| *v < Verdict::Alert), "{worst:?}");
+    assert!(
+        !c.borrow().calls.iter().any(|c| c.starts_with("drain") && c.contains("job 1001")),
+        "{:?}",
+        c.borrow().calls
+    );
 }
 
 /// Job 1000's `gres_detail` says minors 0-1 (GPUs 3 and 2) while its processes run on GPUs

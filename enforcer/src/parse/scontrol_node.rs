@@ -115,6 +115,15 @@ impl NodeState {
         (!(typed && untyped)).then_some(total)
     }
 
+    /// When slurmd last started on the node, as `scontrol show node` prints it
+    /// (`SlurmdStartTime=2026-11-30T03:10:10`; slurm.conf and gres.conf are read at that
+    /// start). `None` when the field is absent, empty or `None` (slurmd not yet registered).
+    /// Kept as text: only a change matters.
+    pub fn slurmd_start_time(&self) -> Option<&str> {
+        let v = self.fields.get("SlurmdStartTime")?.trim();
+        (!v.is_empty() && v != "None" && v != "(null)" && v != "Unknown").then_some(v)
+    }
+
     /// True when any state word is a drain (`DRAIN`, `DRAINING`, `DRAINED`).
     pub fn has_drain(&self) -> bool {
         self.state.iter().any(|s| s.starts_with("DRAIN"))
@@ -405,6 +414,28 @@ mod tests {
         assert_eq!(strip_author("bad psu [admin@2024-01-01T00:00:00]"), "bad psu");
         assert_eq!(strip_author("see [ticket 12]"), "see [ticket 12]");
     }
+    #[test]
+    fn slurmd_start_time_is_read_only_when_shown() {
+        let node = |v: Option<&str>| NodeState {
+            name: "n1".into(),
+            state: vec!["IDLE".into()],
+            reason: None,
+            fields: v.map(|g| ("SlurmdStartTime".to_string(), g.to_string())).into_iter().collect(),
+        };
+        for (v, want) in [
+            (Some("2026-11-30T03:10:10"), Some("2026-11-30T03:10:10")),
+            (Some("None"), None),
+            (Some(""), None),
+            (Some("Unknown"), None),
+            (None, None),
+        ] {
+            assert_eq!(node(v).slurmd_start_time(), want, "{v:?}");
+        }
+        // Our own capture from Slurm 22.05 on loopback.
+        let text = include_str!("../../tests/data/slurm-22.05-loopback/scontrol-show-node.txt");
+        assert_eq!(parse(text).unwrap().slurmd_start_time(), Some("2026-11-30T03:10:10"));
+    }
+
     #[test]
     fn gres_gpus_counts_the_gpu_items_of_gres() {
         let node = |gres: Option<&str>| NodeState {

@@ -25,6 +25,8 @@ pub struct Cluster {
     pub node_name_shown: Option<String>,
     /// `Gres=` shown for the node (e.g. `gpu:4`); `None` shows none.
     pub node_gres: Option<String>,
+    /// `SlurmdStartTime=` shown for the node; `None` shows none.
+    pub node_slurmd_start: Option<String>,
     pub honour_drain: bool,
     pub scancel_fails: bool,
     pub squeue_fails: bool,
@@ -62,6 +64,9 @@ impl SlurmClient for FakeSlurm {
         }
         if let Some(g) = &c.node_gres {
             t.push_str(&format!("   Gres={g}\n"));
+        }
+        if let Some(s) = &c.node_slurmd_start {
+            t.push_str(&format!("   BootTime=2026-11-29T20:46:14 SlurmdStartTime={s}\n"));
         }
         if let Some(r) = &c.node_reason {
             t.push_str(&format!("   Reason={r} [root@2026-01-01T00:00:00]\n"));
