@@ -188,7 +188,9 @@ proptest! {
     }
 
     /// Guard 4: if every GPU of a job had a sample at or above the threshold in the window,
-    /// no low-utilisation signature names it.
+    /// no low-utilisation signature names it. Samples stamped before the job started are the
+    /// GPU's earlier history, not the job's evidence (they count as invalid), so they do not
+    /// count here either.
     #[test]
     fn prop_guard_4_peak_not_mean(spec in scenario()) {
         let c = test_cfg();
@@ -197,9 +199,10 @@ proptest! {
         let h = run(&spec);
         for (i, (now, f, _)) in h.iter().enumerate() {
             for x in f {
-                let all_busy = jobs[x.job_index as usize].alloc.iter().all(|r| {
+                let job = &jobs[x.job_index as usize];
+                let all_busy = job.alloc.iter().all(|r| {
                     h[..=i].iter().flat_map(|(at, _, s)| s.iter().filter(move |s| s.t_s <= *at + 60))
-                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.util_pct.get().is_some_and(|u| u >= c.util_threshold_pct && u <= 100.0))
+                        .any(|s| s.node == r.node && s.gpu == r.gpu && s.t_s > now - w && s.t_s <= *now && s.t_s >= job.start_s && s.util_pct.get().is_some_and(|u| u >= c.util_threshold_pct && u <= 100.0))
                 });
                 if all_busy {
                     prop_assert!(matches!(x.signature_name(), "none" | "spin"), "{} at {now}", x.signature_name());
