@@ -609,7 +609,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .filter_map(|j| attribution::kept_for(&self.kept, j).map(|g| (j.job_id.clone(), Attributed::Gpus(g.to_vec()))))
                 .collect()
         } else {
-            let whole = complete && gpus_whole;
+            // MIG slices in use: a job's GPU count then counts slices (and Slurm's indices name
+            // MIG devices), so counts and indices cannot place a job on a whole GPU; only its
+            // own processes can.
+            let mig_jobs: Vec<&str> = on_node.iter().filter(|j| j.mig).map(|j| j.job_id.as_str()).collect();
+            let mig_processes = tel
+                .apps
+                .as_ref()
+                .is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
+            if !mig_jobs.is_empty() || mig_processes {
+                tracing::info!(mig_jobs = %mig_jobs.join(","), mig_processes, "MIG slices in use on this node; no job is placed by elimination or by Slurm's device index this cycle");
+            }
+            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes;
             let a = attribution::attribute(
                 &on_node,
                 &tel.gpus,

@@ -23,6 +23,19 @@ pub struct GresDetailError {
     pub problem: String,
 }
 
+/// True when a GPU item of one node's GRES detail string has a MIG profile as its type
+/// (`gpu:1g.10gb:1(IDX:0)`; see [`super::tres::is_mig_profile`]). Text that cannot be split
+/// into items says no.
+pub fn names_mig(text: &str) -> bool {
+    split_top_level(text.trim()).is_ok_and(|items| {
+        items.iter().any(|item| {
+            let head = item.split('(').next().unwrap_or(item);
+            let mut parts = head.split(':');
+            parts.next() == Some("gpu") && parts.any(super::tres::is_mig_profile)
+        })
+    })
+}
+
 /// What one GPU item of a GRES detail string says about its GPUs.
 enum GpuItem<'a> {
     /// `gpu…(IDX:list)`: the device indices (the list's text, checked by [`index_ranges`]).
@@ -207,6 +220,16 @@ fn index_ranges(list: &str) -> Result<Vec<(u32, u32)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_mig_reads_the_type_of_gpu_items_only() {
+        assert!(names_mig("gpu:1g.10gb:1(IDX:0)"));
+        assert!(names_mig("gpu:a100:1(IDX:0),gpu:3g.40gb:1(IDX:1)"));
+        assert!(!names_mig("gpu:a100:2(IDX:0-1)"));
+        assert!(!names_mig("gpu(IDX:0-7)"));
+        assert!(!names_mig("mps:1g.10gb:1"));
+        assert!(!names_mig("(null)"));
+    }
 
     #[test]
     fn counts_the_index_list_of_every_gpu_item() {

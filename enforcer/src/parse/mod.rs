@@ -89,6 +89,10 @@ pub struct SlurmJob {
     /// string could not be read), for the same source as [`SlurmJob::gres_idx`]; counts come
     /// from `CNT:` items too. Empty when the source has no `gres_detail`.
     pub gres_counts: Vec<Option<u32>>,
+    /// The job holds MIG slices: a `gres/gpu:TYPE` TRES entry or a `gres_detail` GPU item
+    /// whose type is a MIG profile ([`tres::is_mig_profile`], e.g. `1g.10gb`). Its GPU count
+    /// then counts slices, not whole GPUs, so it cannot be used to place jobs by elimination.
+    pub mig: bool,
 }
 
 impl SlurmJob {

@@ -319,7 +319,8 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
     let nodes_text = field("nodelist");
     let nodes = hostlist::parse(&nodes_text).map_err(|e| fail(e.to_string()))?;
     check_nodes(&state, &state_flags, &nodes, &format!("NodeList {nodes_text:?}")).map_err(fail)?;
-    let gpus = tres::parse(&field("tres-alloc")).map_err(|e| fail(e.to_string()))?.gpus;
+    let tres = tres::parse(&field("tres-alloc")).map_err(|e| fail(e.to_string()))?;
+    let gpus = tres.gpus;
     let start_s = match get("starttime") {
         Some(s) => start_time(s, tz).map_err(fail)?,
         None => None,
@@ -355,6 +356,7 @@ fn row(cols: &[String], f: &[&str], tz: &dyn LocalTime) -> Result<SlurmJob, (Opt
         // `--Format` has no per-node GRES detail: no device indices.
         gres_idx: Vec::new(),
         gres_counts: Vec::new(),
+        mig: tres.mig_slices(),
         job_id,
     })
 }

@@ -235,6 +235,8 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
         gpus,
         gres_idx,
         gres_counts,
+        mig: tres.mig_slices()
+            || matches!(j.get("gres_detail"), Some(Value::Array(items)) if items.iter().any(|i| i.as_str().is_some_and(gres_detail::names_mig))),
         job_id,
     })
 }
@@ -330,6 +332,25 @@ mod tests {
         assert_eq!(r.jobs[0].job_id, "1230");
         let r = one(r#""array_job_id": 0, "array_task_id": 4294967294, "het_job_id": 0, "het_job_offset": 4294967294"#);
         assert_eq!(r.jobs[0].job_id, "1230");
+    }
+
+    /// Trial 7: a job holding MIG slices says so, through its TRES type or its
+    /// `gres_detail` type, so that its slice count never places it on whole GPUs.
+    #[test]
+    fn mig_slices_are_marked_from_tres_or_gres_detail() {
+        let mig = |tres: &str, detail: &str| {
+            let r = parse(&format!(
+                r#"{{"jobs": [{{"job_id": 7, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "{tres}", "gres_detail": [{detail}]}}]}}"#
+            ))
+            .unwrap();
+            assert!(r.row_errors.is_empty(), "{r:?}");
+            r.jobs[0].mig
+        };
+        assert!(mig("cpu=8,node=1,gres/gpu=1,gres/gpu:1g.10gb=1", r#""gpu:1g.10gb:1(IDX:0)""#));
+        assert!(mig("cpu=8,node=1,gres/gpu=1,gres/gpu:1g.10gb=1", ""));
+        assert!(mig("cpu=8,node=1,gres/gpu=1", r#""gpu:nvidia_a100_3g.40gb:1(IDX:2)""#));
+        assert!(!mig("cpu=8,node=1,gres/gpu=1,gres/gpu:a100=1", r#""gpu:a100:1(IDX:0)""#));
+        assert!(!mig("cpu=8,node=1,gres/gpu=2", r#""gpu:2(IDX:0-1)""#));
     }
 
     /// Second operator trial: a one-node job with two `gres_detail` strings had their GPUs

@@ -18,6 +18,16 @@ pub struct Tres {
     pub gpus: u32,
 }
 
+impl Tres {
+    /// True when some `gres/gpu:TYPE` entry with a count above 0 is a MIG slice
+    /// ([`is_mig_profile`]).
+    pub fn mig_slices(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(k, v)| k.strip_prefix("gres/gpu:").is_some_and(is_mig_profile) && gpu_count(v).is_ok_and(|n| n > 0))
+    }
+}
+
 /// Why a TRES string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("TRES {text:?}: {problem} in entry {entry:?}")]
@@ -38,6 +48,22 @@ fn gpu_count(v: &str) -> Result<u32, String> {
             format!("GPU count {v} is out of range (at most {})", u32::MAX)
         }
         _ => format!("GPU count {v:?} is not a whole number"),
+    })
+}
+
+/// True when `gpu_type`, the type of a `gres/gpu:TYPE` entry or a `gpu:TYPE:N` GRES item,
+/// names a MIG profile: `<n>g.<m>gb` anywhere in it, case-insensitively (`1g.10gb`,
+/// `3g.40gb`, `nvidia_a100_1g.5gb`, `1g.10gb+me`). Slurm names MIG slices by their profile
+/// (gres.conf(5) `Type`, and AutoDetect=nvml's names; Slurm gres.shtml "MIG Support"). Such a
+/// GRES is a slice of a GPU, not a whole GPU, so a count of them says nothing about how many of
+/// the node's GPUs the job holds.
+pub fn is_mig_profile(gpu_type: &str) -> bool {
+    let t = gpu_type.to_ascii_lowercase();
+    let b = t.as_bytes();
+    // Each "g." preceded by a digit and followed by digits and "gb".
+    t.match_indices("g.").any(|(i, _)| {
+        let digits_after = b[i + 2..].iter().take_while(|c| c.is_ascii_digit()).count();
+        i > 0 && b[i - 1].is_ascii_digit() && digits_after > 0 && t[i + 2 + digits_after..].starts_with("gb")
     })
 }
 
@@ -89,6 +115,37 @@ pub fn parse(text: &str) -> Result<Tres, TresError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mig_profiles_are_told_from_gpu_models() {
+        for t in [
+            "1g.10gb",
+            "3g.40gb",
+            "7g.80gb",
+            "1g.5gb+me",
+            "nvidia_a100_1g.5gb",
+            "A100_2G.20GB",
+            "1g.12gb",
+        ] {
+            assert!(is_mig_profile(t), "{t}");
+        }
+        for t in [
+            "a100",
+            "h100_80gb",
+            "rtx2080",
+            "g.10gb",
+            "1g.gb",
+            "1g.10",
+            "gb",
+            "",
+            "tesla_v100-sxm2-16gb",
+        ] {
+            assert!(!is_mig_profile(t), "{t}");
+        }
+        assert!(parse("gres/gpu=1,gres/gpu:1g.10gb=1").unwrap().mig_slices());
+        assert!(!parse("gres/gpu=1,gres/gpu:1g.10gb=0,gres/gpu:a100=1").unwrap().mig_slices());
+        assert!(!parse("gres/gpu=2,gres/gpumem=10G").unwrap().mig_slices());
+    }
 
     #[test]
     fn untyped_wins_wherever_it_is() {
