@@ -188,6 +188,18 @@ pub const MAX_WINDOW_S: i64 = 7 * 86_400;
 /// The longest accepted `warmup`, `notice`, `clock_skew` and stage dwell: 366 days, past any
 /// Slurm time limit a site sets in practice.
 pub const MAX_SPAN_S: i64 = 366 * 86_400;
+/// The highest accepted `hung_util_pct`: 2 %. `hung` means zero compute (issue 2: "peak util
+/// < 1 %"); `utilization.gpu` and DCGM's GPU_UTIL are whole percents, so the default 1 %
+/// already means every reading 0 %, and 2 % tolerates one percent of counter noise. A GPU
+/// computing at a few percent is `starved` (alert only), not hung (trial 7: at 5 % a
+/// dataloader-starved job at 2–4 % util was cancelled as hung).
+pub const MAX_HUNG_UTIL_PCT: f64 = 2.0;
+/// The highest accepted `idle_power_frac`: 40 % of `power.limit`. GPUs at rest draw about
+/// 10–25 % of their limit (an A100 about 50–60 W of 400 W); a GPU with no memory held and no
+/// process that draws more is doing something the counters do not show (copy engines, a
+/// util counter that is wrong), which `idle` must not call idle (trial 7: at 0.6 such a GPU
+/// was cancelled as idle).
+pub const MAX_IDLE_POWER_FRAC: f64 = 0.4;
 /// The highest accepted `spin_power_frac`: half of `power.limit`. A GPU at full util that draws
 /// more is working; at 1 every sample would count as low power.
 pub const MAX_SPIN_POWER_FRAC: f64 = 0.5;
@@ -204,8 +216,10 @@ impl Policy {
     /// [`MAX_WINDOW_S`], a duration above [`MAX_SPAN_S`], an interval longer than the window, a gap not shorter than the window, an out-of-range threshold, a stage
     /// with an unknown verdict, a verdict given two stages, a ceiling for an unknown signature,
     /// a bad regex, and thresholds under which a signature could never match or would match
-    /// what it does not mean: `hung_util_pct` of 0, `starved_mean_util_pct` at or above
-    /// `util_threshold_pct` (a window's mean never exceeds its peak), `spin_util_pct` of 0.
+    /// what it does not mean: `hung_util_pct` of 0, above [`MAX_HUNG_UTIL_PCT`] or above
+    /// `starved_mean_util_pct`, `starved_mean_util_pct` at or above `util_threshold_pct` (a
+    /// window's mean never exceeds its peak), `spin_util_pct` of 0, `idle_power_frac` above
+    /// [`MAX_IDLE_POWER_FRAC`], `spin_power_frac` above [`MAX_SPIN_POWER_FRAC`].
     pub fn new(cfg: &PolicyConfig) -> Result<Policy, ConfigError> {
         let c = cfg;
         if c.window.0 <= 0 {
@@ -295,6 +309,25 @@ impl Policy {
                 "must be above 0: hung needs a window's peak util below it, and no reading is below 0 %, so hung could never match (to keep hung jobs from being cancelled, set ceilings.hung instead)",
             ));
         }
+        if c.hung_util_pct > MAX_HUNG_UTIL_PCT {
+            return Err(err(
+                "policy.hung_util_pct",
+                c.hung_util_pct,
+                format!("must be at most {MAX_HUNG_UTIL_PCT}: hung means zero compute (util is read in whole percents, so the default 1 means every reading 0 %), and a GPU computing at a few percent is starved, which only alerts; a higher value would cancel slow-but-working jobs as hung"),
+            ));
+        }
+        if c.hung_util_pct > c.starved_mean_util_pct {
+            // A window with peak below `hung_util_pct` and mean at least
+            // `starved_mean_util_pct` would match both; hung comes first and may cancel.
+            return Err(err(
+                "policy.hung_util_pct",
+                c.hung_util_pct,
+                format!(
+                    "is above policy.starved_mean_util_pct ({}): a GPU computing at a mean between the two would be called hung (which may be cancelled) rather than starved (alert only); set hung_util_pct at most starved_mean_util_pct",
+                    c.starved_mean_util_pct
+                ),
+            ));
+        }
         if c.starved_mean_util_pct >= c.util_threshold_pct {
             // `starved` needs a peak below the threshold and a mean at or above
             // `starved_mean_util_pct`; a window's mean never exceeds its peak.
@@ -317,6 +350,13 @@ impl Policy {
             ));
         }
         pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0)?;
+        if c.idle_power_frac > MAX_IDLE_POWER_FRAC {
+            return Err(err(
+                "policy.idle_power_frac",
+                c.idle_power_frac,
+                format!("must be at most {MAX_IDLE_POWER_FRAC}: a GPU at rest draws about 10-25 % of its power.limit, and one with no memory held and no process that draws more is doing work its counters do not show, so a higher value would call it idle (which may be cancelled)"),
+            ));
+        }
         pct("policy.spin_power_frac", c.spin_power_frac, 0.0, 1.0)?;
         if c.spin_power_frac > MAX_SPIN_POWER_FRAC {
             // Every sample at or below its limit would pass "low power" at 1; above half the
@@ -636,9 +676,20 @@ mod tests {
             "{e}"
         );
         assert!(parse("[policy]\nutil_threshold_pct = 10\nstarved_mean_util_pct = 9.99").is_ok());
-        // hung_util_pct at or above the threshold is not refused: hung still matches (the
-        // threshold bounds its peak), the key just adds nothing.
-        assert!(parse("[policy]\nutil_threshold_pct = 10\nhung_util_pct = 50").is_ok());
+        // Trial 7: hung means zero compute; a GPU at a few percent is starved (alert only).
+        let e = parse("[policy]\nhung_util_pct = 5\nstarved_mean_util_pct = 6").unwrap_err();
+        assert!(e.contains("policy.hung_util_pct` = 5") && e.contains("at most 2"), "{e}");
+        let e = parse("[policy]\nhung_util_pct = 1.5").unwrap_err();
+        assert!(
+            e.contains("policy.hung_util_pct` = 1.5") && e.contains("policy.starved_mean_util_pct (1)"),
+            "{e}"
+        );
+        assert!(parse("[policy]\nhung_util_pct = 2\nstarved_mean_util_pct = 2").is_ok());
+        assert!(parse("[policy]\nhung_util_pct = 0.5").is_ok());
+        // Trial 7: a GPU with nothing in memory drawing more than 40 % of its limit is not idle.
+        let e = parse("[policy]\nidle_power_frac = 0.6").unwrap_err();
+        assert!(e.contains("policy.idle_power_frac` = 0.6") && e.contains("at most 0.4"), "{e}");
+        assert!(parse("[policy]\nidle_power_frac = 0.4").is_ok());
     }
 
     proptest::proptest! {
