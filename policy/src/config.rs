@@ -725,6 +725,47 @@ mod tests {
             proptest::prop_assert_ne!(name, Some("hung"));
             proptest::prop_assert!(g.mean_util_pct() <= g.peak_util_pct());
         }
+
+        /// Trial 7: under any accepted config, `hung` (which may cancel) takes only GPUs that
+        /// compute nothing: peak below [`MAX_HUNG_UTIL_PCT`], and never a window `starved`'s
+        /// mean test would also take. And `idle_power_frac` is accepted only up to
+        /// [`MAX_IDLE_POWER_FRAC`].
+        #[test]
+        fn accepted_thresholds_keep_hung_to_zero_compute(
+            utils in proptest::collection::vec(0u32..=100_000, 1..100),
+            threshold in 0.001f64..=100.0,
+            hung in 0.0f64..=100.0,
+            starved in 0.0f64..=100.0,
+            idle_frac in 0.0f64..=1.0,
+        ) {
+            let n = utils.len() as u32;
+            let g = crate::window::GpuStats {
+                samples: n,
+                peak_util_milli: *utils.iter().max().unwrap(),
+                sum_util_milli: utils.iter().map(|&u| u as u64).sum(),
+                mem_known: n,
+                mem_held: n,
+                procs_pos: n,
+                power_known: n,
+                power_spin_low: n,
+                ..Default::default()
+            };
+            let cfg = PolicyConfig {
+                util_threshold_pct: threshold,
+                hung_util_pct: hung,
+                starved_mean_util_pct: starved,
+                idle_power_frac: idle_frac,
+                ..PolicyConfig::default()
+            };
+            proptest::prop_assert_eq!(
+                Policy::new(&PolicyConfig { idle_power_frac: idle_frac, ..PolicyConfig::default() }).is_ok(),
+                idle_frac <= MAX_IDLE_POWER_FRAC
+            );
+            if Policy::new(&cfg).is_ok() && crate::signature::gpu_is_hung(&g, &cfg) {
+                proptest::prop_assert!(g.peak_util_pct() < MAX_HUNG_UTIL_PCT);
+                proptest::prop_assert!(g.mean_util_pct() < cfg.starved_mean_util_pct);
+            }
+        }
     }
 
     #[test]
