@@ -355,19 +355,23 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         rep.placed_by_device_index = r.placed.clone();
     }
 
-    /// The device-index rule's state in a cycle whose attribution did not run (squeue or
-    /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
-    /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
     /// After notice `a` went out (or would have): what it announced, for the planner's
-    /// "a rise in what may follow needs a new notice" (see `JobView::reachable`).
-    fn note_notice_top(&mut self, a: &Action, views: &[JobView<'_>]) {
+    /// "a rise in what may follow needs a new notice" (see `JobView::reachable`), and the
+    /// times it named, before which no drain or cancel is made (`plan::Announced`).
+    fn note_notice_top(&mut self, a: &Action, views: &[JobView<'_>], announced: &BTreeMap<String, plan::Announced>) {
         if let Action::Notice { job_id, .. } = a {
             if let Some(v) = views.iter().find(|v| v.job.job_id == *job_id) {
                 self.actions.noticed_top.insert(job_id.clone(), v.reachable);
             }
+            self.actions
+                .announced
+                .insert(job_id.clone(), announced.get(job_id).copied().unwrap_or_default());
         }
     }
 
+    /// The device-index rule's state in a cycle whose attribution did not run (squeue or
+    /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
+    /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
     fn device_index_idle_state(&self) -> DeviceIndexState {
         if self.device_index.contradicted.is_some() {
             DeviceIndexState::Contradicted
@@ -908,14 +912,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .map(|f| {
                 let job = &facts[f.job_index as usize];
                 let nodes = &views_nodes[f.job_index as usize];
+                // A job whose exemption cannot be decided is held at alert (above).
                 let alert_only = nodes.as_slice() != [node.as_str()]
                     || crate::parse::is_het_component(&job.job_id)
-                    || self.actions.overridden(&job.job_id, job.start_s);
+                    || self.actions.overridden(&job.job_id, job.start_s)
+                    || !unknown_facts[f.job_index as usize].is_empty();
                 JobView {
                     job,
                     finding: f,
                     nodes,
                     reachable: crate::notice::reachable(&self.cfg.policy, f, alert_only),
+                    alert_only,
                 }
             })
             .collect();
@@ -958,13 +965,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 _ => None,
             })
             .collect();
+        // What each notice of this cycle names, recorded once it goes out.
+        let mut announced_now: BTreeMap<String, plan::Announced> = BTreeMap::new();
         for a in p.actions.iter_mut() {
             let Action::Notice { job_id, reason, .. } = a else { continue };
             let Some(v) = views.iter().find(|v| v.job.job_id == *job_id) else {
                 continue;
             };
-            let alert_only =
-                v.nodes != [node.as_str()] || crate::parse::is_het_component(job_id) || self.actions.overridden(job_id, v.job.start_s);
+            let alert_only = v.alert_only;
             // Any notice kept for the job is from an earlier breach: the planner gives one
             // notice per breach.
             let earlier = self.actions.noticed.get(job_id.as_str()).copied();
@@ -981,7 +989,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     .get(job_id.as_str())
                     .map(|d| d.made_s.saturating_add(self.cfg.policy.config().interval.secs())),
             };
-            *reason = crate::notice::text(&self.cfg.policy, v, now_s, alert_only, earlier, drained_since);
+            let (text, times) = crate::notice::text(&self.cfg.policy, v, now_s, alert_only, earlier, drained_since);
+            *reason = text;
+            announced_now.insert(job_id.clone(), times);
         }
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         let mut skips = p.skips;
@@ -1058,12 +1068,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 }
                 Outcome::Would => {
                     self.actions.record(a, now_s, true);
-                    self.note_notice_top(a, &views);
+                    self.note_notice_top(a, &views, &announced_now);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), detail = %action_detail(a), "would {kind} (observe mode)");
                 }
                 Outcome::Done | Outcome::AlreadyGone => {
                     self.actions.record(a, now_s, false);
-                    self.note_notice_top(a, &views);
+                    self.note_notice_top(a, &views, &announced_now);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
                 }
             }

@@ -11,7 +11,7 @@
 //! notice. Budgets, restarts and failed reads only make them later.
 
 use crate::config::stage_after_s as stage_s;
-use crate::plan::JobView;
+use crate::plan::{Announced, JobView};
 use policy::{Policy, Verdict};
 
 /// `t_s` (epoch seconds) as `2026-11-30 07:05 UTC`; the number itself when out of range.
@@ -30,7 +30,10 @@ fn when(now_s: i64, in_s: i64) -> String {
 pub fn reachable(policy: &Policy, f: &policy::Finding, alert_only: bool) -> Verdict {
     let ceiling = f.signature.map_or(Verdict::Alert, |s| policy.ceiling(s));
     let staged = policy.stages().iter().map(|s| s.verdict).max().unwrap_or(Verdict::Alert);
-    if alert_only {
+    // The engine holds a job at alert while a GPU's readings repeat with power unknown (guard
+    // 3: a freeze it cannot tell from a quiet GPU). Should power come back, what may follow
+    // rises, and a new notice is due before any cancel.
+    if alert_only || f.evidence.freeze_undetectable_gpus > 0 {
         Verdict::Alert
     } else {
         ceiling.min(staged).max(Verdict::Alert)
@@ -45,7 +48,8 @@ pub fn reachable(policy: &Policy, f: &policy::Finding, alert_only: bool) -> Verd
 /// for this job was first seen standing (or, in observe mode, would have been), if it stands:
 /// then no drain is announced, and the cancel is counted from that drain, not from a drain
 /// yet to come (a notice that went out late, or in a new breach with our drain still
-/// standing, must never name a cancel later than the real one). One line.
+/// standing, must never name a cancel later than the real one). One line, with the times it
+/// names ([`Announced`]: the planner holds a drain or cancel until then).
 pub fn text(
     policy: &Policy,
     view: &JobView<'_>,
@@ -53,10 +57,13 @@ pub fn text(
     alert_only: bool,
     earlier_notice_s: Option<i64>,
     drained_since_s: Option<i64>,
-) -> String {
+) -> (String, Announced) {
+    let mut announced = Announced::default();
     let f = view.finding;
     let c = policy.config();
-    let mut out = f.reason(view.job);
+    // The reason line without what held the verdict down (`held by one_rung`, say): those are
+    // the engine's terms for the log, and the rest of the notice says what may follow.
+    let mut out = policy::Finding { cap: None, ..f.clone() }.reason(view.job);
     let top = reachable(policy, f, alert_only);
     let sig = f.signature_name();
     let dwell = f.dwell_s.max(0);
@@ -75,6 +82,7 @@ pub fn text(
             let drain_part = since.saturating_add(window).saturating_sub(now_s).max(0);
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
             let cancel_in = staged_in.max(drain_part).max(c.notice.secs());
+            announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
             out.push_str(&format!(
                 ". The node is drained now (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
                 when(now_s, cancel_in)
@@ -86,17 +94,25 @@ pub fn text(
         (Verdict::Cancel, Some(d)) => {
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
             let cancel_in = staged_in.max(d + interval + window).max(c.notice.secs());
+            announced.drain_at_s = Some(now_s.saturating_add(d));
+            announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
             out.push_str(&format!(
                 ". If this continues, gpu-reaper may drain the node (no new job starts on it) {} and cancel the job {}, at the earliest",
                 when(now_s, d),
                 when(now_s, cancel_in)
             ));
         }
-        (Verdict::Drain, Some(d)) => out.push_str(&format!(
-            ". If this continues, gpu-reaper may drain the node (no new job starts on it; this job keeps running) {} at the earliest; it does not cancel the job while it looks {sig}",
-            when(now_s, d)
-        )),
+        (Verdict::Drain, Some(d)) => {
+            announced.drain_at_s = Some(now_s.saturating_add(d));
+            out.push_str(&format!(
+                ". If this continues, gpu-reaper may drain the node (no new job starts on it; this job keeps running) {} at the earliest; it does not cancel the job while it looks {sig}",
+                when(now_s, d)
+            ))
+        }
         _ if alert_only => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel this job"),
+        _ if f.evidence.freeze_undetectable_gpus > 0 => out.push_str(
+            ". This is an alert only while the GPUs' power cannot be read: their readings repeat unchanged, which a stuck collector shows too, so gpu-reaper does not drain the node or cancel the job on them",
+        ),
         _ => out.push_str(&format!(
             ". This is an alert only: gpu-reaper does not drain the node or cancel the job while it looks {sig}"
         )),
@@ -114,7 +130,7 @@ pub fn text(
             utc_minute(t)
         ));
     }
-    out
+    (out, announced)
 }
 
 #[cfg(test)]
@@ -161,8 +177,30 @@ mod tests {
             finding: &f,
             nodes: &nodes,
             reachable: Verdict::Alert,
+            alert_only,
         };
-        text(p, &view, NOW, alert_only, earlier, None)
+        text(p, &view, NOW, alert_only, earlier, None).0
+    }
+
+    /// Trial 7: the notice carried the engine's own terms ("held by one_rung").
+    #[test]
+    fn the_notice_leaves_out_what_held_the_verdict_down() {
+        let p = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }]");
+        let (j, nodes) = (job(), vec!["gpu001".to_string()]);
+        let f = Finding {
+            cap: Some(policy::Cap::OneRung),
+            ..finding("idle", 0)
+        };
+        assert!(f.reason(&j).contains("held by one_rung"));
+        let view = JobView {
+            job: &j,
+            finding: &f,
+            nodes: &nodes,
+            reachable: Verdict::Drain,
+            alert_only: false,
+        };
+        let (t, _) = text(&p, &view, NOW, false, None, None);
+        assert!(!t.contains("held by") && t.starts_with("job 202: "), "{t}");
     }
 
     /// Trial 6 #8: the notice said "may be drained and cancelled if this continues" whatever

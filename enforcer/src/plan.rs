@@ -137,7 +137,8 @@ pub enum SkipKind {
     DrainUnconfirmed,
     /// A cancel was already sent and the job has not left yet.
     CancelPending,
-    /// The user's notice has not gone out, or went out less than `notice` ago.
+    /// The user's notice has not gone out, or went out less than `notice` ago, or named a
+    /// later time for this drain or cancel than now ([`Announced`]).
     NoticePending,
     /// Set by the daemon, not the planner: the last write of the audit log or the state file
     /// failed, so no drain or cancel is made until one succeeds (its record could be lost).
@@ -240,6 +241,18 @@ pub struct AdminOverride {
     pub found_s: i64,
 }
 
+/// The earliest times a job's notice named for what may follow, epoch seconds (see
+/// `crate::notice::text`). The planner holds a drain or cancel until the time the notice named
+/// for it, so that a user is never acted on earlier than they were told, even when the
+/// policy's stages were shortened (and the daemon restarted) after the notice went out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Announced {
+    /// When the notice said the node may be drained, if it announced a drain yet to come.
+    pub drain_at_s: Option<i64>,
+    /// When the notice said the job may be cancelled, if it announced a cancel.
+    pub cancel_at_s: Option<i64>,
+}
+
 /// A failed notice, for the retry backoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoticeRetry {
@@ -281,6 +294,10 @@ pub struct ActionState {
     /// files: such a notice counts as covering everything, as it did.
     #[serde(default)]
     pub noticed_top: BTreeMap<String, Verdict>,
+    /// The times each job's last notice named (see [`Announced`]). Absent in older files:
+    /// such a notice holds nothing back, as before.
+    #[serde(default)]
+    pub announced: BTreeMap<String, Announced>,
     /// Drains made, per job.
     pub drains: BTreeMap<String, DrainRecord>,
     /// Cancels sent, per job, epoch seconds.
@@ -310,6 +327,7 @@ impl ActionState {
             self.alerted_s.retain(|j, _| r.contains(j));
             self.noticed.retain(|j, _| r.contains(j));
             self.noticed_top.retain(|j, _| r.contains(j));
+            self.announced.retain(|j, _| r.contains(j));
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
             self.notice_retries.retain(|j, _| r.contains(j));
@@ -333,7 +351,12 @@ impl ActionState {
         self.cancels.clear();
         self.noticed.clear();
         self.noticed_top.clear();
+        self.announced.clear();
         self.notice_retries.clear();
+        // The hourly budgets count the other mode's actions too (observe mode's would-drains
+        // and would-cancels): none of them was a real one, so they spend no real budget.
+        self.drain_times_s.clear();
+        self.cancel_times_s.clear();
     }
 
     /// Records a failed notice attempt at `now_s`, for the retry backoff, in the breach that
@@ -494,6 +517,10 @@ pub struct JobView<'a> {
     /// told (a job noticed as `partial`, alert only, that now looks `idle`), a new notice is
     /// due and a cancel waits `notice` from that one.
     pub reachable: Verdict,
+    /// The enforcer never drains or cancels this job while this holds: it runs on several
+    /// nodes, is a het-job component, an admin overrode our drain in this run, or squeue left
+    /// a field an exemption reads unknown (it may have opted out).
+    pub alert_only: bool,
 }
 
 /// Everything [`plan`] looks at.
@@ -608,6 +635,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // A notice counts only for what it announced: a rise in what may follow needs a new one.
         let covered = st.noticed_top.get(id).is_none_or(|top| *top >= jv.reachable);
         let noticed_s = in_breach(st.noticed.get(id)).filter(|_| covered);
+        // What that notice named: nothing comes earlier than it said.
+        let announced = noticed_s.and_then(|_| st.announced.get(id)).copied().unwrap_or_default();
+        let too_early = |at: Option<i64>| at.is_some_and(|t| inp.now_s < t);
         if alerted.is_none_or(|r| *r < v) {
             p.actions.push(Action::Alert {
                 job_id: id.into(),
@@ -673,7 +703,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         let special_already = node_special || (inp.mode == RunMode::Observe && would_ours.is_some());
         let behind = drain_planned.as_deref().filter(|j| *j != id);
         if !drained_for_job {
-            if p.suspect {
+            if too_early(announced.drain_at_s) {
+                skip(&mut p, SkipKind::NoticePending, "drain", id);
+            } else if p.suspect {
                 skip(&mut p, SkipKind::SuspectCollector, "drain", id);
             } else if inp.node_state.is_none() {
                 skip(&mut p, SkipKind::NodeStateUnknown, "drain", id);
@@ -719,7 +751,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }) {
             skip(&mut p, SkipKind::NodeSpecial, "cancel", id);
         } else if (inp.limits.notify || inp.mode == RunMode::Enforce)
-            && noticed_s.is_none_or(|t| inp.now_s.saturating_sub(t) < inp.limits.notice_s)
+            && (noticed_s.is_none_or(|t| inp.now_s.saturating_sub(t) < inp.limits.notice_s) || too_early(announced.cancel_at_s))
         {
             // Guard 6 counts `notice` from the first alert because that is when the user is
             // told; here it counts from the notice that was really delivered. Enforce mode

@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, NODE, T0};
+use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, OneIdleGpu, NODE, T0};
 use enforcer::attribution::ProcReader;
 use enforcer::daemon::Daemon;
 use enforcer::executor::{Executor, Outcome, RealExecutor};
@@ -186,37 +186,6 @@ impl ProcReader for Procs802 {
     }
 }
 
-/// One GPU (index 0, UUID `GPU-0`), idle (0 %, 3 MiB, 55 W, no compute process); job 802
-/// (the node's only job, `Gres=gpu:1`) is placed on it by elimination.
-struct IdleNode {
-    cycle: u32,
-}
-
-impl Telemetry for IdleNode {
-    fn read(&mut self, _now_s: i64) -> TelemetryRead {
-        self.cycle += 1;
-        TelemetryRead {
-            gpus: vec![GpuReading {
-                index: Some(0),
-                uuid: Some("GPU-0".into()),
-                util_pct: Some(0.0),
-                mem_used_mib: Some(3.0),
-                mem_total_mib: Some(81_920.0),
-                power_w: Some(55.0 + (self.cycle % 3) as f64),
-                power_limit_w: Some(400.0),
-                minor: Some(0),
-                ..Default::default()
-            }],
-            apps: Some(AppsTable {
-                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
-                apps: Vec::new(),
-                row_errors: Vec::new(),
-            }),
-            ..Default::default()
-        }
-    }
-}
-
 /// The notify channel: notices fail while `now_s < up_from_s`; attempts and delivered texts
 /// are kept with the cycle time.
 #[derive(Default)]
@@ -282,7 +251,10 @@ fn run_802(up_from_s: i64) -> (Option<i64>, Option<i64>, Channel) {
     let mut d = Daemon::new(
         config_with(POLICY_DRAIN_32M, &dir.path().join("state"), "enforce", ""),
         FakeSlurm(c.clone()),
-        IdleNode { cycle: 0 },
+        OneIdleGpu {
+            cycle: 0,
+            power_known: true,
+        },
         FlakyNotify {
             inner: real_executor(&c),
             channel: channel.clone(),
@@ -371,7 +343,10 @@ fn a_hostile_would_drain_time_in_the_state_file_does_not_panic() {
         Daemon::new(
             config_with(POLICY_DRAIN_32M, &state, "observe", ""),
             FakeSlurm(c.clone()),
-            IdleNode { cycle: 0 },
+            OneIdleGpu {
+                cycle: 0,
+                power_known: true,
+            },
             real_executor(&c),
             Box::new(Procs802),
             at,

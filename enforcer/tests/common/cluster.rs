@@ -190,3 +190,36 @@ pub fn worst_verdicts<S: SlurmClient, T: enforcer::telemetry::Telemetry, E: enfo
     }
     worst
 }
+
+/// One idle GPU (index 0, UUID `GPU-0`, minor 0: 0 %, 3 MiB, no compute process); its power
+/// jitters around 56 W so no window looks frozen, or is `[N/A]` (`power_known` false), when
+/// every reading repeats.
+pub struct OneIdleGpu {
+    pub cycle: u32,
+    pub power_known: bool,
+}
+
+impl enforcer::telemetry::Telemetry for OneIdleGpu {
+    fn read(&mut self, _now_s: i64) -> enforcer::telemetry::TelemetryRead {
+        self.cycle += 1;
+        enforcer::telemetry::TelemetryRead {
+            gpus: vec![enforcer::parse::smi::GpuReading {
+                index: Some(0),
+                uuid: Some("GPU-0".into()),
+                util_pct: Some(0.0),
+                mem_used_mib: Some(3.0),
+                mem_total_mib: Some(81_920.0),
+                power_w: self.power_known.then_some(55.0 + (self.cycle % 3) as f64),
+                power_limit_w: Some(400.0),
+                minor: Some(0),
+                ..Default::default()
+            }],
+            apps: Some(enforcer::parse::smi::AppsTable {
+                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
+                apps: Vec::new(),
+                row_errors: Vec::new(),
+            }),
+            ..Default::default()
+        }
+    }
+}
