@@ -63,6 +63,9 @@ pub struct CycleReport {
     pub device_index: DeviceIndexState,
     /// Jobs placed by Slurm's device index this cycle (not those kept from earlier cycles).
     pub placed_by_device_index: Vec<String>,
+    /// How far the clock went back since the last cycle, seconds, when it did (an NTP step,
+    /// a VM restored from a snapshot): every breach starts again, and the daemon says so.
+    pub clock_went_back_s: Option<i64>,
 }
 
 /// The daemon's state and its three collaborators.
@@ -406,6 +409,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         };
         let mode = self.cfg.enforcer.mode;
         let paused = self.pause_path().exists();
+        // The engine treats an earlier cycle time as a clock jump and ends every breach (no
+        // jump moves a job up the ladder); the operator should know why escalation restarted.
+        if self.metrics.cycles > 0 && now_s < self.metrics.last_cycle_s {
+            let back_s = self.metrics.last_cycle_s.saturating_sub(now_s);
+            tracing::warn!(went_back_s = back_s, last_cycle_s = self.metrics.last_cycle_s, now_s, "the system clock went back since the last cycle (an NTP step, a VM snapshot restored?); every breach starts again from the first alert; samples stamped before the last ones seen count as late, so jobs are judged again only once the clock has passed the last cycle's time and a full window has been gathered after it");
+            rep.clock_went_back_s = Some(back_s);
+        }
         self.metrics.cycles += 1;
         self.metrics.last_cycle_s = now_s;
         self.metrics.paused = paused as u8;

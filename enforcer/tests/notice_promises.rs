@@ -172,3 +172,40 @@ fn a_job_that_may_have_opted_out_is_told_alert_only() {
     }
     assert!(!c.borrow().calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")));
 }
+
+/// Trial 7: after the clock went back the daemon said nothing, and nothing told the operator
+/// why escalation had restarted. The cycle reports (and logs) the step; the engine ends every
+/// breach, and samples stamped before the last ones seen are late, so nothing is cancelled
+/// on the repeated hour.
+#[test]
+fn a_clock_that_goes_back_is_reported_and_restarts_escalation() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let run: Run = (c.clone(), Rc::new(RefCell::new(T0)), Rc::new(RefCell::new(Vec::new())));
+    let mut d = daemon(&policy("30m", "1h"), &dir.path().join("state"), &run, true, T0);
+    for i in 0..50 {
+        *run.1.borrow_mut() = T0 + i * 60;
+        assert_eq!(d.cycle(T0 + i * 60).clock_went_back_s, None);
+    }
+    assert!(c.borrow().calls.iter().any(|c| c.starts_with("drain")), "{:?}", c.borrow().calls);
+    // An hour back, then on at one minute a cycle: the hour is lived again.
+    let back = T0 + 50 * 60 - 3600;
+    let r = d.cycle(back);
+    assert_eq!(r.clock_went_back_s, Some(T0 + 49 * 60 - back));
+    for i in 1..=60 {
+        *run.1.borrow_mut() = back + i * 60;
+        let r = d.cycle(back + i * 60);
+        assert_eq!(r.clock_went_back_s, None);
+        // Until the clock is back within `clock_skew` of the last sample seen, the window's
+        // samples lie ahead of it: insufficient evidence (policy guard 10).
+        if back + i * 60 + 60 < T0 + 49 * 60 {
+            assert!(
+                r.findings.iter().all(|f| f.verdict == policy::Verdict::InsufficientEvidence),
+                "{:?}",
+                r.findings
+            );
+        }
+    }
+    assert!(!c.borrow().calls.iter().any(|c| c.starts_with("scancel")), "{:?}", c.borrow().calls);
+}

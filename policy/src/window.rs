@@ -280,6 +280,10 @@ pub enum EvidenceProblem {
     Frozen,
     /// The observed part of the job has no GPUs (the job is not on the observed node).
     MissingNode,
+    /// The newest sample in the window is stamped later than now plus `clock_skew`: the clock
+    /// went back since it was taken (guard 10). Until the clock passes it, the window's
+    /// samples cannot be placed in time, and newer readings count as late.
+    Future,
 }
 
 impl EvidenceProblem {
@@ -292,6 +296,7 @@ impl EvidenceProblem {
             EvidenceProblem::AllZero => "all_zero",
             EvidenceProblem::Frozen => "frozen",
             EvidenceProblem::MissingNode => "missing_node",
+            EvidenceProblem::Future => "future",
         }
     }
 }
@@ -784,7 +789,9 @@ impl GpuWindow {
         // refer to a sample outside the window.
         let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
         let identical = n >= 2 && self.lane(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
-        let coverage = if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
+        let coverage = if last_t > cyc.future_after_s {
+            Coverage::Broken(EvidenceProblem::Future)
+        } else if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
             Coverage::Broken(EvidenceProblem::Stale)
         } else if holes > 0 {
             Coverage::Broken(EvidenceProblem::Gap)

@@ -323,6 +323,24 @@ proptest! {
         prop_assert_eq!(base, verdicts(&h));
     }
 
+    /// Guard 10, when the clock goes back: no verdict at alert or above rests on a window
+    /// whose newest sample is stamped beyond now + `clock_skew` (samples taken before the
+    /// step, which newer readings cannot follow: they count as late).
+    #[test]
+    fn prop_guard_10_a_clock_that_goes_back_never_acts_on_samples_ahead_of_it(spec in scenario(), jump_tick in 30i64..150, back_ticks in 2i64..90) {
+        let c = test_cfg();
+        let jobs = jobs_of(&spec);
+        let mut r = Run::new(c.clone(), Mode::Observe, jobs.clone());
+        for tick in 1..=TICKS as i64 {
+            let t = if tick <= jump_tick { tick } else { tick - back_ticks };
+            r.now_s = t * 60;
+            r.tick_with(samples_at(&spec, &jobs, t));
+            for f in r.out.iter().filter(|f| f.verdict >= Verdict::Alert) {
+                prop_assert!(f.evidence.window_end_s <= r.now_s + c.clock_skew.secs(), "{} at {} on a window ending {}", f.verdict, r.now_s, f.evidence.window_end_s);
+            }
+        }
+    }
+
     /// Within one cycle, findings do not depend on the order samples arrive in, nor on
     /// duplicates and stale resends mixed in.
     #[test]
