@@ -325,20 +325,22 @@ impl Config {
                 ));
             }
         }
-        let after_alert = earliest_cancel_s(&self.policy).filter(|_| cancel);
-        if let Some(at) = after_alert.filter(|_| c.notice.secs() == 0) {
+        let alert_at = earliest_alert_s(&self.policy);
+        let cancel_at = earliest_cancel_s(&self.policy).filter(|_| cancel);
+        if let Some(at) = cancel_at.filter(|_| c.notice.secs() == 0) {
             out.push(format!(
                 "policy.notice = \"0s\": a cancel waits no time after the user's notice; users are told at the first alert and, with these stages, may be cancelled about {} later, with no notice period of their own; give notice the time a user needs to react (default 30m)",
-                DurationS(at)
+                DurationS(at - alert_at)
             ));
         }
         let cancel_after = stage_after_s(&self.policy, Verdict::Cancel).filter(|a| *a > 0);
-        if let (Some(after), Some(at)) = (cancel_after, after_alert) {
+        if let (Some(after), Some(at)) = (cancel_after, cancel_at) {
             if at > after + c.interval.secs() {
-                let why = if at == c.notice.secs() {
+                let why = if at == alert_at + c.notice.secs() {
                     format!(
-                        "policy.notice (\"{}\") must pass after the user's notice, sent at the first alert",
-                        c.notice
+                        "policy.notice (\"{}\") must pass after the user's notice, sent at the first alert (itself about {} into the breach: a covered window)",
+                        c.notice,
+                        DurationS(alert_at)
                     )
                 } else {
                     // Guard 6 counts the drain's standing from its confirmation: a drain of ours
@@ -348,13 +350,14 @@ impl Config {
                         "the drain (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first (only a drain of ours still standing from an earlier breach of the same job lets it come sooner, at about {})",
                         DurationS(earliest_drain_s(&self.policy).unwrap_or(0)),
                         c.window,
-                        DurationS(after.max(c.notice.secs()))
+                        DurationS(after.max(alert_at + c.notice.secs()))
                     )
                 };
                 out.push(format!(
-                    "policy.stages: cancel after \"{}\" is not when the cancel comes: it comes at the earliest about {} into the breach, because {why}; set the stages (and notice) to the times you mean",
+                    "policy.stages: cancel after \"{}\" is not when the cancel comes: it comes at the earliest about {} into the breach ({} after the first alert), because {why}; set the stages (and notice) to the times you mean",
                     DurationS(after),
-                    DurationS(at)
+                    DurationS(at),
+                    DurationS(at - alert_at)
                 ));
             }
         }
@@ -396,26 +399,35 @@ pub fn stage_after_s(policy: &Policy, verdict: Verdict) -> Option<i64> {
     policy.stages().iter().find(|s| s.verdict == verdict).map(|s| s.after_s)
 }
 
-/// When a drain can come at the earliest, seconds into a breach (from its first alert), or
-/// `None` without a stage at drain or above: the drain stage's `after` (a cancel stage without
-/// a drain stage drains on the way, one rung per cycle), and at least one `interval` after the
-/// alert.
+/// When a job's first alert can come at the earliest, seconds into a breach (its dwell, as the
+/// stages count it, from the breach's earliest sample): `window − max_sample_gap`, the least
+/// span of samples that covers the window (guard 2).
+pub fn earliest_alert_s(policy: &Policy) -> i64 {
+    let c = policy.config();
+    (c.window.secs() - c.max_sample_gap.secs()).max(0)
+}
+
+/// When a drain can come at the earliest, seconds into a breach (its dwell, as the stages
+/// count it), or `None` without a stage at drain or above: the drain stage's `after` (a cancel
+/// stage without a drain stage drains on the way, one rung per cycle), and at least one
+/// `interval` after the first alert ([`earliest_alert_s`]).
 pub fn earliest_drain_s(policy: &Policy) -> Option<i64> {
     let interval = policy.config().interval.secs();
     let after = stage_after_s(policy, Verdict::Drain).or_else(|| stage_after_s(policy, Verdict::Cancel))?;
-    Some(after.max(interval))
+    Some(after.max(earliest_alert_s(policy) + interval))
 }
 
-/// When a cancel can come at the earliest, seconds into a breach (from its first alert, when
-/// the user's notice goes out), or `None` without a cancel stage: the latest of the cancel
-/// stage's `after`, the earliest drain confirmed (one `interval` later) and standing one
-/// `window` (guard 6), and `notice` since the user's notice. Restarts, budgets and failed
-/// notices only make it later.
+/// When a cancel can come at the earliest, seconds into a breach (its dwell, as the stages
+/// count it), or `None` without a cancel stage: the latest of the cancel stage's `after`, the
+/// earliest drain confirmed (one `interval` later) and standing one `window` (guard 6), and
+/// `notice` after the first alert, when the user's notice goes out. Restarts, budgets and
+/// failed notices only make it later. (Trial 7: alert 0s, drain 1m, cancel 2m was said to
+/// cancel 30m into the breach; it came at 47m, the alert itself taking 17m.)
 pub fn earliest_cancel_s(policy: &Policy) -> Option<i64> {
     let c = policy.config();
     let after = stage_after_s(policy, Verdict::Cancel)?;
     let drained = earliest_drain_s(policy)? + c.interval.secs() + c.window.secs();
-    Some(after.max(drained).max(c.notice.secs()))
+    Some(after.max(drained).max(earliest_alert_s(policy) + c.notice.secs()))
 }
 
 /// True when some job can reach `cancel` under `policy`: a cancel stage and a signature whose
@@ -1383,7 +1395,7 @@ mod tests {
         let w = warn("[policy]\nnotice = \"0s\"\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"1h\", verdict = \"cancel\" }]");
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(
-            w[0].contains("policy.notice = \"0s\"") && w[0].contains("about 1h21m later"),
+            w[0].contains("policy.notice = \"0s\"") && w[0].contains("about 1h4m later"),
             "{}",
             w[0]
         );
@@ -1402,8 +1414,17 @@ mod tests {
         assert!(
             w.len() == 1
                 && w[0].contains("cancel after \"30m\"")
-                && w[0].contains("about 1h into the breach")
+                && w[0].contains("about 1h17m into the breach (1h after the first alert)")
                 && w[0].contains("policy.notice (\"1h\")"),
+            "{w:?}"
+        );
+        // Trial 7: alert 0s, drain 1m, cancel 2m. The first alert needs a covered window (17m
+        // into the breach), notice runs 30m from it: the cancel came 47m into the breach.
+        let w = warn("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1m\", verdict = \"drain\" }, { after = \"2m\", verdict = \"cancel\" }]");
+        assert!(
+            w.len() == 1
+                && w[0].contains("about 47m into the breach (30m after the first alert)")
+                && w[0].contains("itself about 17m into the breach"),
             "{w:?}"
         );
         // c14: a gap of nearly the window; one sample is then whole evidence.

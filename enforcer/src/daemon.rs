@@ -166,7 +166,27 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut slurm_gpus: Option<u32> = None;
         let mut device_index = DeviceIndexTrust::default();
         let mut gpu_slots = GpuSlots::default();
-        let (engine, mut nodes, mut actions, kept) = match state::load(&path) {
+        // Every state file names the node its daemon ran for (it interns `enforcer.node` at
+        // start). One that does not name this node was written for another (a state_dir
+        // copied or shared by mistake, or `node` renamed): its drains, notices, overrides
+        // and attributions are that node's, so it is moved aside like an unreadable one.
+        let loaded = match state::load(&path) {
+            Loaded::State(s) if s.nodes.get(&cfg.node).is_none() => {
+                let names: Vec<&str> = (0..s.nodes.len().min(5)).map(|i| s.nodes.name(policy::NodeId(i as u32))).collect();
+                Loaded::Corrupt(format!(
+                    "{}: written for another node (it names {}, not {}): its drains, notices and attributions are not this node's",
+                    path.display(),
+                    if names.is_empty() {
+                        "no node".to_string()
+                    } else {
+                        names.join(", ")
+                    },
+                    cfg.node
+                ))
+            }
+            l => l,
+        };
+        let (engine, mut nodes, mut actions, kept) = match loaded {
             Loaded::State(s) => {
                 let s = *s;
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());

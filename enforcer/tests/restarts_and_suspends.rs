@@ -340,3 +340,39 @@ fn no_placement_by_elimination_after_a_restart_while_a_gpu_is_missing() {
         c.borrow().calls
     );
 }
+
+/// Trial 7: a state file written for another node (a state_dir copied or shared by mistake)
+/// was restored without a word, its drains, notices and attributions taken for this node's.
+/// It is now moved aside like an unreadable one, and the daemon starts afresh.
+#[test]
+fn a_state_file_written_for_another_node_is_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    let gpus = Rc::new(RefCell::new(1u16));
+    let faults = Rc::new(RefCell::new(Faults::default()));
+    {
+        let mut d = daemon(&c, &faults, dir.path(), NODE, vec!["true".into()], &gpus, T0);
+        for i in 0..40 {
+            d.cycle(T0 + i * 60);
+        }
+        assert!(!d.actions.alerted.is_empty());
+    }
+    let other = format!(
+        "{POLICY}\n[enforcer]\nmode = \"enforce\"\nnode = \"gpu777\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\nnotify_command = [\"true\"]\n",
+        dir.path().display()
+    );
+    let d = Daemon::new(
+        Config::from_text(&other, "test.toml").unwrap(),
+        FakeSlurm(c.clone()),
+        IdleGpus { n: gpus, calls: 0 },
+        common::cluster::real_executor(&c),
+        Box::new(NoProc),
+        T0 + 40 * 60,
+    );
+    assert!(d.actions.alerted.is_empty(), "{:?}", d.actions);
+    let aside = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("state.json.corrupt-"));
+    assert!(aside, "the other node's file is kept aside");
+}
