@@ -10,6 +10,16 @@
 //!   (`cancel_level_start_s`), which a drain-ceiling signature never starts, so the job stays
 //!   at `alert` for ever (`cap: ceiling`). The notice promises an action that never comes
 //!   (and the operator's "drain hung jobs at 2h" is silently not done).
+//! * `a_rise_notice_names_the_drain_and_cancel_the_engine_allows`: the new notice for a rise
+//!   (a job noticed "alert only" while `partial` that now looks `idle`, same breach) counts
+//!   the drain and cancel stages from the breach's start (`Finding::dwell_s`), but the engine
+//!   counts each from the start of its own level (`drain_level_start_s`,
+//!   `cancel_level_start_s`: when the signature's ceiling first allowed it, here the idle
+//!   window's start). After two hours of `partial` the notice says "drain the node ... in
+//!   about 1m" and "cancel the job in about 30m"; the drain comes 11 minutes later and the
+//!   cancel 41. On the safe side ("at the earliest"), but the notice's "the earliest the engine
+//!   allows" is wrong by up to a stage's dwell, and a user told "drained in a minute" acts on
+//!   it.
 //! * `a_notice_in_a_cycle_without_the_node_state_does_not_understate_when_the_cancel_comes`:
 //!   `notice::text` counts the cancel from a standing drain only when scontrol showed it
 //!   (`Daemon::drain_found`) or the drain is planned in the same cycle. A notice that goes
@@ -133,12 +143,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 /// What one GPU shows in one minute.
-#[allow(dead_code)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Look {
     Busy,
     Idle,
-    Hung,
 }
 
 /// GPUs 0 and 1 (index = minor), each as `look(minute, gpu)` says; a process on every GPU
@@ -160,7 +168,6 @@ impl Telemetry for Scripted {
             let (util, mem, power) = match l {
                 Look::Busy => (95.0, 60_000.0, 300.0 + 5.0 * noise),
                 Look::Idle => (0.0, 3.0, 55.0 + noise),
-                Look::Hung => (0.0, 40_000.0 + noise, 70.0 + noise),
             };
             gpus.push(GpuReading {
                 index: Some(i),
@@ -217,7 +224,12 @@ impl Executor for Recorder {
 
 /// The cancel time a notice gives: the UTC minute after "cancel the job in about ...".
 fn stated_cancel_s(text: &str) -> Option<i64> {
-    let rest = &text[text.find("cancel the job in about ")?..];
+    stated_s(text, "cancel the job in about ")
+}
+
+/// The time a notice gives after `lead` ("... in about 1m (2030-03-17 19:46 UTC)").
+fn stated_s(text: &str, lead: &str) -> Option<i64> {
+    let rest = &text[text.find(lead)? + lead.len()..];
     let open = rest.find('(')? + 1;
     let close = rest.find(" UTC)")?;
     let t = chrono::NaiveDateTime::parse_from_str(&rest[open..close], "%Y-%m-%d %H:%M").ok()?;
@@ -339,5 +351,59 @@ warmup = "15m"
 interval = "60s"
 notice = "10m"
 stages = [{ after = "0s", verdict = "alert" }, { after = "31m", verdict = "drain" }, { after = "42m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
+
+/// Input: job 900 (2 GPUs, the node's only job): GPU 0 busy and GPU 1 idle (`partial`, alert
+/// only) for 100 minutes, then both idle; window 20m, drain after 30m, cancel after 60m,
+/// `notice` 30m. The user is noticed "alert only" at +17m; at +119m, once the idle window is
+/// whole, the rise gets a new notice.
+///
+/// What happens: that notice counts the stages from the breach's start (dwell 119m): "may
+/// drain the node ... in about 1m (19:46 UTC) and cancel the job in about 30m (20:15 UTC)".
+/// The engine counts them from the idle level's start (+99m): the drain comes at +130m
+/// (19:56), the cancel at +160m (20:26).
+///
+/// What should happen: the notice names the times the engine allows (the level's dwell, as
+/// `Engine::judge` counts it), so the drain comes about when it says.
+#[test]
+#[ignore = "review13: a rise notice counts stages from the breach start; the engine from the level start (drain said 1m, comes 11m)"]
+fn a_rise_notice_names_the_drain_and_cancel_the_engine_allows() {
+    fn partial_then_idle(m: i64, g: u16) -> Look {
+        if m < 100 && g == 0 {
+            Look::Busy
+        } else {
+            Look::Idle
+        }
+    }
+    fn up(_: i64) -> bool {
+        false
+    }
+    let o = scenario_with(POLICY_RISE, 300, partial_then_idle, up, |_, _| {});
+    assert_eq!(o.notices.len(), 2, "an alert-only notice, then one for the rise: {o:?}");
+    assert!(o.notices[0].1.contains("alert only"), "{o:?}");
+    let (_, text) = &o.notices[1];
+    let drain_s = *o.drains.first().expect("job 900's node is drained");
+    let cancel_s = o.cancel.expect("job 900 is cancelled");
+    let said_drain = stated_s(text, "drain the node (no new job starts on it) in about ").expect("a drain time");
+    let said_cancel = stated_cancel_s(text).expect("a cancel time");
+    let late = |real: i64, said: i64| (real - said) / 60;
+    assert!(
+        late(drain_s, said_drain) <= 2 && late(cancel_s, said_cancel) <= 2,
+        "rise notice: {text:?}\ndrain {}m after the time it names, cancel {}m after",
+        late(drain_s, said_drain),
+        late(cancel_s, said_cancel)
+    );
+}
+
+/// Window 20m, drain after 30m, cancel after 60m, `notice` 30m; idle may be cancelled,
+/// partial is alert only (its default ceiling).
+const POLICY_RISE: &str = r#"
+[policy]
+window = "20m"
+warmup = "15m"
+interval = "60s"
+notice = "30m"
+stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
 ceilings = { idle = "cancel" }
 "#;
