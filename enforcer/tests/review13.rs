@@ -70,9 +70,12 @@ fn hung(t_s: i64) -> Sample {
     }
 }
 
-/// Input: stages `[alert 0s, cancel 2h]` (no drain stage; README: a cancel stage without a
-/// drain stage drains on its way), `ceilings = { hung = "drain" }`, a job hung for five hours
-/// (observe-mode engine: a drain verdict counts as confirmed one cycle later).
+/// Input: stages `[alert 0s, cancel 2h]` (no drain stage; `notice.rs` and
+/// `config::earliest_drain_s`: a cancel stage without a drain stage drains on its way),
+/// `ceilings = { hung = "drain" }`, a job hung for five hours (observe-mode engine: a drain
+/// verdict counts as confirmed one cycle later). `config::drain_reachable` says true for this
+/// policy too, and with `ceilings = { idle = "drain", hung = "drain" }` nothing is ever
+/// drained at all.
 ///
 /// What happens: the notice at the first alert says "gpu-reaper may drain the node ... in
 /// about 2h"; the engine keeps the job at `alert` for five hours (its cancel stage is counted
