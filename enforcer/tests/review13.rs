@@ -27,6 +27,24 @@
 //!   the drain is still to come and names a cancel one interval later than the real one
 //!   (the same class as reviews 11 and 12; after a restart whose first scontrol read fails,
 //!   `drain_found` is empty too).
+//! * `a_notice_does_not_say_drained_before_the_drain_is_made`: the notice's text is made
+//!   before the cycle's actions run, and a drain merely planned in that cycle counts as made
+//!   ("The node is drained now"). The notice goes out first; the drain may then be held
+//!   (`records_unwritable`) or fail, and the user has been told of a drain that did not
+//!   happen.
+//!
+//! Probed and not failing (kept out of this file): randomized end-to-end runs (one job,
+//! GPUs idle, hung, busy or partial by segments, the notify channel, scontrol, squeue and
+//! nvidia-smi failing at random, restarts) checking that every cancel comes `notice` after the
+//! last notice and no earlier than the time it names: only the scontrol-failure case above
+//! fails. Randomized attribution runs (4 GPUs, 1-2 GPU jobs, successive jobs on the same GPUs,
+//! hidden processes, minor numbers permuted, Slurm's device order permuted, a GPU missing for
+//! a cycle or from the start with `Gres=` unread, GPUs without UUID, stray non-Slurm
+//! processes, admin resumes and maintenance drains, restarts) checking that no job is drained
+//! or cancelled while one of its own GPUs was busy within its window less `max_sample_gap`,
+//! that a cancel follows our drain for that job standing one window, and that an admin's
+//! resume of our confirmed drain is never followed by a drain or cancel of that job: none
+//! failed in 500 seeds.
 
 use enforcer::plan::JobView;
 use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, PolicyConfig, Sample, Scope, Verdict};
@@ -136,7 +154,7 @@ fn a_drain_ceiling_without_a_drain_stage_is_never_promised_a_drain() {
 
 mod common;
 
-use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, NODE};
+use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, NODE, POLICY_DRAIN_32M};
 use enforcer::daemon::Daemon;
 use enforcer::executor::{Executor, Outcome, RealExecutor};
 use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
@@ -245,17 +263,20 @@ struct Outcomes {
     notices: Vec<(i64, String)>,
     drains: Vec<i64>,
     cancel: Option<i64>,
+    /// Per cycle: the node's Reason after the cycle.
+    reasons: Vec<(i64, Option<String>)>,
 }
 
 /// Runs job 900 (2 GPUs, the node's only job, `Gres=gpu:2`) for `minutes` one-minute cycles
 /// under `policy_text`, the GPUs as `look` says, the notice channel down while `down`, with
-/// `each(minute, cluster)` run before each cycle (to make a Slurm read fail, say).
+/// `each(minute, cluster, state_dir)` run before each cycle (to make a Slurm read fail, or
+/// the audit log unwritable, say).
 fn scenario_with(
     policy_text: &str,
     minutes: i64,
     look: fn(i64, u16) -> Look,
     down: fn(i64) -> bool,
-    each: fn(i64, &mut common::cluster::Cluster),
+    each: fn(i64, &mut common::cluster::Cluster, &std::path::Path),
 ) -> Outcomes {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(vec![job("900", 900, 2, &[NODE])]);
@@ -280,7 +301,7 @@ fn scenario_with(
     for i in 0..minutes {
         let t = T0 + i * 60;
         *now.borrow_mut() = t;
-        each(i, &mut c.borrow_mut());
+        each(i, &mut c.borrow_mut(), &dir.path().join("state"));
         d.cycle(t);
         let calls = c.borrow().calls.clone();
         for call in &calls[seen_calls..] {
@@ -292,12 +313,23 @@ fn scenario_with(
             }
         }
         seen_calls = calls.len();
+        out.reasons.push((t, c.borrow().node_reason.clone()));
         if out.cancel.is_some() {
             break;
         }
     }
     out.notices = delivered.borrow().clone();
     out
+}
+
+/// Both GPUs idle all along.
+fn idle(_: i64, _: u16) -> Look {
+    Look::Idle
+}
+
+/// The notify channel fails before minute 32.
+fn down_before_32(t: i64) -> bool {
+    t < T0 + 32 * 60
 }
 
 /// Input: job 900 (2 GPUs, the node's only job) idles from the start; drain after 31
@@ -321,13 +353,7 @@ fn scenario_with(
 #[test]
 #[ignore = "review13: a late notice in a cycle whose scontrol read fails ignores our drain of the cycle before; cancel comes before the time it names"]
 fn a_notice_in_a_cycle_without_the_node_state_does_not_understate_when_the_cancel_comes() {
-    fn idle(_: i64, _: u16) -> Look {
-        Look::Idle
-    }
-    fn down_before_32(t: i64) -> bool {
-        t < T0 + 32 * 60
-    }
-    fn scontrol_wrong_at_32(m: i64, c: &mut common::cluster::Cluster) {
+    fn scontrol_wrong_at_32(m: i64, c: &mut common::cluster::Cluster, _: &std::path::Path) {
         c.node_name_shown = (m == 32).then(|| "gpu999".to_string());
     }
     let o = scenario_with(POLICY_31M, 120, idle, down_before_32, scontrol_wrong_at_32);
@@ -382,7 +408,7 @@ fn a_rise_notice_names_the_drain_and_cancel_the_engine_allows() {
     fn up(_: i64) -> bool {
         false
     }
-    let o = scenario_with(POLICY_RISE, 300, partial_then_idle, up, |_, _| {});
+    let o = scenario_with(POLICY_RISE, 300, partial_then_idle, up, |_, _, _| {});
     assert_eq!(o.notices.len(), 2, "an alert-only notice, then one for the rise: {o:?}");
     assert!(o.notices[0].1.contains("alert only"), "{o:?}");
     let (_, text) = &o.notices[1];
@@ -410,3 +436,45 @@ notice = "30m"
 stages = [{ after = "0s", verdict = "alert" }, { after = "30m", verdict = "drain" }, { after = "60m", verdict = "cancel" }]
 ceilings = { idle = "cancel" }
 "#;
+
+/// Input: as `a_notice_in_a_cycle_without_the_node_state_does_not_understate_when_the_cancel_comes`,
+/// drain after 32 minutes (review 12's policy), the notify command failing until minute 32,
+/// so the notice goes out in the drain's own cycle; in that cycle the audit log cannot be
+/// written (`audit.jsonl` replaced by a directory: disk full, a read-only file system), and it
+/// is writable again from minute 33.
+///
+/// What happens: the notice's text is made before the actions run, with the drain planned
+/// that cycle counted as made (`drains_now`): it tells the user "The node is drained now (no
+/// new job starts on it)". The notice goes out (notices go on while records are unwritable);
+/// the drain is then held (`records_unwritable`) and made a cycle later. The user was told of
+/// a drain that had not happened (had the drain command failed, the same).
+///
+/// What should happen: the notice says "drained now" only for a drain that stands (seen, or
+/// made before the notice in the same cycle), else it announces the drain as coming.
+#[test]
+#[ignore = "review13: a notice in the drain's own cycle says 'the node is drained now' before the drain is made; the drain is then held (records unwritable)"]
+fn a_notice_does_not_say_drained_before_the_drain_is_made() {
+    fn audit_unwritable_at_32(m: i64, _: &mut common::cluster::Cluster, state: &std::path::Path) {
+        let audit = state.join("audit.jsonl");
+        if m == 32 {
+            let _ = std::fs::remove_file(&audit);
+            std::fs::create_dir_all(&audit).unwrap();
+        } else if audit.is_dir() {
+            std::fs::remove_dir(&audit).unwrap();
+        }
+    }
+    let o = scenario_with(POLICY_DRAIN_32M, 120, idle, down_before_32, audit_unwritable_at_32);
+    let (noticed_s, text) = o.notices.last().cloned().expect("a notice went out");
+    assert_eq!((noticed_s - T0) / 60, 32, "{o:?}");
+    let drained_then = o
+        .reasons
+        .iter()
+        .find(|(t, _)| *t == noticed_s)
+        .and_then(|(_, r)| r.clone())
+        .is_some_and(|r| r.ends_with("job 900"));
+    assert!(
+        drained_then || !text.contains("drained now"),
+        "notice at +32m: {text:?}\nbut after that cycle the node was not drained (drains at {:?})",
+        o.drains.iter().map(|t| (t - T0) / 60).collect::<Vec<_>>()
+    );
+}
