@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, OneIdleGpu, NODE, T0};
+use common::cluster::{cluster, config_with, job, real_executor, FakeSlurm, OneIdleGpu, NODE, POLICY_DRAIN_32M, T0};
 use enforcer::attribution::ProcReader;
 use enforcer::daemon::Daemon;
 use enforcer::executor::{Executor, Outcome, RealExecutor};
@@ -216,18 +216,6 @@ impl Executor for FlakyNotify {
         self.inner.execute(action)
     }
 }
-
-/// Drain after 32 minutes (so that a notice first tried at 17 minutes, retried after 1, 2, 4, 8
-/// minutes, is tried again in the drain's cycle), cancel after 42, `notice` 10 minutes, window 20.
-const POLICY_DRAIN_32M: &str = r#"
-[policy]
-window = "20m"
-warmup = "15m"
-interval = "60s"
-notice = "10m"
-stages = [{ after = "0s", verdict = "alert" }, { after = "32m", verdict = "drain" }, { after = "42m", verdict = "cancel" }]
-ceilings = { idle = "cancel" }
-"#;
 
 /// The cancel time a notice gives: the UTC minute after "cancel the job in about ...".
 fn stated_cancel_s(text: &str) -> Option<i64> {

@@ -223,3 +223,15 @@ impl enforcer::telemetry::Telemetry for OneIdleGpu {
         }
     }
 }
+
+/// Drain after 32 minutes (so that a notice first tried at 17 minutes, retried after 1, 2, 4, 8
+/// minutes, is tried again in the drain's cycle), cancel after 42, `notice` 10 minutes, window 20.
+pub const POLICY_DRAIN_32M: &str = r#"
+[policy]
+window = "20m"
+warmup = "15m"
+interval = "60s"
+notice = "10m"
+stages = [{ after = "0s", verdict = "alert" }, { after = "32m", verdict = "drain" }, { after = "42m", verdict = "cancel" }]
+ceilings = { idle = "cancel" }
+"#;
