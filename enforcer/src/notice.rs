@@ -31,9 +31,10 @@ pub fn reachable(policy: &Policy, f: &policy::Finding, alert_only: bool) -> Verd
     let ceiling = f.signature.map_or(Verdict::Alert, |s| policy.ceiling(s));
     let staged = policy.stages().iter().map(|s| s.verdict).max().unwrap_or(Verdict::Alert);
     // The engine holds a job at alert while a GPU's readings repeat with power unknown (guard
-    // 3: a freeze it cannot tell from a quiet GPU). Should power come back, what may follow
-    // rises, and a new notice is due before any cancel.
-    if alert_only || f.evidence.freeze_undetectable_gpus > 0 {
+    // 3: a freeze it cannot tell from a quiet GPU), and while a hung GPU has no power reading
+    // (`Cap::PowerUnknown`). Should power come back, what may follow rises, and a new notice
+    // is due before any cancel.
+    if alert_only || f.evidence.freeze_undetectable_gpus > 0 || f.evidence.power_unknown {
         Verdict::Alert
     } else {
         ceiling.min(staged).max(Verdict::Alert)
@@ -110,6 +111,9 @@ pub fn text(
             ))
         }
         _ if alert_only => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel this job"),
+        _ if f.evidence.power_unknown => out.push_str(
+            ". This is an alert only while the GPUs' power cannot be read: zero utilisation with memory held looks hung, but only the power draw tells a deadlock from a utilisation counter that is wrong, so gpu-reaper does not drain the node or cancel the job on it",
+        ),
         _ if f.evidence.freeze_undetectable_gpus > 0 => out.push_str(
             ". This is an alert only while the GPUs' power cannot be read: their readings repeat unchanged, which a stuck collector shows too, so gpu-reaper does not drain the node or cancel the job on them",
         ),

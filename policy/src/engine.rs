@@ -896,6 +896,7 @@ impl Engine {
         f.signature = Some(sig);
         f.evidence.wasted_gpus = m.wasted_gpus;
         f.evidence.procs_unknown = m.procs_unknown;
+        f.evidence.power_unknown = m.power_unknown;
         let gpu_share = m.wasted_gpus as f64 * m.waste_frac;
         if look.any_short {
             l.end_breach();
@@ -975,6 +976,11 @@ impl Engine {
         // Guard 3: a window that may be a frozen collector is no ground for a drain or cancel.
         if f.evidence.freeze_undetectable_gpus > 0 {
             limit(&mut v, Verdict::Alert, Cap::FreezeUndetectable);
+        }
+        // Guard 3: zero compute with memory held is hung only where power could have said
+        // otherwise.
+        if m.power_unknown {
+            limit(&mut v, Verdict::Alert, Cap::PowerUnknown);
         }
         if !look.whole {
             limit(&mut v, Verdict::Alert, Cap::PartialScope);

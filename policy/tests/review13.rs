@@ -27,7 +27,6 @@ use policy::{Policy, Reading, Sample, Verdict};
 /// no ground for a drain or cancel (held at alert, as a window without power that could be
 /// frozen is), since the reading that tells a broken util counter from a deadlock is unknown.
 #[test]
-#[ignore = "review13: 0 % util, memory held, power [N/A] on every sample: hung and cancelled; the high-power veto holds vacuously"]
 fn zero_util_with_power_unknown_is_not_cancelled_as_hung() {
     let at = |power_w: Reading| {
         move |tick: i64, t: i64| Sample {

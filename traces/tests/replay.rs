@@ -172,10 +172,21 @@ fn exempting_the_serving_qos_keeps_alibaba_pods_at_watching() {
     let Some(sh) = shared() else { return };
     let (t, _) = traces::import::alibaba::import(&sh.join("traces/alibaba_gentd26_pod_gpu_excerpt.csv"), 0, false).unwrap();
     let before = replay(&t, default_policy(), 60);
+    // The excerpt has no power readings, so the quiet pods, `hung` to the engine, are held at
+    // alert ("held by power_unknown": only power tells a deadlock from a util counter that
+    // broke); before review 13 the default policy drained them.
     assert!(
-        before.jobs.iter().any(|o| o.highest == Some(Verdict::Drain)),
-        "the default policy drains idle serving pods"
+        before
+            .jobs
+            .iter()
+            .any(|o| o.highest == Some(Verdict::Alert) && o.highest_signature.map(|s| s.name()) == Some("hung")),
+        "the default policy alerts on idle serving pods"
     );
+    assert!(
+        before.jobs.iter().all(|o| o.highest <= Some(Verdict::Alert)),
+        "never drained without power"
+    );
+    assert!(before.rows.iter().any(|x| x.finding.evidence.power_unknown));
     let mut cfg = PolicyConfig::default();
     cfg.exempt.qos = vec!["serving".into()];
     let r = replay(&t, Policy::new(&cfg).unwrap(), 60);

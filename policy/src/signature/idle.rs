@@ -30,6 +30,7 @@ impl Signature for Idle {
             wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_zero == 0),
+            power_unknown: false,
         })
     }
 }

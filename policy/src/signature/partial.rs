@@ -30,6 +30,7 @@ impl Signature for Partial {
             wasted_gpus: wasted,
             waste_frac: 1.0,
             procs_unknown: false,
+            power_unknown: false,
         })
     }
 }

@@ -35,6 +35,7 @@ impl Signature for Spin {
             wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: false,
+            power_unknown: false,
         })
     }
 }

@@ -30,6 +30,7 @@ impl Signature for Starved {
             wasted_gpus: gpus.len() as u32,
             waste_frac: (1.0 - mean / 100.0).clamp(0.0, 1.0),
             procs_unknown: false,
+            power_unknown: false,
         })
     }
 }
