@@ -395,6 +395,40 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
     /// The device-index rule's state in a cycle whose attribution did not run (squeue or
     /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
     /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
+    /// The notice for job `v` at `now_s` and the times it names (see `crate::notice::text`).
+    /// `drained_this_cycle`: our drain for the job was made (or would have been) earlier in
+    /// this cycle. `node_state_unknown`: `scontrol show node` gave no state this cycle.
+    fn notice_text(&self, v: &JobView<'_>, now_s: i64, drained_this_cycle: bool, node_state_unknown: bool) -> (String, plan::Announced) {
+        let job_id = v.job.job_id.as_str();
+        // Any notice kept for the job is from an earlier breach: the planner gives one notice
+        // per breach.
+        let earlier = self.actions.noticed.get(job_id).copied();
+        // Our drain for the job, standing: made this cycle (counted from now); seen by
+        // scontrol (enforce), or, in a cycle where scontrol gave no state, our own record of
+        // it (review 13: a late notice then named a cancel later than the real one); in
+        // observe mode a would-drain, counting from the next cycle.
+        let drained_since = match self.cfg.enforcer.mode {
+            _ if drained_this_cycle => Some(now_s),
+            RunMode::Enforce => self.drain_found.get(job_id).copied().or_else(|| {
+                node_state_unknown
+                    .then(|| {
+                        self.actions
+                            .drains
+                            .get(job_id)
+                            .filter(|d| !d.hypothetical)
+                            .map(|d| d.confirmed_s.unwrap_or(d.made_s))
+                    })
+                    .flatten()
+            }),
+            RunMode::Observe => self
+                .actions
+                .drains
+                .get(job_id)
+                .map(|d| d.made_s.saturating_add(self.cfg.policy.config().interval.secs())),
+        };
+        crate::notice::text(&self.cfg.policy, v, now_s, v.alert_only, earlier, drained_since)
+    }
+
     fn device_index_idle_state(&self) -> DeviceIndexState {
         if self.device_index.contradicted.is_some() {
             DeviceIndexState::Contradicted
@@ -986,43 +1020,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             },
             state: &self.actions,
         });
-        // The user's notice says what may follow and when, for that job and this policy.
-        let drain_jobs_now: BTreeSet<String> = p
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Drain { job_id, .. } => Some(job_id.clone()),
-                _ => None,
-            })
-            .collect();
+        // A job's drain runs before its notice, and the notice's text is written when it goes
+        // out: it says "drained now" only for a drain that was made (review 13: a drain held
+        // for unwritable records, or failing, was announced as made).
+        let mut actions = std::mem::take(&mut p.actions);
+        actions.sort_by_key(|a| matches!(a, Action::Notice { .. }));
+        p.actions = actions;
         // What each notice of this cycle names, recorded once it goes out.
         let mut announced_now: BTreeMap<String, plan::Announced> = BTreeMap::new();
-        for a in p.actions.iter_mut() {
-            let Action::Notice { job_id, reason, .. } = a else { continue };
-            let Some(v) = views.iter().find(|v| v.job.job_id == *job_id) else {
-                continue;
-            };
-            let alert_only = v.alert_only;
-            // Any notice kept for the job is from an earlier breach: the planner gives one
-            // notice per breach.
-            let earlier = self.actions.noticed.get(job_id.as_str()).copied();
-            // Our drain for the job, standing: seen by scontrol (enforce), or a would-drain
-            // that counts from the next cycle (observe).
-            // A drain for the job planned this very cycle counts from now.
-            let drains_now = drain_jobs_now.contains(job_id.as_str());
-            let drained_since = match mode {
-                _ if drains_now => Some(now_s),
-                RunMode::Enforce => self.drain_found.get(job_id.as_str()).copied(),
-                RunMode::Observe => self
-                    .actions
-                    .drains
-                    .get(job_id.as_str())
-                    .map(|d| d.made_s.saturating_add(self.cfg.policy.config().interval.secs())),
-            };
-            let (text, times) = crate::notice::text(&self.cfg.policy, v, now_s, alert_only, earlier, drained_since);
-            *reason = text;
-            announced_now.insert(job_id.clone(), times);
-        }
+        // Jobs whose drain was made (or would have been) this cycle.
+        let mut drained_now: BTreeSet<String> = BTreeSet::new();
         let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
         let mut skips = p.skips;
         // Drains held back for unwritable records: the node keeps its state, so the jobs the
@@ -1065,6 +1072,26 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     continue;
                 }
             }
+            let notice_text = match a {
+                Action::Notice { job_id, .. } => views.iter().find(|v| v.job.job_id == *job_id).map(|v| {
+                    let (text, times) = self.notice_text(v, now_s, drained_now.contains(job_id.as_str()), node_state.is_none());
+                    announced_now.insert(job_id.clone(), times);
+                    text
+                }),
+                _ => None,
+            };
+            let written;
+            let a = match (a, notice_text) {
+                (Action::Notice { job_id, user, .. }, Some(reason)) => {
+                    written = Action::Notice {
+                        job_id: job_id.clone(),
+                        user: user.clone(),
+                        reason,
+                    };
+                    &written
+                }
+                (a, _) => a,
+            };
             let out = match a {
                 // A notice to nobody is not delivered, whatever the notify command or webhook
                 // would answer: it fails, so no notice clock starts and no cancel follows.
@@ -1097,11 +1124,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::error!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), error = %why, "action failed");
                 }
                 Outcome::Would => {
+                    if let Action::Drain { job_id, .. } = a {
+                        drained_now.insert(job_id.clone());
+                    }
                     self.actions.record(a, now_s, true);
                     self.note_notice_top(a, &views, &announced_now);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), detail = %action_detail(a), "would {kind} (observe mode)");
                 }
                 Outcome::Done | Outcome::AlreadyGone => {
+                    if let Action::Drain { job_id, .. } = a {
+                        drained_now.insert(job_id.clone());
+                    }
                     self.actions.record(a, now_s, false);
                     self.note_notice_top(a, &views, &announced_now);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), outcome = out.as_str(), detail = %action_detail(a), "{kind}");

@@ -750,8 +750,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             RunMode::Observe => n.is_special(),
         }) {
             skip(&mut p, SkipKind::NodeSpecial, "cancel", id);
-        } else if (inp.limits.notify || inp.mode == RunMode::Enforce)
-            && (noticed_s.is_none_or(|t| inp.now_s.saturating_sub(t) < inp.limits.notice_s) || too_early(announced.cancel_at_s))
+        } else if ((inp.limits.notify || inp.mode == RunMode::Enforce)
+            && noticed_s.is_none_or(|t| inp.now_s.saturating_sub(t) < inp.limits.notice_s))
+            || too_early(announced.cancel_at_s)
         {
             // Guard 6 counts `notice` from the first alert because that is when the user is
             // told; here it counts from the notice that was really delivered. Enforce mode
