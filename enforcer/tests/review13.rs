@@ -104,7 +104,6 @@ fn hung(t_s: i64) -> Sample {
 /// the ceiling, at 2h), and the engine does it; or, if a drain-ceiling signature is never to
 /// reach a cancel-only stage, the notice says "alert only".
 #[test]
-#[ignore = "review13: drain ceiling + stages without a drain stage: notice promises a drain at 2h, engine never drains"]
 fn a_drain_ceiling_without_a_drain_stage_is_never_promised_a_drain() {
     let p = policy(
         "stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"cancel\" }]\nceilings = { hung = \"drain\" }",

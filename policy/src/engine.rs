@@ -950,7 +950,11 @@ impl Engine {
             let stages = policy.stages.iter();
             let reached = stages.filter(|s| {
                 if by_level {
-                    level_start(s.verdict).is_some_and(|t| now_s.saturating_sub(t) >= s.after_s)
+                    // A stage above the signature's ceiling counts at the ceiling's level: with
+                    // `ceilings.hung = "drain"` and only a cancel stage, hung jobs are drained at
+                    // that stage's dwell (review 13: they were never drained, while notices and
+                    // check-config promised it). The ceiling then caps the verdict.
+                    level_start(s.verdict.min(ceiling)).is_some_and(|t| now_s.saturating_sub(t) >= s.after_s)
                 } else {
                     dwell >= s.after_s
                 }

@@ -275,6 +275,36 @@ fn guard_7_ceilings_apply_per_signature() {
     assert_eq!(r.max_verdict(0), Verdict::Drain);
 }
 
+/// Review 13: with `ceilings.idle = "drain"` and no drain stage (alert at once, cancel after
+/// 2h), the engine never drained, though notices and check-config promised a drain at the
+/// cancel stage's dwell. A stage above the ceiling counts at the ceiling's level.
+#[test]
+fn guard_7_a_stage_above_the_ceiling_drains_at_its_dwell() {
+    let mut c = policy::PolicyConfig::default();
+    c.stages = vec![
+        policy::StageConfig {
+            after: policy::DurationS(0),
+            verdict: "alert".into(),
+        },
+        policy::StageConfig {
+            after: policy::DurationS(2 * 3600),
+            verdict: "cancel".into(),
+        },
+    ];
+    c.ceilings.insert("idle".into(), "drain".into());
+    let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(6 * 3600, |_, _, _| Gpu::Idle);
+    assert_eq!(r.max_verdict(0), Verdict::Drain);
+    let drained_at = r.first_at(0, Verdict::Drain).unwrap();
+    let f = &r.history.iter().find(|(t, _)| *t == drained_at).unwrap().1[0];
+    assert!(
+        f.dwell_s >= 2 * 3600 && f.dwell_s < 2 * 3600 + 120,
+        "drained at dwell {}",
+        f.dwell_s
+    );
+    assert_eq!(r.out[0].cap, Some(Cap::Ceiling));
+}
+
 #[test]
 fn guard_8_exemptions_hold_at_watching_and_are_recorded() {
     let mut c = cfg_with_cancel(2 * 3600);
