@@ -280,17 +280,19 @@ fn guard_7_ceilings_apply_per_signature() {
 /// cancel stage's dwell. A stage above the ceiling counts at the ceiling's level.
 #[test]
 fn guard_7_a_stage_above_the_ceiling_drains_at_its_dwell() {
-    let mut c = policy::PolicyConfig::default();
-    c.stages = vec![
-        policy::StageConfig {
-            after: policy::DurationS(0),
-            verdict: "alert".into(),
-        },
-        policy::StageConfig {
-            after: policy::DurationS(2 * 3600),
-            verdict: "cancel".into(),
-        },
-    ];
+    let mut c = policy::PolicyConfig {
+        stages: vec![
+            policy::StageConfig {
+                after: policy::DurationS(0),
+                verdict: "alert".into(),
+            },
+            policy::StageConfig {
+                after: policy::DurationS(2 * 3600),
+                verdict: "cancel".into(),
+            },
+        ],
+        ..policy::PolicyConfig::default()
+    };
     c.ceilings.insert("idle".into(), "drain".into());
     let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
     r.run_until(6 * 3600, |_, _, _| Gpu::Idle);
