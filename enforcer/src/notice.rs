@@ -68,20 +68,25 @@ pub fn text(
     let top = reachable(policy, f, alert_only);
     let sig = f.signature_name();
     let dwell = f.dwell_s.max(0);
+    // The engine counts the drain and cancel stages from the start of the breach's drain- and
+    // cancel-capable level (review 13: a job that looked partial, then idle, was told the
+    // drain came in 1m; it came in 11m).
+    let drain_dwell = f.drain_dwell_s.unwrap_or(dwell).max(0);
+    let cancel_dwell = f.cancel_dwell_s.unwrap_or(dwell).max(0);
     let interval = c.interval.secs();
     // A cancel stage without a drain stage drains on its way, at the cancel stage's dwell.
     let drain_in = stage_s(policy, Verdict::Drain)
         .or_else(|| stage_s(policy, Verdict::Cancel))
-        .map(|after| (after - dwell).max(interval));
+        .map(|after| (after - drain_dwell).max(interval));
     let window = c.window.secs();
     match (top, drain_in) {
         (Verdict::Cancel, Some(_)) if drained_since_s.is_some() => {
-            // The engine counts the drain from the later of its confirmation and the breach's
-            // start; it must have stood one window. No interval is added: earlier is the safe
-            // side of "at the earliest".
-            let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(dwell));
+            // The engine counts the drain from the later of its confirmation and the start of
+            // the cancel-capable level; it must have stood one window. No interval is added:
+            // earlier is the safe side of "at the earliest".
+            let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(cancel_dwell));
             let drain_part = since.saturating_add(window).saturating_sub(now_s).max(0);
-            let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
+            let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - cancel_dwell);
             let cancel_in = staged_in.max(drain_part).max(c.notice.secs());
             announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
             out.push_str(&format!(
@@ -93,7 +98,7 @@ pub fn text(
             ". The node is drained now (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
         )),
         (Verdict::Cancel, Some(d)) => {
-            let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - dwell);
+            let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - cancel_dwell);
             let cancel_in = staged_in.max(d + interval + window).max(c.notice.secs());
             announced.drain_at_s = Some(now_s.saturating_add(d));
             announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
@@ -165,6 +170,8 @@ mod tests {
             cause: Cause::Breach,
             cap: None,
             dwell_s,
+            drain_dwell_s: None,
+            cancel_dwell_s: None,
             evidence: Evidence::default(),
             wasted_gpu_h: 0.0,
             hypothetical: false,

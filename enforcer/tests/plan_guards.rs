@@ -19,6 +19,8 @@ fn finding(i: u32, v: Verdict) -> Finding {
         cause: Cause::Breach,
         cap: None,
         dwell_s: 3600,
+        drain_dwell_s: None,
+        cancel_dwell_s: None,
         evidence: Evidence::default(),
         wasted_gpu_h: 1.0,
         hypothetical: false,

@@ -400,7 +400,6 @@ ceilings = { idle = "cancel" }
 /// What should happen: the notice names the times the engine allows (the level's dwell, as
 /// `Engine::judge` counts it), so the drain comes about when it says.
 #[test]
-#[ignore = "review13: a rise notice counts stages from the breach start; the engine from the level start (drain said 1m, comes 11m)"]
 fn a_rise_notice_names_the_drain_and_cancel_the_engine_allows() {
     fn partial_then_idle(m: i64, g: u16) -> Look {
         if m < 100 && g == 0 {

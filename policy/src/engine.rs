@@ -739,6 +739,8 @@ impl Engine {
             cause: Cause::Evidence(EvidenceProblem::NoSamples),
             cap: None,
             dwell_s: 0,
+            drain_dwell_s: None,
+            cancel_dwell_s: None,
             evidence: Evidence {
                 gpus_allocated: job.alloc.len() as u32,
                 ..Evidence::default()
@@ -849,6 +851,8 @@ impl Engine {
             cause: Cause::NoBreach,
             cap: None,
             dwell_s: 0,
+            drain_dwell_s: None,
+            cancel_dwell_s: None,
             evidence: look.ev,
             wasted_gpu_h: 0.0,
             hypothetical: false,
@@ -934,6 +938,8 @@ impl Engine {
         if l.drain_level_start_s.is_none() {
             l.drain_confirmed_s = None;
         }
+        f.drain_dwell_s = l.drain_level_start_s.map(|t| now_s.saturating_sub(t));
+        f.cancel_dwell_s = l.cancel_level_start_s.map(|t| now_s.saturating_sub(t));
 
         // Observe mode: last cycle's drain verdict counts as confirmed now.
         if self.mode == Mode::Observe && l.rung >= Verdict::Drain && l.drain_confirmed_s.is_none() {
