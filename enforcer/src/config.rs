@@ -318,10 +318,18 @@ impl Config {
                 "unknown" => "unknown is evidence that fits no signature of waste; a cancel acts on what the enforcer cannot explain",
                 _ => continue,
             };
-            if cancel && self.policy.ceiling(policy::SignatureId(i as u8)) >= Verdict::Cancel {
+            let ceiling = self.policy.ceiling(policy::SignatureId(i as u8));
+            if cancel && ceiling >= Verdict::Cancel {
                 out.push(format!(
                     "policy.ceilings.{0} = \"cancel\": {what}. Such jobs will be drained and cancelled like idle ones; keep {0} at \"alert\" (the default) unless a replay of your own telemetry shows these cancels are right",
                     sig.name()
+                ));
+            } else if drain_reachable(&self.policy) && ceiling >= Verdict::Drain {
+                // Review 13: a drain takes the node from every other user too.
+                out.push(format!(
+                    "policy.ceilings.{0} = \"{1}\": {what}. Such jobs' nodes will be drained (no new job starts there) like idle ones'; keep {0} at \"alert\" (the default) unless a replay of your own telemetry shows these drains are right",
+                    sig.name(),
+                    ceiling.as_str()
                 ));
             }
         }
@@ -1389,8 +1397,20 @@ mod tests {
             );
         }
         assert_eq!(w.len(), 3, "{w:?}");
-        // Without a cancel stage such a ceiling changes nothing.
-        assert!(warn("[policy]\nceilings = { starved = \"cancel\" }").is_empty());
+        // Review 13: a drain ceiling drains the node of such jobs; it warns too.
+        let w = warn(&format!("[policy]\n{stages}\nceilings = {{ unknown = \"drain\" }}"));
+        assert!(
+            w.len() == 1 && w[0].contains("policy.ceilings.unknown = \"drain\"") && w[0].contains("drained"),
+            "{w:?}"
+        );
+        // Without a cancel stage such a ceiling still lets the drain stage drain their nodes.
+        let w = warn("[policy]\nceilings = { starved = \"cancel\" }");
+        assert!(
+            w.len() == 1 && w[0].contains("policy.ceilings.starved = \"cancel\"") && w[0].contains("drained"),
+            "{w:?}"
+        );
+        // Without a drain or cancel stage it changes nothing.
+        assert!(warn("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }]\nceilings = { starved = \"cancel\" }").is_empty());
         // c06: notice 0s, and a cancel stage at the drain's dwell.
         let w = warn("[policy]\nnotice = \"0s\"\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"1h\", verdict = \"cancel\" }]");
         assert_eq!(w.len(), 2, "{w:?}");

@@ -75,6 +75,22 @@ pub enum Loaded {
     Corrupt(String),
 }
 
+/// Refuses a state file that exists but cannot be read (a permission, an I/O error): it may
+/// hold admins' overrides of our drains and the hourly budgets, which a fresh start would
+/// forget (review 13), and it is no corrupt file to move aside. The daemon does not start;
+/// the error names the file and the OS error. A missing file, or one that reads but does not
+/// parse, is for [`load`].
+pub fn check_readable(path: &Path) -> anyhow::Result<()> {
+    match std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut [0u8; 1])) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => anyhow::bail!(
+            "state file {} exists but cannot be read ({e}); it may hold admins' overrides of our drains and the hourly budgets, so the daemon does not start without it: give the daemon's user access to it (or, to start afresh on purpose, move it away)",
+            path.display()
+        ),
+    }
+}
+
 /// Loads the state file at `path`.
 pub fn load(path: &Path) -> Loaded {
     let text = match std::fs::read(path) {
@@ -236,6 +252,24 @@ mod tests {
         }
         drop(first);
         lock_state_dir(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_state_file_that_cannot_be_read_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        // Missing: fine (a fresh start). Readable: fine (load decides).
+        assert!(check_readable(&path).is_ok());
+        std::fs::write(&path, "{}").unwrap();
+        assert!(check_readable(&path).is_ok());
+        // Present but unreadable (a directory here; EACCES or EIO in the field).
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let e = check_readable(&path).unwrap_err().to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("cannot be read") && e.contains("overrides"),
+            "{e}"
+        );
     }
 
     #[test]
