@@ -354,8 +354,13 @@ impl Config {
                     // Guard 6 counts the drain's standing from its confirmation: a drain of ours
                     // still standing from an earlier breach of the same job has stood long
                     // enough already, and then only the stage and notice hold the cancel back.
+                    let on_its_way = if stage_after_s(&self.policy, Verdict::Drain).is_none() {
+                        ", made on its way to the cancel as there is no drain stage,"
+                    } else {
+                        ""
+                    };
                     format!(
-                        "the drain (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first (only a drain of ours still standing from an earlier breach of the same job lets it come sooner, at about {})",
+                        "the drain{on_its_way} (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first (only a drain of ours still standing from an earlier breach of the same job lets it come sooner, at about {})",
                         DurationS(earliest_drain_s(&self.policy).unwrap_or(0)),
                         c.window,
                         DurationS(after.max(alert_at + c.notice.secs()))
@@ -853,7 +858,7 @@ impl Config {
         if c.mode == RunMode::Enforce && !c.has_any_channel() && drain_reachable(&policy) {
             return Err(e(
                 "enforcer.notify_command",
-                "enforce mode with a drain or cancel stage needs a channel that tells the job's user: set enforcer.notify_command or enforcer.webhook_url_env (both are empty; the AdminComment written at cancel is not a notice)".into(),
+                "enforce mode with a drain or cancel stage needs a channel that tells someone: set enforcer.notify_command (a command that messages the job's user), or enforcer.webhook_url_env, which alone serves a drain stage and, for a cancel stage, counts as the user's notice only with webhook_reaches_users = true (both are empty; the AdminComment written at cancel is not a notice)".into(),
             ));
         }
         if c.mode == RunMode::Enforce && !c.has_user_channel() && cancel_reachable(&policy) {
@@ -1232,7 +1237,10 @@ mod tests {
         // that drain to stand one window (trial 6 #7 warns about it).
         let w = c.warnings();
         assert!(
-            w.len() == 1 && w[0].contains("cancel after \"2h\" is not when the cancel comes") && w[0].contains("2h21m"),
+            w.len() == 1
+                && w[0].contains("cancel after \"2h\" is not when the cancel comes")
+                && w[0].contains("2h21m")
+                && w[0].contains("made on its way to the cancel as there is no drain stage"),
             "{w:?}"
         );
         let c = Config::from_text("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]\n[enforcer]\nnode = \"n\"\nnotify_command = [\"notify\"]\n", "t").unwrap();

@@ -189,6 +189,10 @@ fn a_missing_file_is_named_and_its_os_error_given_once() {
         let e = fails(d.path(), args);
         assert_eq!(e.matches("os error 2").count(), 1, "sim {args:?}: {e}");
         assert!(e.contains("nonexist"), "sim {args:?}: {e}");
+        // Trial 7: calibrate run away from the repository said only "file not found".
+        if args[0] == "calibrate" {
+            assert!(e.contains("--cdfs") && e.contains("repository's root"), "{e}");
+        }
     }
 }
 
