@@ -1168,7 +1168,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         if let Some(r) = not_gone_known.filter(|_| mode == RunMode::Enforce) {
             for (job, t) in &self.actions.cancels {
                 if *t < now_s && running.contains(job) {
-                    tracing::error!(job_id = %job, "job still RUNNING after cancel");
+                    // Counted every cycle (a rising counter to alert on); said in the log at
+                    // the first cycle and then every 10 minutes, not every cycle (trial 7).
+                    let since_s = now_s.saturating_sub(*t);
+                    let interval_s = self.cfg.policy.config().interval.secs().max(1);
+                    if since_s <= interval_s || since_s % 600 < interval_s {
+                        tracing::error!(job_id = %job, since_cancel_s = since_s, "job still RUNNING after our cancel; Slurm may be stuck ending it (see `scontrol show job`); the cancel is not sent again (logged every 10 minutes while it lasts; gpu_reaper_action_errors_total{{action=\"cancel_not_effective\"}} counts every cycle)");
+                    }
                     Metrics::inc(&mut self.metrics.action_errors, "cancel_not_effective".to_string());
                 }
             }
