@@ -591,8 +591,36 @@ pub fn write_replay(out: &Path, trace: &Trace, res: &ReplayResult) -> Result<(),
     Ok(())
 }
 
+/// Pairs of jobs (their ids, in trace order) whose allocations share a GPU while both run
+/// (`[start_s, end_s)` overlapping): the engine attributes such a GPU to neither (trial 7: the
+/// replay dropped their samples without saying why).
+pub fn overlapping_allocations(trace: &Trace) -> Vec<(String, String)> {
+    let mut by_gpu: std::collections::BTreeMap<(u32, u16), Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, j) in trace.jobs.iter().enumerate() {
+        for g in &j.facts.alloc {
+            by_gpu.entry((g.node.0, g.gpu)).or_default().push(i);
+        }
+    }
+    let mut pairs = std::collections::BTreeSet::new();
+    for jobs in by_gpu.values() {
+        for (k, &a) in jobs.iter().enumerate() {
+            for &b in &jobs[k + 1..] {
+                let (ja, jb) = (&trace.jobs[a], &trace.jobs[b]);
+                if a != b && ja.facts.start_s < jb.end_s && jb.facts.start_s < ja.end_s {
+                    pairs.insert((a.min(b), a.max(b)));
+                }
+            }
+        }
+    }
+    pairs
+        .into_iter()
+        .map(|(a, b)| (trace.jobs[a].facts.job_id.clone(), trace.jobs[b].facts.job_id.clone()))
+        .collect()
+}
+
 /// A short plain-text summary of a replay for the terminal: cycles, verdict counts, sample
-/// accounting, safety check and, with truth, the score totals.
+/// accounting (with a warning for jobs that hold one GPU at the same time), safety check and,
+/// with truth, the score totals.
 pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -615,6 +643,17 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
         "samples never delivered: {} before the first cycle, {} after the last; unattributed: {}",
         res.samples_before_first_cycle, res.samples_after_last_cycle, res.counters.unattributed_samples
     );
+    let overlaps = overlapping_allocations(trace);
+    if !overlaps.is_empty() {
+        let shown: Vec<String> = overlaps.iter().take(5).map(|(a, b)| format!("{a} and {b}")).collect();
+        let _ = writeln!(
+            s,
+            "warning: {} of jobs {} the same GPU at the same time in the trace (e.g. {}); a GPU two running jobs claim is no job's evidence, so its samples there are unattributed and both jobs see a gap",
+            if overlaps.len() == 1 { "1 pair".to_string() } else { format!("{} pairs", overlaps.len()) },
+            if overlaps.len() == 1 { "holds" } else { "hold" },
+            shown.join(", ")
+        );
+    }
     let _ = writeln!(
         s,
         "safety check (no drain/cancel within one window after a reading at or above the threshold): {}",

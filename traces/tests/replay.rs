@@ -215,3 +215,38 @@ fn times_at_the_ends_of_i64_end_the_walk_instead_of_overflowing() {
         assert_eq!(r.cycles, 1, "start {start}");
     }
 }
+
+/// Trial 7: jobs that hold one GPU at the same time in `jobs.csv` had their samples there
+/// dropped as unattributed without a word. The summary names the overlapping pairs; jobs that
+/// follow each other on a GPU are no overlap.
+#[test]
+fn the_summary_warns_about_jobs_holding_one_gpu_at_once() {
+    let jobs = format!("{JOBS_HEADER}a,u,a,p,q,n,,0,7200,,1,n1:0\nb,u,a,p,q,n,,3600,10800,,1,n1:0\nc,u,a,p,q,n,,10800,14400,,1,n1:0\n");
+    let mut samples = String::from(SAMPLES_HEADER);
+    for t in (0..14400).step_by(60) {
+        samples.push_str(&format!(
+            "{t},{},n1,0,0,30000,81920,{},400,1,\n",
+            if t < 3600 {
+                "a"
+            } else if t < 10800 {
+                "b"
+            } else {
+                "c"
+            },
+            60 + (t / 60) % 3
+        ));
+    }
+    let d = trace_dir(&jobs, &samples);
+    let t = read_trace(d.path(), false).unwrap().0;
+    assert_eq!(
+        traces::replay::overlapping_allocations(&t),
+        vec![("a".to_string(), "b".to_string())]
+    );
+    let r = replay(&t, default_policy(), 60);
+    let text = traces::replay::summary_text(&t, &r);
+    assert!(
+        text.contains("warning: 1 pair of jobs holds the same GPU at the same time in the trace (e.g. a and b)"),
+        "{text}"
+    );
+    assert!(r.counters.unattributed_samples > 0);
+}
