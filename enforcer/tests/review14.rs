@@ -8,13 +8,18 @@
 //!   the mode changed. Enforce -> observe clears the real cancels and drains of the last hour;
 //!   observe -> enforce (the operator switching back) then starts with a full budget, so
 //!   `max_cancels_per_hour = 1` lets two real cancels through within minutes.
+//! * `a_job_told_it_will_not_be_drained_is_not_drained_without_a_new_notice_first`: a job
+//!   whose exemption field squeue left unknown is now `alert_only`, and its notice says with no
+//!   condition "gpu-reaper does not drain the node or cancel this job". Once the field is read
+//!   the drain comes in that very cycle (the ladder went on under the daemon's cap), and the
+//!   notice for the rise goes out after it (drains now run first).
 
 use enforcer::config::RunMode;
 use enforcer::parse::scontrol_node::{self, NodeState};
 use enforcer::plan::{plan, Action, ActionState, JobView, Limits, Plan, PlanInput, SkipKind};
 use policy::{Cause, Evidence, Finding, JobFacts, SignatureId, Verdict};
 
-const NODE: &str = "gpu001";
+use common::cluster::NODE;
 
 fn finding(v: Verdict, dwell_s: i64) -> Finding {
     Finding {
@@ -151,5 +156,125 @@ fn a_mode_change_and_back_keeps_the_real_cancels_in_the_budget() {
         "a real cancel at 10 000 and max_cancels_per_hour = 1, yet at 12 500 the plan is {:?} (skips {:?})",
         p.actions,
         p.skips
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// End to end: one idle 1-GPU job on a 1-GPU node.
+
+mod common;
+
+use common::cluster::{cluster, config_with, job as slurm_job, real_executor, FakeSlurm, NoProc, OneIdleGpu, T0};
+use enforcer::daemon::Daemon;
+use enforcer::executor::{Executor, Outcome, RealExecutor};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The real executor, keeping every notice and drain in the order they were carried out.
+struct Sequence {
+    inner: RealExecutor<FakeSlurm>,
+    now_s: Rc<RefCell<i64>>,
+    events: Rc<RefCell<Vec<(i64, String)>>>,
+}
+
+impl Executor for Sequence {
+    fn execute(&mut self, action: &Action) -> Outcome {
+        let t = *self.now_s.borrow();
+        match action {
+            Action::Notice { reason, .. } => self.events.borrow_mut().push((t, format!("notice: {reason}"))),
+            Action::Drain { .. } => self.events.borrow_mut().push((t, "drain".into())),
+            Action::Cancel { .. } => self.events.borrow_mut().push((t, "cancel".into())),
+            _ => {}
+        }
+        self.inner.execute(action)
+    }
+}
+
+fn stages_policy(drain: &str, cancel: &str) -> String {
+    format!(
+        "[policy]\nwindow = \"20m\"\nwarmup = \"15m\"\ninterval = \"60s\"\nnotice = \"30m\"\nstages = [{{ after = \"0s\", verdict = \"alert\" }}, {{ after = \"{drain}\", verdict = \"drain\" }}, {{ after = \"{cancel}\", verdict = \"cancel\" }}]\nceilings = {{ idle = \"cancel\" }}\n"
+    )
+}
+
+type Events = Rc<RefCell<Vec<(i64, String)>>>;
+
+/// Runs job 802 (1 GPU, idle, the node's only job) for `minutes` one-minute cycles under
+/// `policy_text`, `each(minute, cluster)` run before each cycle; returns every notice, drain
+/// and cancel in order.
+fn run_802(policy_text: &str, minutes: i64, each: fn(i64, &mut common::cluster::Cluster)) -> Vec<(i64, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![slurm_job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let now = Rc::new(RefCell::new(T0));
+    let events: Events = Rc::new(RefCell::new(Vec::new()));
+    let mut d = Daemon::new(
+        config_with(policy_text, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        OneIdleGpu {
+            cycle: 0,
+            power_known: true,
+        },
+        Sequence {
+            inner: real_executor(&c),
+            now_s: now.clone(),
+            events: events.clone(),
+        },
+        Box::new(NoProc),
+        T0,
+    );
+    for i in 0..minutes {
+        let t = T0 + i * 60;
+        *now.borrow_mut() = t;
+        each(i, &mut c.borrow_mut());
+        d.cycle(t);
+    }
+    let out = events.borrow().clone();
+    out
+}
+
+/// Input: job 802 idles from T0; drain after 30m, cancel after 1h, notice 30m (the default
+/// `comment_marker` makes the job's comment an exemption field). For its first 45 minutes
+/// squeue leaves the job's comment unknown (`unknown_fields = ["comment"]`: a Slurm version
+/// or a `--Format` without it, a read of the field that failed); from then on it is read,
+/// and carries no exemption.
+///
+/// What happens: the notice at the first alert (+17m) goes out under today's
+/// `JobView::alert_only` (which now includes "an exemption field is unknown") and says, with
+/// no condition, "This is an alert only: gpu-reaper does not drain the node or cancel this
+/// job". At +45m the comment is read; the engine's ladder had gone on underneath the
+/// daemon's cap, the drain stage has passed, and the node is drained in that very cycle. The
+/// notice for the rise goes out after the drain (drains now run before notices): the user
+/// learns of the drain only once it is made, having been told it would not happen.
+///
+/// What should happen: a hold that may lift (an unknown field) is said as one ("while squeue
+/// cannot show the job's comment ..."), like the power and freeze holds; or a job noticed
+/// "alert only" is not drained before a notice that announces the drain has gone out (and
+/// the time it names has come).
+#[test]
+#[ignore = "review14: a job told unconditionally 'alert only, never drained' (exemption field unknown) is drained at once when the field is read"]
+fn a_job_told_it_will_not_be_drained_is_not_drained_without_a_new_notice_first() {
+    fn comment_unknown_until_45(m: i64, c: &mut common::cluster::Cluster) {
+        if let Some(j) = c.jobs.first_mut() {
+            j.unknown_fields = if m < 45 { vec!["comment".into()] } else { Vec::new() };
+        }
+    }
+    let events = run_802(&stages_policy("30m", "1h"), 120, comment_unknown_until_45);
+    let first_drain = events.iter().position(|(_, e)| e == "drain").expect("job 802's node is drained");
+    let told_before = events[..first_drain]
+        .iter()
+        .rev()
+        .find(|(_, e)| e.starts_with("notice"))
+        .cloned()
+        .expect("a notice before the drain");
+    assert!(
+        !told_before.1.contains("does not drain the node"),
+        "drained at +{}m; the last notice before it (+{}m) said: {:?}\nevents: {:?}",
+        (events[first_drain].0 - T0) / 60,
+        (told_before.0 - T0) / 60,
+        told_before.1,
+        events
+            .iter()
+            .map(|(t, e)| ((t - T0) / 60, e.chars().take(60).collect::<String>()))
+            .collect::<Vec<_>>()
     );
 }
