@@ -1,0 +1,58 @@
+//! The fourteenth adversarial review, policy side. Each ignored test fails on the engine as
+//! reviewed and shows one finding.
+//!
+//! * `after_the_clock_goes_back_no_job_is_judged_on_samples_from_before_the_step`: today's
+//!   `EvidenceProblem::Future` holds every window whose newest sample lies ahead of the clock,
+//!   and readings stamped before the newest one seen are late (dropped). Once the clock passes
+//!   that newest sample again, the window is whole at once: it is made of the samples taken
+//!   before the step (in real time, more than the step ago), and the first minute after it.
+//!   The hour of readings in between (here: the job worked) was dropped, and the job is judged
+//!   idle on evidence an hour old, its dwell counted from it.
+
+mod harness;
+use harness::*;
+use policy::{Mode, Verdict};
+
+/// Input: one idle 1-GPU job, default window 20m, gap 3m, stages alert 0s / drain 30m /
+/// cancel 2h. The engine runs one cycle a minute up to t = 3h (the job idle: alert, drain,
+/// cancel in observe mode). Then the clock steps back one hour (an NTP step, a VM snapshot
+/// restored) and the daemon goes on each minute: for that repeated hour the job works (busy
+/// readings, stamped by the stepped clock, so earlier than the newest seen: late, dropped).
+/// From the moment the clock passes 3h again the GPU reads idle.
+///
+/// What happens: at 3h + 1m the window is "covered" (20 minutes of samples stamped 2h41m..3h,
+/// taken an hour of real time earlier, plus one new one) and the job is at alert at once; the
+/// breach's dwell starts from those old samples.
+///
+/// What should happen (as the daemon's own clock-step warning promises: "jobs are judged
+/// again only once the clock has passed the last cycle's time and a full window has been
+/// gathered after it"): no verdict at alert or above before a window's worth of samples
+/// stamped after the step has been gathered (3h + window − max_sample_gap at the earliest).
+#[test]
+#[ignore = "review14: after a clock step back, the window is judged on samples taken before the step once the clock catches up"]
+fn after_the_clock_goes_back_no_job_is_judged_on_samples_from_before_the_step() {
+    let mut run = Run::new(cfg_with_cancel(2 * 3600), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    run.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    assert!(
+        run.max_verdict(0) >= Verdict::Drain,
+        "control: the idle job escalated before the step"
+    );
+    let caught_up_s = run.now_s;
+    // The clock steps back one hour; the job works through the repeated hour.
+    run.now_s -= 3600;
+    run.run_until(caught_up_s, |_, _, _| Gpu::Busy);
+    // The clock passes the newest sample seen; the GPU reads idle from now on.
+    let window_s = 20 * 60;
+    let gap_s = 3 * 60;
+    let mut early = Vec::new();
+    while run.now_s < caught_up_s + window_s {
+        let f = run.tick(|_, _, _| Gpu::Idle)[0].clone();
+        if run.now_s < caught_up_s + window_s - gap_s && f.verdict >= Verdict::Alert {
+            early.push(((run.now_s - caught_up_s) / 60, f.verdict, f.dwell_s / 60));
+        }
+    }
+    assert!(
+        early.is_empty(),
+        "judged on pre-step samples, (minutes after catching up, verdict, dwell minutes): {early:?}"
+    );
+}
