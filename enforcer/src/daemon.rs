@@ -426,7 +426,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .get(job_id)
                 .map(|d| d.made_s.saturating_add(self.cfg.policy.config().interval.secs())),
         };
-        crate::notice::text(&self.cfg.policy, v, now_s, v.alert_only, earlier, drained_since)
+        // The times an earlier notice of this run named still hold (the planner keeps to them).
+        let kept = self.actions.announced.get(job_id).copied().unwrap_or_default();
+        crate::notice::text_keeping(&self.cfg.policy, v, now_s, v.alert_only, earlier, drained_since, kept)
     }
 
     fn device_index_idle_state(&self) -> DeviceIndexState {
@@ -687,6 +689,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
             if !mig_jobs.is_empty() || mig_processes {
                 tracing::info!(mig_jobs = %mig_jobs.join(","), mig_processes, "MIG slices in use on this node; no job is placed by elimination or by Slurm's device index this cycle");
+                // Placements made that way before (by an older version, or before MIG was in
+                // use) are no better: derived afresh, by processes only (review 14).
+                let dropped: Vec<String> = self
+                    .kept
+                    .iter()
+                    .filter(|(_, k)| k.by_elimination.is_some() || k.by_device_index)
+                    .map(|(j, _)| j.clone())
+                    .collect();
+                if !dropped.is_empty() {
+                    self.kept.retain(|j, _| !dropped.contains(j));
+                    tracing::info!(jobs = %dropped.join(","), "MIG slices in use: placements made by elimination or device index are dropped and derived afresh");
+                }
             }
             let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes;
             let a = attribution::attribute(
@@ -1109,6 +1123,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     // A failed drain or cancel still spends budget, so a failing command is
                     // not retried every cycle.
                     match a {
+                        Action::Drain { .. } if mode == RunMode::Observe => self.actions.would_drain_times_s.push(now_s),
+                        Action::Cancel { .. } if mode == RunMode::Observe => self.actions.would_cancel_times_s.push(now_s),
                         Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
                         Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
                         // A failed notice is retried after a growing delay (plan's backoff).

@@ -59,6 +59,32 @@ pub fn text(
     earlier_notice_s: Option<i64>,
     drained_since_s: Option<i64>,
 ) -> (String, Announced) {
+    text_keeping(
+        policy,
+        view,
+        now_s,
+        alert_only,
+        earlier_notice_s,
+        drained_since_s,
+        Announced::default(),
+    )
+}
+
+/// [`text`], keeping the times an earlier notice of this run of the job named (`kept`): a
+/// drain or cancel it named is never named earlier now, so a user once told "not before T" is
+/// told so again, whatever the stages are now (review 14: after a restart with shortened
+/// stages, a new breach's notice named times before the old ones). The planner holds the
+/// actions until these times.
+pub fn text_keeping(
+    policy: &Policy,
+    view: &JobView<'_>,
+    now_s: i64,
+    alert_only: bool,
+    earlier_notice_s: Option<i64>,
+    drained_since_s: Option<i64>,
+    kept: Announced,
+) -> (String, Announced) {
+    let not_before = |at: Option<i64>| at.map_or(0, |t| t.saturating_sub(now_s).max(0));
     let mut announced = Announced::default();
     let f = view.finding;
     let c = policy.config();
@@ -87,7 +113,7 @@ pub fn text(
             let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(cancel_dwell));
             let drain_part = since.saturating_add(window).saturating_sub(now_s).max(0);
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - cancel_dwell);
-            let cancel_in = staged_in.max(drain_part).max(c.notice.secs());
+            let cancel_in = staged_in.max(drain_part).max(c.notice.secs()).max(not_before(kept.cancel_at_s));
             announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
             out.push_str(&format!(
                 ". The node is drained now (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
@@ -98,8 +124,9 @@ pub fn text(
             ". The node is drained now (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
         )),
         (Verdict::Cancel, Some(d)) => {
+            let d = d.max(not_before(kept.drain_at_s));
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - cancel_dwell);
-            let cancel_in = staged_in.max(d + interval + window).max(c.notice.secs());
+            let cancel_in = staged_in.max(d + interval + window).max(c.notice.secs()).max(not_before(kept.cancel_at_s));
             announced.drain_at_s = Some(now_s.saturating_add(d));
             announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
             out.push_str(&format!(
@@ -109,13 +136,14 @@ pub fn text(
             ));
         }
         (Verdict::Drain, Some(d)) => {
+            let d = d.max(not_before(kept.drain_at_s));
             announced.drain_at_s = Some(now_s.saturating_add(d));
             out.push_str(&format!(
                 ". If this continues, gpu-reaper may drain the node (no new job starts on it; this job keeps running) {} at the earliest; it does not cancel the job while it looks {sig}",
                 when(now_s, d)
             ))
         }
-        _ if alert_only => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel this job"),
+        _ if alert_only => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel this job as things stand, and tells you first if that changes"),
         _ if f.evidence.power_unknown => out.push_str(
             ". This is an alert only while the GPUs' power cannot be read: zero utilisation with memory held looks hung, but only the power draw tells a deadlock from a utilisation counter that is wrong, so gpu-reaper does not drain the node or cancel the job on it",
         ),

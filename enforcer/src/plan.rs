@@ -302,10 +302,23 @@ pub struct ActionState {
     pub drains: BTreeMap<String, DrainRecord>,
     /// Cancels sent, per job, epoch seconds.
     pub cancels: BTreeMap<String, i64>,
-    /// Times of drains in the last hour (real or would), for the budget.
+    /// Times of drains in the last hour, for the budget: real ones, and, in files from before
+    /// `would_drain_times_s`, observe mode's would-drains too.
     pub drain_times_s: Vec<i64>,
-    /// Times of cancels in the last hour (real or would), for the budget.
+    /// Times of cancels in the last hour, for the budget (as `drain_times_s`).
     pub cancel_times_s: Vec<i64>,
+    /// Times of observe mode's would-drains in the last hour: they spend observe mode's budget
+    /// (with the real ones) and are dropped when the mode changes.
+    #[serde(default)]
+    pub would_drain_times_s: Vec<i64>,
+    /// Times of observe mode's would-cancels in the last hour (as `would_drain_times_s`).
+    #[serde(default)]
+    pub would_cancel_times_s: Vec<i64>,
+    /// Jobs whose last notice was observe mode's would-notice, which told nobody: dropped
+    /// (with the times it named) when the mode changes. A real notice stays across mode
+    /// changes (review 14): its user was told, and its times still hold.
+    #[serde(default)]
+    pub would_noticed: BTreeSet<String>,
     /// Last suspect-collector admin alert.
     pub suspect_alerted_s: Option<i64>,
     /// Failed notices per job, for the retry backoff; cleared when a notice goes out. A
@@ -320,14 +333,21 @@ impl ActionState {
     /// Forgets jobs that are no longer running and budget entries older than an hour. With
     /// `running = None` (squeue failed) nothing job-related is forgotten.
     pub fn prune(&mut self, now_s: i64, running: Option<&BTreeSet<String>>) {
-        self.drain_times_s.retain(|t| *t > now_s.saturating_sub(3600));
-        self.cancel_times_s.retain(|t| *t > now_s.saturating_sub(3600));
+        for times in [
+            &mut self.drain_times_s,
+            &mut self.cancel_times_s,
+            &mut self.would_drain_times_s,
+            &mut self.would_cancel_times_s,
+        ] {
+            times.retain(|t| *t > now_s.saturating_sub(3600));
+        }
         if let Some(r) = running {
             self.alerted.retain(|j, _| r.contains(j));
             self.alerted_s.retain(|j, _| r.contains(j));
             self.noticed.retain(|j, _| r.contains(j));
             self.noticed_top.retain(|j, _| r.contains(j));
             self.announced.retain(|j, _| r.contains(j));
+            self.would_noticed.retain(|j| r.contains(j));
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
             self.notice_retries.retain(|j, _| r.contains(j));
@@ -349,14 +369,16 @@ impl ActionState {
     pub fn drop_hypothetical(&mut self) {
         self.drains.retain(|_, d| !d.hypothetical);
         self.cancels.clear();
-        self.noticed.clear();
-        self.noticed_top.clear();
-        self.announced.clear();
+        for job in std::mem::take(&mut self.would_noticed) {
+            self.noticed.remove(&job);
+            self.noticed_top.remove(&job);
+            self.announced.remove(&job);
+        }
         self.notice_retries.clear();
-        // The hourly budgets count the other mode's actions too (observe mode's would-drains
-        // and would-cancels): none of them was a real one, so they spend no real budget.
-        self.drain_times_s.clear();
-        self.cancel_times_s.clear();
+        // Observe mode's would-drains and would-cancels spend no real budget; real drains and
+        // cancels keep theirs across the change (review 14).
+        self.would_drain_times_s.clear();
+        self.would_cancel_times_s.clear();
     }
 
     /// Records a failed notice attempt at `now_s`, for the retry backoff, in the breach that
@@ -451,9 +473,18 @@ impl ActionState {
             Action::Notice { job_id, .. } => {
                 self.noticed.insert(job_id.clone(), now_s);
                 self.notice_retries.remove(job_id);
+                if hypothetical {
+                    self.would_noticed.insert(job_id.clone());
+                } else {
+                    self.would_noticed.remove(job_id);
+                }
             }
             Action::Drain { job_id, node, .. } => {
-                self.drain_times_s.push(now_s);
+                if hypothetical {
+                    self.would_drain_times_s.push(now_s);
+                } else {
+                    self.drain_times_s.push(now_s);
+                }
                 self.drains.insert(
                     job_id.clone(),
                     DrainRecord {
@@ -466,7 +497,11 @@ impl ActionState {
                 );
             }
             Action::Cancel { job_id, .. } => {
-                self.cancel_times_s.push(now_s);
+                if hypothetical {
+                    self.would_cancel_times_s.push(now_s);
+                } else {
+                    self.cancel_times_s.push(now_s);
+                }
                 self.cancels.insert(job_id.clone(), now_s);
             }
             Action::Resume { .. } => {}
@@ -581,14 +616,20 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             ),
         });
     }
-    let mut drains_left = inp
-        .limits
-        .max_drains_per_hour
-        .saturating_sub(st.drain_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
-    let mut cancels_left = inp
-        .limits
-        .max_cancels_per_hour
-        .saturating_sub(st.cancel_times_s.iter().filter(|t| **t > inp.now_s - 3600).count() as u32);
+    let mut drains_left = inp.limits.max_drains_per_hour.saturating_sub(
+        st.drain_times_s
+            .iter()
+            .chain(&st.would_drain_times_s)
+            .filter(|t| **t > inp.now_s - 3600)
+            .count() as u32,
+    );
+    let mut cancels_left = inp.limits.max_cancels_per_hour.saturating_sub(
+        st.cancel_times_s
+            .iter()
+            .chain(&st.would_cancel_times_s)
+            .filter(|t| **t > inp.now_s - 3600)
+            .count() as u32,
+    );
     let ours = our_drain(inp.node_state);
     // Our drain whose job no longer runs here (squeue answered), on a node in no other special
     // state: due for a resume. Another job of ours due for a drain on this node takes the drain
@@ -635,8 +676,10 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // A notice counts only for what it announced: a rise in what may follow needs a new one.
         let covered = st.noticed_top.get(id).is_none_or(|top| *top >= jv.reachable);
         let noticed_s = in_breach(st.noticed.get(id)).filter(|_| covered);
-        // What that notice named: nothing comes earlier than it said.
-        let announced = noticed_s.and_then(|_| st.announced.get(id)).copied().unwrap_or_default();
+        // What the job's last notice named, in this breach or an earlier one of the same run
+        // (a restart or an evidence gap starts a new breach, review 14): nothing comes
+        // earlier than it said. Times in the past hold nothing.
+        let announced = st.announced.get(id).copied().unwrap_or_default();
         let too_early = |at: Option<i64>| at.is_some_and(|t| inp.now_s < t);
         if alerted.is_none_or(|r| *r < v) {
             p.actions.push(Action::Alert {
@@ -702,8 +745,11 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         };
         let special_already = node_special || (inp.mode == RunMode::Observe && would_ours.is_some());
         let behind = drain_planned.as_deref().filter(|j| *j != id);
+        // A user whose last notice said no drain would follow is told before one does
+        // (review 14: the drain came in the cycle the rise was noticed, before the notice).
+        let told_no_drain = st.noticed.contains_key(id) && st.noticed_top.get(id).is_some_and(|top| *top < Verdict::Drain);
         if !drained_for_job {
-            if too_early(announced.drain_at_s) {
+            if too_early(announced.drain_at_s) || told_no_drain {
                 skip(&mut p, SkipKind::NoticePending, "drain", id);
             } else if p.suspect {
                 skip(&mut p, SkipKind::SuspectCollector, "drain", id);

@@ -124,7 +124,6 @@ fn plan_one(now_s: i64, j: &JobFacts, f: &Finding, ns: &NodeState, st: &ActionSt
 /// cancel stays in the budget across any number of mode changes, so job 200 is skipped as
 /// `rate_limit` until 13 600.
 #[test]
-#[ignore = "review14: enforce->observe->enforce restarts clear the real cancels from the hourly budget"]
 fn a_mode_change_and_back_keeps_the_real_cancels_in_the_budget() {
     let mut st = ActionState::default();
     // The real cancel of job 100 at 10 000 (enforce mode).
@@ -191,7 +190,6 @@ fn a_mode_change_and_back_keeps_the_real_cancels_in_the_budget() {
 /// What should happen: a notice that was really delivered is kept across mode changes (only
 /// observe mode's would-notices told nobody), so its times still hold the drain and cancel.
 #[test]
-#[ignore = "review14: enforce->observe->enforce restarts forget a real notice and the times it named; the drain comes earlier than the user was told"]
 fn a_mode_change_and_back_keeps_the_times_a_real_notice_named() {
     let mut st = ActionState::default();
     st.record(
@@ -327,7 +325,6 @@ fn run_802(policy_text: &str, minutes: i64, each: fn(i64, &mut common::cluster::
 /// "alert only" is not drained before a notice that announces the drain has gone out (and
 /// the time it names has come).
 #[test]
-#[ignore = "review14: a job told unconditionally 'alert only, never drained' (exemption field unknown) is drained at once when the field is read"]
 fn a_job_told_it_will_not_be_drained_is_not_drained_without_a_new_notice_first() {
     fn comment_unknown_until_45(m: i64, c: &mut common::cluster::Cluster) {
         if let Some(j) = c.jobs.first_mut() {
@@ -388,7 +385,6 @@ const MIG_GPUS: &str = "\
 /// made by them are dropped (as a slurmd restart now drops device-index ones) and the job is
 /// placed by its own processes or not at all.
 #[test]
-#[ignore = "review14: a MIG job placed by elimination before the upgrade (kept in state.json) stays on the whole GPU and is cancelled"]
 fn a_mig_job_placed_on_a_whole_gpu_before_the_upgrade_is_not_judged_there() {
     let dir = tempfile::tempdir().unwrap();
     let jobs = [("601", 0), ("602", 1)]
@@ -452,7 +448,6 @@ fn a_mig_job_placed_on_a_whole_gpu_before_the_upgrade_is_not_judged_there() {
 /// the restart did not interrupt (or at least until a new notice names times no earlier):
 /// no drain before the time the user was given.
 #[test]
-#[ignore = "review14: a restart more than one window after the notice drops the times it named; drained long before them"]
 fn a_restart_more_than_a_window_after_the_notice_keeps_its_times() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
