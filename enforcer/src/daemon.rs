@@ -469,7 +469,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // jump moves a job up the ladder); the operator should know why escalation restarted.
         if self.metrics.cycles > 0 && now_s < self.metrics.last_cycle_s {
             let back_s = self.metrics.last_cycle_s.saturating_sub(now_s);
-            tracing::warn!(went_back_s = back_s, last_cycle_s = self.metrics.last_cycle_s, now_s, "the system clock went back since the last cycle (an NTP step, a VM snapshot restored?); every breach starts again from the first alert; samples stamped before the last ones seen count as late, so jobs are judged again only once the clock has passed the last cycle's time and a full window has been gathered after it");
+            tracing::warn!(went_back_s = back_s, last_cycle_s = self.metrics.last_cycle_s, now_s, "the system clock went back since the last cycle (an NTP step, a VM snapshot restored?); every breach starts again from the first alert and every window is emptied, so jobs are judged again only on a full window gathered after the step");
             rep.clock_went_back_s = Some(back_s);
         }
         self.metrics.cycles += 1;

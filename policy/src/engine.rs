@@ -454,7 +454,8 @@ impl Engine {
     /// forgotten.
     ///
     /// A `now_s` earlier than the previous cycle's is treated as a clock jump: every job's
-    /// breach ends and escalation starts again (no clock jump can take a job up the ladder).
+    /// breach ends and escalation starts again (no clock jump can take a job up the ladder),
+    /// and every window is emptied (its samples were taken before the step).
     pub fn step(&mut self, now_s: i64, obs: &Observation<'_>, out: &mut Vec<Finding>) {
         self.step_each(now_s, obs, std::slice::from_mut(out));
     }
@@ -517,6 +518,12 @@ impl Engine {
                 if clock_went_back {
                     for l in &mut self.ladders[idx as usize * np..(idx as usize + 1) * np] {
                         l.end_breach();
+                    }
+                    // Every sample held was taken before the step: none can be placed against
+                    // the new clock (guard 10), and a job is judged again only on a full
+                    // window gathered after it.
+                    for g in &mut self.jobs[idx as usize].gpus {
+                        g.forget_after_clock_step();
                     }
                 }
             }

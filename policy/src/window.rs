@@ -853,6 +853,17 @@ impl GpuWindow {
         }
     }
 
+    /// Forgets every sample, keeping only the count of late ones: after the clock went back,
+    /// the window's samples were all taken before the step, so they cannot be placed against
+    /// the new clock, and newer readings (stamped earlier) must not be dropped as late (review
+    /// 14). The window fills again from the next sample.
+    pub(crate) fn forget_after_clock_step(&mut self) {
+        *self = GpuWindow {
+            late: self.late,
+            ..GpuWindow::default()
+        };
+    }
+
     /// Drops window contents older than one window before `now_s` and every pending sample;
     /// used when restoring a snapshot.
     pub(crate) fn restore_trim(&mut self, now_s: i64, th: &IngestThresholds) {

@@ -380,34 +380,42 @@ fn guard_10_future_samples_are_invalid_and_a_clock_jump_resets() {
     assert!(r.verdict(0) <= Verdict::Alert, "{}", r.verdict(0));
 }
 
-/// Trial 7 follow-up: after the clock went back an hour, the window still held the last
-/// hour's samples, now stamped in the future, while every new reading counted as late. The
-/// job was judged on that frozen hour (alerted at once, drained within minutes, cancelled
-/// later) even if it had gone back to work. Samples stamped beyond now + skew are invalid
-/// evidence (guard 10), in the window as on arrival.
+/// Trial 7 follow-up and review 14: after the clock went back an hour, the window still held
+/// the last hour's samples, now stamped in the future, while every new reading counted as
+/// late, so the job was judged on that frozen hour, and later on hour-old samples. A step back
+/// empties every window: the job is judged again only on a full window gathered after it.
 #[test]
-fn guard_10_a_window_holding_samples_from_ahead_of_the_clock_is_insufficient_evidence() {
+fn guard_10_a_clock_step_back_empties_the_windows() {
     let c = cfg_with_cancel(90 * 60);
     let mut r = Run::new(c.clone(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
     r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
     assert!(r.verdict(0) >= Verdict::Alert);
-    // The clock goes back one hour; the GPU now works, but its samples are stamped before the
-    // newest one seen, so they are late.
+    // The clock goes back one hour; the GPU stays idle.
     r.now_s -= 3600;
     let (back_s, from) = (r.now_s, r.history.len());
-    r.run_until(back_s + 3600, |_, _, _| Gpu::Busy);
+    r.run_until(back_s + 3600, |_, _, _| Gpu::Idle);
     assert_eq!(r.history.len() - from, 60);
-    // (Within `clock_skew` of the newest sample, the window counts again.)
-    for (t, f) in r.history[from..].iter().filter(|(t, _)| *t + c.clock_skew.secs() < back_s + 3600) {
-        assert_eq!(
-            (f[0].verdict, f[0].cause),
-            (Verdict::InsufficientEvidence, Cause::Evidence(EvidenceProblem::Future)),
-            "at {t}"
+    let first_alert = r.history[from..]
+        .iter()
+        .find(|(_, f)| f[0].verdict >= Verdict::Alert)
+        .map(|(t, _)| *t);
+    // Not before a window of new samples covers it (the first at back_s + 60).
+    assert_eq!(first_alert, Some(back_s + 60 + c.window.secs() - c.max_sample_gap.secs()));
+    for (_, f) in &r.history[from..] {
+        assert!(
+            f[0].evidence.window_start_s > back_s,
+            "judged on a sample from before the step: {:?}",
+            f[0].evidence
         );
     }
-    // Once the clock has passed the last sample seen, new samples are evidence again.
-    r.run_until(back_s + 3600 + c.window.secs() + 120, |_, _, _| Gpu::Busy);
+    // And a job working again after the step is healthy on its new samples, not late.
+    let mut r = Run::new(c, Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    r.run_until(3 * 3600, |_, _, _| Gpu::Idle);
+    r.now_s -= 3600;
+    let back_s = r.now_s;
+    r.run_until(back_s + 1800, |_, _, _| Gpu::Busy);
     assert_eq!(r.verdict(0), Verdict::Healthy);
+    assert_eq!(r.out[0].evidence.late_samples, 0);
 }
 
 #[test]

@@ -323,9 +323,9 @@ proptest! {
         prop_assert_eq!(base, verdicts(&h));
     }
 
-    /// Guard 10, when the clock goes back: no verdict at alert or above rests on a window
-    /// whose newest sample is stamped beyond now + `clock_skew` (samples taken before the
-    /// step, which newer readings cannot follow: they count as late).
+    /// Guard 10, when the clock goes back: no verdict at alert or above rests on a sample
+    /// taken before the step (every window is emptied), nor on a window whose newest sample
+    /// is stamped beyond now + `clock_skew`.
     #[test]
     fn prop_guard_10_a_clock_that_goes_back_never_acts_on_samples_ahead_of_it(spec in scenario(), jump_tick in 30i64..150, back_ticks in 2i64..90) {
         let c = test_cfg();
@@ -337,6 +337,10 @@ proptest! {
             r.tick_with(samples_at(&spec, &jobs, t));
             for f in r.out.iter().filter(|f| f.verdict >= Verdict::Alert) {
                 prop_assert!(f.evidence.window_end_s <= r.now_s + c.clock_skew.secs(), "{} at {} on a window ending {}", f.verdict, r.now_s, f.evidence.window_end_s);
+                // Review 14: and never on a sample taken before the step.
+                if tick > jump_tick {
+                    prop_assert!(f.evidence.window_start_s >= (jump_tick + 1 - back_ticks) * 60, "{} at {} on a window from {}", f.verdict, r.now_s, f.evidence.window_start_s);
+                }
             }
         }
     }

@@ -48,7 +48,11 @@ impl Signature for Hung {
             wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_pos == 0 && g.procs_zero == 0),
-            power_unknown: gpus.iter().any(|g| g.power_known == 0 && gpu_is_hung(g, cfg)),
+            // Power on fewer than half the samples is too little to tell (review 14: one
+            // reading in twenty lifted the hold).
+            power_unknown: gpus
+                .iter()
+                .any(|g| g.power_known.saturating_mul(2) < g.samples && gpu_is_hung(g, cfg)),
         })
     }
 }

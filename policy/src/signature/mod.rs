@@ -30,7 +30,8 @@ pub struct Match {
     pub waste_frac: f64,
     /// True when no sample carried a process count, so `hung` rests on memory and compute only.
     pub procs_unknown: bool,
-    /// True when some GPU counted as `hung` had no power reading in the window: the reading
+    /// True when some GPU counted as `hung` had power on fewer than half of its samples in the
+    /// window: the reading
     /// that tells a deadlock from a util counter that broke (trial 6: 0 % at 336 W) is
     /// missing, so the engine holds the job at alert ([`crate::Cap::PowerUnknown`]).
     pub power_unknown: bool,

@@ -79,12 +79,17 @@ pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result
             world.samples.len()
         );
         let path = cdfs.join(file);
-        let reference = QuantileCdf::read(&path).with_context(|| {
-            format!(
-                "reading the Seren reference CDF: --cdfs (default ../shared/traces/acme_util_cdfs, relative to where you run sim) names the folder of AcmeTrace's CDFs, here {}; run from the repository's root with shared/ beside it, or give --cdfs",
-                cdfs.display()
-            )
-        })?;
+        // A missing file gets the hint about --cdfs; a bad one keeps its own line and column.
+        let reference = if path.exists() {
+            QuantileCdf::read(&path)?
+        } else {
+            QuantileCdf::read(&path).with_context(|| {
+                format!(
+                    "reading the Seren reference CDF: --cdfs (default ../shared/traces/acme_util_cdfs, relative to where you run sim) names the folder of AcmeTrace's CDFs, here {}; run from the repository's root with shared/ beside it, or give --cdfs",
+                    cdfs.display()
+                )
+            })?
+        };
         v.sort_by(f64::total_cmp);
         let ks = ks_distance(&v, &reference);
         out.push(Metric {
