@@ -392,45 +392,34 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
     }
 
-    /// The device-index rule's state in a cycle whose attribution did not run (squeue or
-    /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
-    /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
     /// The notice for job `v` at `now_s` and the times it names (see `crate::notice::text`).
     /// `drained_this_cycle`: our drain for the job was made (or would have been) earlier in
-    /// this cycle. `node_state_unknown`: `scontrol show node` gave no state this cycle.
-    fn notice_text(&self, v: &JobView<'_>, now_s: i64, drained_this_cycle: bool, node_state_unknown: bool) -> (String, plan::Announced) {
+    /// this cycle. The planner sends no notice in enforce mode without the node's state.
+    fn notice_text(&self, v: &JobView<'_>, now_s: i64, drained_this_cycle: bool) -> (String, plan::Announced) {
         let job_id = v.job.job_id.as_str();
         // Any notice kept for the job is from an earlier breach: the planner gives one notice
         // per breach.
         let earlier = self.actions.noticed.get(job_id).copied();
-        // Our drain for the job, standing: made this cycle (counted from now); seen by
-        // scontrol (enforce), or, in a cycle where scontrol gave no state, our own record of
-        // it (review 13: a late notice then named a cancel later than the real one); in
-        // observe mode a would-drain, counting from the next cycle.
-        let drained_since = match self.cfg.enforcer.mode {
-            _ if drained_this_cycle => Some(now_s),
-            RunMode::Enforce => self.drain_found.get(job_id).copied().or_else(|| {
-                node_state_unknown
-                    .then(|| {
-                        self.actions
-                            .drains
-                            .get(job_id)
-                            .filter(|d| !d.hypothetical)
-                            .map(|d| d.confirmed_s.unwrap_or(d.made_s))
-                    })
-                    .flatten()
-            }),
+        // Our drain for the job: made this cycle (counted from now, "being drained": not yet
+        // seen standing); seen standing by scontrol (enforce); in observe mode a would-drain,
+        // counting from the next cycle.
+        let drain = match self.cfg.enforcer.mode {
+            _ if drained_this_cycle => Some(crate::notice::OurDrain::MadeNow),
+            RunMode::Enforce => self.drain_found.get(job_id).map(|&t| crate::notice::OurDrain::Standing(t)),
             RunMode::Observe => self
                 .actions
                 .drains
                 .get(job_id)
-                .map(|d| d.made_s.saturating_add(self.cfg.policy.config().interval.secs())),
+                .map(|d| crate::notice::OurDrain::Standing(d.made_s.saturating_add(self.cfg.policy.config().interval.secs()))),
         };
         // The times an earlier notice of this run named still hold (the planner keeps to them).
         let kept = self.actions.announced.get(job_id).copied().unwrap_or_default();
-        crate::notice::text_keeping(&self.cfg.policy, v, now_s, v.alert_only, earlier, drained_since, kept)
+        crate::notice::text_keeping(&self.cfg.policy, v, now_s, v.alert_only, earlier, drain, kept)
     }
 
+    /// The device-index rule's state in a cycle whose attribution did not run (squeue or
+    /// nvidia-smi gave no data): `Contradicted` while the state file says so, else
+    /// `Unavailable`, so an alert on the contradicted state does not flap with read failures.
     fn device_index_idle_state(&self) -> DeviceIndexState {
         if self.device_index.contradicted.is_some() {
             DeviceIndexState::Contradicted
@@ -1088,7 +1077,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
             let notice_text = match a {
                 Action::Notice { job_id, .. } => views.iter().find(|v| v.job.job_id == *job_id).map(|v| {
-                    let (text, times) = self.notice_text(v, now_s, drained_now.contains(job_id.as_str()), node_state.is_none());
+                    let (text, times) = self.notice_text(v, now_s, drained_now.contains(job_id.as_str()));
                     announced_now.insert(job_id.clone(), times);
                     text
                 }),

@@ -59,15 +59,19 @@ pub fn text(
     earlier_notice_s: Option<i64>,
     drained_since_s: Option<i64>,
 ) -> (String, Announced) {
-    text_keeping(
-        policy,
-        view,
-        now_s,
-        alert_only,
-        earlier_notice_s,
-        drained_since_s,
-        Announced::default(),
-    )
+    let drain = drained_since_s.map(OurDrain::Standing);
+    text_keeping(policy, view, now_s, alert_only, earlier_notice_s, drain, Announced::default())
+}
+
+/// Our drain for the job, as a notice tells of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OurDrain {
+    /// Seen standing (scontrol), counted from this time, epoch seconds.
+    Standing(i64),
+    /// Made in this very cycle, before the notice: counted from now, but not yet seen
+    /// standing, so the notice says the node "is being drained" (trial 8: a drain Slurm
+    /// never applied was announced as standing).
+    MadeNow,
 }
 
 /// [`text`], keeping the times an earlier notice of this run of the job named (`kept`): a
@@ -81,9 +85,18 @@ pub fn text_keeping(
     now_s: i64,
     alert_only: bool,
     earlier_notice_s: Option<i64>,
-    drained_since_s: Option<i64>,
+    drain: Option<OurDrain>,
     kept: Announced,
 ) -> (String, Announced) {
+    let drained_since_s = drain.map(|d| match d {
+        OurDrain::Standing(t) => t,
+        OurDrain::MadeNow => now_s,
+    });
+    let drained_now = if drain == Some(OurDrain::MadeNow) {
+        "The node is being drained now"
+    } else {
+        "The node is drained now"
+    };
     let not_before = |at: Option<i64>| at.map_or(0, |t| t.saturating_sub(now_s).max(0));
     let mut announced = Announced::default();
     let f = view.finding;
@@ -116,12 +129,12 @@ pub fn text_keeping(
             let cancel_in = staged_in.max(drain_part).max(c.notice.secs()).max(not_before(kept.cancel_at_s));
             announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
             out.push_str(&format!(
-                ". The node is drained now (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
+                ". {drained_now} (no new job starts on it). If this continues, gpu-reaper may cancel the job {}, at the earliest",
                 when(now_s, cancel_in)
             ));
         }
         (Verdict::Drain, Some(_)) if drained_since_s.is_some() => out.push_str(&format!(
-            ". The node is drained now (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
+            ". {drained_now} (no new job starts on it; this job keeps running); gpu-reaper does not cancel the job while it looks {sig}"
         )),
         (Verdict::Cancel, Some(d)) => {
             let d = d.max(not_before(kept.drain_at_s));
@@ -219,6 +232,34 @@ mod tests {
             alert_only,
         };
         text(p, &view, NOW, alert_only, earlier, None).0
+    }
+
+    /// Trial 8: a drain made in the notice's own cycle is not yet seen standing (Slurm may
+    /// not apply it): the notice says the node is being drained, and counts the cancel from
+    /// now; a drain seen standing is "drained now".
+    #[test]
+    fn a_drain_made_this_cycle_is_being_drained_not_drained() {
+        let p = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]");
+        let (j, f, nodes) = (job(), finding("idle", 3600), vec!["gpu001".to_string()]);
+        let view = JobView {
+            job: &j,
+            finding: &f,
+            nodes: &nodes,
+            reachable: Verdict::Cancel,
+            alert_only: false,
+        };
+        let (t, _) = text_keeping(&p, &view, NOW, false, None, Some(OurDrain::MadeNow), Announced::default());
+        assert!(t.contains("The node is being drained now (no new job starts on it)"), "{t}");
+        let (t, _) = text_keeping(
+            &p,
+            &view,
+            NOW,
+            false,
+            None,
+            Some(OurDrain::Standing(NOW - 600)),
+            Announced::default(),
+        );
+        assert!(t.contains("The node is drained now (no new job starts on it)"), "{t}");
     }
 
     /// Trial 7: the notice carried the engine's own terms ("held by one_rung").

@@ -701,6 +701,11 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             });
             if waiting {
                 skip(&mut p, SkipKind::NoticeBackoff, "notice", id);
+            } else if inp.mode == RunMode::Enforce && inp.node_state.is_none() {
+                // What the notice says depends on the node: drained by us or not, and since
+                // when. Without its state this cycle, the notice waits for the next (trial 8:
+                // one said "drained now" of a drain an admin had just resumed).
+                skip(&mut p, SkipKind::NodeStateUnknown, "notice", id);
             } else {
                 p.actions.push(Action::Notice {
                     job_id: id.into(),

@@ -1085,3 +1085,28 @@ fn a_mode_change_frees_the_budgets_the_other_mode_spent() {
     st.drop_hypothetical();
     assert!(st.would_drain_times_s.is_empty() && st.would_cancel_times_s.is_empty(), "{st:?}");
 }
+
+/// Trial 8: a notice written in a cycle without the node's state said "drained now" of a
+/// drain an admin had just resumed. In enforce mode the notice waits for a cycle that reads
+/// the node; observe mode (whose notice tells nobody) goes on.
+#[test]
+fn no_notice_in_enforce_mode_without_the_node_state() {
+    let c = Case::new(&[Verdict::Alert]);
+    let p = c.plan(RunMode::Enforce, None, &ActionState::default(), false, limits(), None);
+    assert!(!kinds(&p).contains(&"notice"), "{p:?}");
+    assert!(
+        p.skips.iter().any(|s| (s.kind, s.action) == (SkipKind::NodeStateUnknown, "notice")),
+        "{p:?}"
+    );
+    let p = c.plan(
+        RunMode::Enforce,
+        Some(&node("MIXED", None)),
+        &ActionState::default(),
+        false,
+        limits(),
+        None,
+    );
+    assert!(kinds(&p).contains(&"notice"), "{p:?}");
+    let p = c.plan(RunMode::Observe, None, &ActionState::default(), false, limits(), None);
+    assert!(kinds(&p).contains(&"notice"), "{p:?}");
+}
