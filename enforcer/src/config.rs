@@ -374,6 +374,14 @@ impl Config {
                 ));
             }
         }
+        // Trial 8: without an alert stage the user's first notice comes one cycle before the
+        // drain.
+        if drain_reachable(&self.policy) && stage_after_s(&self.policy, Verdict::Alert).is_none() {
+            out.push(format!(
+                "policy.stages has no alert stage: users are first alerted and told about {} into a breach, on the way to the drain one interval later; add {{ after = \"0s\", verdict = \"alert\" }} to tell them as soon as the breach is confirmed",
+                DurationS(alert_at)
+            ));
+        }
         let (gap, window) = (c.max_sample_gap.secs(), c.window.secs());
         if 3 * gap >= window {
             // First sample within `gap` of the window's start, last within `gap` of its end,
@@ -412,12 +420,22 @@ pub fn stage_after_s(policy: &Policy, verdict: Verdict) -> Option<i64> {
     policy.stages().iter().find(|s| s.verdict == verdict).map(|s| s.after_s)
 }
 
-/// When a job's first alert can come at the earliest, seconds into a breach (its dwell, as the
-/// stages count it, from the breach's earliest sample): `window − max_sample_gap`, the least
-/// span of samples that covers the window (guard 2).
+/// When a job's first alert (and the user's notice) can come at the earliest, seconds into a
+/// breach (its dwell, as the stages count it, from the breach's earliest sample): the later of
+/// `window − max_sample_gap`, the least span of samples that covers the window (guard 2), and
+/// the first stage at alert or above (with no alert stage the job is alerted on its way to
+/// the first drain, one rung per cycle; trial 8).
 pub fn earliest_alert_s(policy: &Policy) -> i64 {
     let c = policy.config();
-    (c.window.secs() - c.max_sample_gap.secs()).max(0)
+    let covered = (c.window.secs() - c.max_sample_gap.secs()).max(0);
+    let first_stage = policy
+        .stages()
+        .iter()
+        .filter(|s| s.verdict >= Verdict::Alert)
+        .map(|s| s.after_s)
+        .min()
+        .unwrap_or(0);
+    covered.max(first_stage)
 }
 
 /// When a drain can come at the earliest, seconds into a breach (its dwell, as the stages
@@ -1444,6 +1462,22 @@ mod tests {
                 && w[0].contains("cancel after \"30m\"")
                 && w[0].contains("about 1h17m into the breach (1h after the first alert)")
                 && w[0].contains("policy.notice (\"1h\")"),
+            "{w:?}"
+        );
+        // Trial 8: no alert stage, drain 30m, cancel 60m, notice 45m: alerted (and noticed) at
+        // 30m on the way to the drain at 31m, cancelled at 30m + 45m.
+        let w = warn(
+            "[policy]\nnotice = \"45m\"\nstages = [{ after = \"30m\", verdict = \"drain\" }, { after = \"60m\", verdict = \"cancel\" }]",
+        );
+        assert!(
+            w.iter()
+                .any(|l| l.contains("about 1h15m into the breach (45m after the first alert)")
+                    && l.contains("itself about 30m into the breach")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|l| l.contains("no alert stage") && l.contains("about 30m into a breach")),
             "{w:?}"
         );
         // Trial 7: alert 0s, drain 1m, cancel 2m. The first alert needs a covered window (17m

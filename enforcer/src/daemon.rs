@@ -691,7 +691,24 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::info!(jobs = %dropped.join(","), "MIG slices in use: placements made by elimination or device index are dropped and derived afresh");
                 }
             }
-            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes;
+            // Slurm's device indices contradicted by a job's processes: either gres.conf does
+            // not match the devices or a job runs outside its allocation, and then counts say
+            // nothing sure either. No placement by elimination on this node, and none kept
+            // from it (trial 8: an idle job was placed on the GPU Slurm gave another job).
+            let contradicted = self.device_index.contradicted.is_some();
+            if contradicted {
+                let dropped: Vec<String> = self
+                    .kept
+                    .iter()
+                    .filter(|(_, k)| k.by_elimination.is_some())
+                    .map(|(j, _)| j.clone())
+                    .collect();
+                if !dropped.is_empty() {
+                    self.kept.retain(|j, _| !dropped.contains(j));
+                    tracing::info!(jobs = %dropped.join(","), "Slurm's device indices were contradicted on this node: placements made by elimination are dropped and derived afresh");
+                }
+            }
+            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !contradicted;
             let a = attribution::attribute(
                 &on_node,
                 &tel.gpus,

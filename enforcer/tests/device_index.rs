@@ -308,3 +308,36 @@ fn a_refused_query_field_is_read_by_its_words() {
         }
     }
 }
+
+/// Trial 8: once Slurm's indices are contradicted on a node (job 1000's process runs on GPU 0,
+/// minor 0, while Slurm gave it index 1), counts say nothing sure either: job 1001, idle,
+/// whose Slurm index 0 names the GPU job 1000 works on, was placed by elimination on the free
+/// GPU 1 and drained on its readings. No job is placed by elimination on such a node.
+#[test]
+fn after_a_contradiction_no_job_is_placed_by_elimination() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, c) = daemon(
+        dir.path(),
+        squeue_rows(&[(1000, "train", "gpu:1(IDX:1)"), (1001, "forgotten", "gpu:1(IDX:0)")]),
+        "ok",
+    );
+    std::fs::write(
+        dir.path().join("gpus.txt"),
+        "0 GPU-00000000-0000-0000-0000-000000000000 90 5 30000 81920 300 400 0\n1 GPU-00000000-0000-0000-0000-000000000001 0 0 3 81920 55 400 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-00000000-0000-0000-0000-000000000000, 4242, 30000\n",
+    )
+    .unwrap();
+    let worst = worst_verdicts(&mut d, 0, 90);
+    assert_eq!(d.cycle(T0 + 90 * 60).device_index, DeviceIndexState::Contradicted);
+    assert!(worst.get("1001").is_none_or(|v| *v < Verdict::Alert), "{worst:?}");
+    assert!(!d.kept.get("1001").is_some_and(|k| k.by_elimination.is_some()), "{:?}", d.kept);
+    let calls = c.borrow().calls.clone();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
+        "{calls:?}"
+    );
+}
