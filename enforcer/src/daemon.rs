@@ -996,16 +996,28 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             .map(|f| {
                 let job = &facts[f.job_index as usize];
                 let nodes = &views_nodes[f.job_index as usize];
-                // A job whose exemption cannot be decided is held at alert (above).
+                // A job whose exemption cannot be decided is held at alert (above). So, as
+                // things stand, is a job on a node someone else drained or took out of service,
+                // and every job when no drain is ever allowed (trial 8: their notices named a
+                // drain and a cancel that could not come). Should that change, what may follow
+                // rises and the user is told before any drain.
+                let node_not_ours = node_state.as_ref().is_some_and(|n| n.is_special() && n.our_reason_job().is_none());
                 let alert_only = nodes.as_slice() != [node.as_str()]
                     || crate::parse::is_het_component(&job.job_id)
                     || self.actions.overridden(&job.job_id, job.start_s)
-                    || !unknown_facts[f.job_index as usize].is_empty();
+                    || !unknown_facts[f.job_index as usize].is_empty()
+                    || node_not_ours
+                    || self.cfg.enforcer.max_drains_per_hour == 0;
+                let budget_top = if self.cfg.enforcer.max_cancels_per_hour == 0 {
+                    Verdict::Drain
+                } else {
+                    Verdict::Cancel
+                };
                 JobView {
                     job,
                     finding: f,
                     nodes,
-                    reachable: crate::notice::reachable(&self.cfg.policy, f, alert_only),
+                    reachable: crate::notice::reachable(&self.cfg.policy, f, alert_only).min(budget_top),
                     alert_only,
                 }
             })

@@ -104,7 +104,9 @@ pub fn text_keeping(
     // The reason line without what held the verdict down (`held by one_rung`, say): those are
     // the engine's terms for the log, and the rest of the notice says what may follow.
     let mut out = policy::Finding { cap: None, ..f.clone() }.reason(view.job);
-    let top = reachable(policy, f, alert_only);
+    // What the daemon says may follow (budgets and the node's state included), at most what
+    // the policy allows.
+    let top = reachable(policy, f, alert_only).min(view.reachable);
     let sig = f.signature_name();
     let dwell = f.dwell_s.max(0);
     // The engine counts the drain and cancel stages from the start of the breach's drain- and
@@ -228,7 +230,7 @@ mod tests {
             job: &j,
             finding: &f,
             nodes: &nodes,
-            reachable: Verdict::Alert,
+            reachable: reachable(p, &f, alert_only),
             alert_only,
         };
         text(p, &view, NOW, alert_only, earlier, None).0

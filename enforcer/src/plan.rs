@@ -754,9 +754,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // (review 14: the drain came in the cycle the rise was noticed, before the notice).
         let told_no_drain = st.noticed.contains_key(id) && st.noticed_top.get(id).is_some_and(|top| *top < Verdict::Drain);
         if !drained_for_job {
-            if too_early(announced.drain_at_s) || told_no_drain {
-                skip(&mut p, SkipKind::NoticePending, "drain", id);
-            } else if p.suspect {
+            // The structural reasons (a suspect collector, the node's state, the budget) are
+            // reported first; the notice's hold comes last.
+            if p.suspect {
                 skip(&mut p, SkipKind::SuspectCollector, "drain", id);
             } else if inp.node_state.is_none() {
                 skip(&mut p, SkipKind::NodeStateUnknown, "drain", id);
@@ -771,6 +771,8 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 });
             } else if drains_left == 0 {
                 skip(&mut p, SkipKind::RateLimit, "drain", id);
+            } else if too_early(announced.drain_at_s) || told_no_drain {
+                skip(&mut p, SkipKind::NoticePending, "drain", id);
             } else {
                 drains_left -= 1;
                 drain_planned = Some(id.to_string());

@@ -52,9 +52,21 @@ type Run = (
 );
 
 fn daemon(policy: &str, state: &std::path::Path, run: &Run, power_known: bool, start_s: i64) -> Daemon<FakeSlurm, OneIdleGpu, Recording> {
+    daemon_with(policy, state, run, power_known, start_s, "")
+}
+
+/// [`daemon`], with more `[enforcer]` keys.
+fn daemon_with(
+    policy: &str,
+    state: &std::path::Path,
+    run: &Run,
+    power_known: bool,
+    start_s: i64,
+    extra: &str,
+) -> Daemon<FakeSlurm, OneIdleGpu, Recording> {
     let (c, now_s, notices) = run;
     Daemon::new(
-        config_with(policy, state, "enforce", ""),
+        config_with(policy, state, "enforce", extra),
         FakeSlurm(c.clone()),
         OneIdleGpu { cycle: 0, power_known },
         Recording {
@@ -208,4 +220,44 @@ fn a_clock_that_goes_back_is_reported_and_restarts_escalation() {
         }
     }
     assert!(!c.borrow().calls.iter().any(|c| c.starts_with("scancel")), "{:?}", c.borrow().calls);
+}
+
+/// Trial 8: on a node an admin had drained, and under a zero cancel budget, notices named a
+/// drain and a cancel that could not come. They now say what can: alert only on the admin's
+/// node; no cancel under a zero cancel budget.
+#[test]
+fn notices_name_only_what_the_node_and_the_budgets_allow() {
+    let notices = |node_state: &str, extra: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+        c.borrow_mut().node_gres = Some("gpu:1".into());
+        c.borrow_mut().node_state = node_state.into();
+        if node_state.contains("DRAIN") {
+            c.borrow_mut().node_reason = Some("bad PSU".into());
+        }
+        let run: Run = (c.clone(), Rc::new(RefCell::new(T0)), Rc::new(RefCell::new(Vec::new())));
+        let mut d = daemon_with(&policy("30m", "1h"), &dir.path().join("state"), &run, true, T0, extra);
+        for i in 0..40 {
+            *run.1.borrow_mut() = T0 + i * 60;
+            d.cycle(T0 + i * 60);
+        }
+        let n = run.2.borrow().clone();
+        n
+    };
+    let n = notices("IDLE+DRAIN", "");
+    assert!(
+        !n.is_empty()
+            && n.iter()
+                .all(|(_, t)| t.contains("This is an alert only") && !t.contains("cancel the job in")),
+        "{n:?}"
+    );
+    let n = notices("MIXED", "max_cancels_per_hour = 0");
+    assert!(
+        !n.is_empty()
+            && n.iter()
+                .all(|(_, t)| t.contains("may drain the node") && !t.contains("cancel the job in")),
+        "{n:?}"
+    );
+    let n = notices("MIXED", "");
+    assert!(n.iter().any(|(_, t)| t.contains("cancel the job in")), "{n:?}");
 }
