@@ -311,17 +311,15 @@ impl Config {
         let cancel = cancel_reachable(&self.policy);
         for (i, sig) in policy::signature::REGISTRY.iter().enumerate() {
             let what = match sig.name() {
-                "starved" => {
-                    "a starved job computes, slowly (its GPUs wait on input); a cancel kills work that better data loading would speed up"
-                }
-                "partial" => "a partial job works on some of its GPUs; a cancel kills that work",
-                "unknown" => "unknown is evidence that fits no signature of waste; a cancel acts on what the enforcer cannot explain",
+                "starved" => "a starved job computes, slowly (its GPUs wait on input), and better data loading would speed it up",
+                "partial" => "a partial job works on some of its GPUs",
+                "unknown" => "unknown is evidence that fits no signature of waste: the enforcer cannot explain it",
                 _ => continue,
             };
             let ceiling = self.policy.ceiling(policy::SignatureId(i as u8));
             if cancel && ceiling >= Verdict::Cancel {
                 out.push(format!(
-                    "policy.ceilings.{0} = \"cancel\": {what}. Such jobs will be drained and cancelled like idle ones; keep {0} at \"alert\" (the default) unless a replay of your own telemetry shows these cancels are right",
+                    "policy.ceilings.{0} = \"cancel\": {what}. Such jobs will be drained and cancelled like idle ones, their work lost; keep {0} at \"alert\" (the default) unless a replay of your own telemetry shows these cancels are right",
                     sig.name()
                 ));
             } else if drain_reachable(&self.policy) && ceiling >= Verdict::Drain {
@@ -677,9 +675,13 @@ impl Config {
         for (key, program, then) in checks {
             let Some(why) = program_unrunnable(program, path) else { continue };
             if e.mode == RunMode::Enforce && notice_program == Some((key, program)) {
-                errors.push(format!(
-                    "{key}: {why}; {then}, so no cancel could ever go ahead (a cancel needs the user's notice): install it, or give its absolute path"
-                ));
+                // Trial 8: a drain-only policy was told no cancel could go ahead.
+                let so = if cancel_reachable(&self.policy) {
+                    "no cancel could ever go ahead (a cancel needs the user's notice)"
+                } else {
+                    "no user would ever be told of an alert or a drain"
+                };
+                errors.push(format!("{key}: {why}; {then}, so {so}: install it, or give its absolute path"));
             } else {
                 warnings.push(format!("{key}: {why}; {then}"));
             }

@@ -230,13 +230,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     Ok(to) => tracing::error!(
                         problem = %why,
                         moved_to = %to.display(),
-                        "state file unreadable; starting from scratch (safe: no escalation carried over); the unreadable file was moved aside to {}",
+                        "state file not usable (it does not parse, is of another version, or was written for another node); starting from scratch (safe: no escalation carried over); the file was moved aside to {}",
                         to.display()
                     ),
                     Err(e) => tracing::error!(
                         problem = %why,
                         error = %e,
-                        "state file unreadable; starting from scratch (safe: no escalation carried over); it could not be moved aside, so the first save replaces it"
+                        "state file not usable (it does not parse, is of another version, or was written for another node); starting from scratch (safe: no escalation carried over); it could not be moved aside, so the first save replaces it"
                     ),
                 }
                 (

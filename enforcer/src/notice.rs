@@ -170,15 +170,22 @@ pub fn text_keeping(
         )),
     }
     // An earlier notice in this very breach announced less than now may follow.
+    // The notice period is what stands before a cancel: it is said to start again only when a
+    // cancel may follow (trial 8: an alert-only notice said so).
+    let period = if top >= Verdict::Cancel {
+        ", so the notice period starts again now"
+    } else {
+        ""
+    };
     let same_breach = earlier_notice_s.filter(|t| *t >= now_s.saturating_sub(dwell));
     if let Some(t) = same_breach {
         out.push_str(&format!(
-            ". You were told about this job at {}; since then it looks {sig}, for which more may follow, so the notice period starts again now",
+            ". You were told about this job at {}; since then more may follow (it looks {sig}, or the site's settings changed){period}",
             utc_minute(t)
         ));
     } else if let Some(t) = earlier_notice_s {
         out.push_str(&format!(
-            ". You were told about this job at {}; that breach ended (the GPUs worked, their readings had a gap, or gpu-reaper restarted) and this is a new one, so the notice period starts again now",
+            ". You were told about this job at {}; that breach ended (the GPUs worked, their readings had a gap, or gpu-reaper restarted) and this is a new one{period}",
             utc_minute(t)
         ));
     }
@@ -336,7 +343,7 @@ mod tests {
 
     #[test]
     fn a_notice_for_a_new_breach_says_so() {
-        let p = policy("");
+        let p = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }, { after = \"2h\", verdict = \"cancel\" }]");
         let t = notice(&p, "idle", 0, false, Some(NOW - 3600));
         assert!(
             t.contains("You were told about this job at 2027-01-15 07:00 UTC")
@@ -344,5 +351,8 @@ mod tests {
                 && t.contains("starts again"),
             "{t}"
         );
+        // Trial 8: where no cancel may follow there is no notice period to speak of.
+        let t = notice(&policy(""), "idle", 0, false, Some(NOW - 3600));
+        assert!(t.contains("this is a new one") && !t.contains("notice period"), "{t}");
     }
 }

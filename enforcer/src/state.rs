@@ -81,6 +81,14 @@ pub enum Loaded {
 /// the error names the file and the OS error. A missing file, or one that reads but does not
 /// parse, is for [`load`].
 pub fn check_readable(path: &Path) -> anyhow::Result<()> {
+    // A symlink to nothing (a volume that did not mount) is no fresh start either (trial 8).
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) && !path.exists() {
+        anyhow::bail!(
+            "state file {} is a symbolic link to {}, which does not exist (a volume not mounted?); the daemon does not start, since a fresh start would forget admins' overrides and the hourly budgets",
+            path.display(),
+            std::fs::read_link(path).map_or_else(|e| format!("an unreadable target ({e})"), |t| t.display().to_string())
+        );
+    }
     match std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut [0u8; 1])) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -270,6 +278,11 @@ mod tests {
             e.contains(&path.display().to_string()) && e.contains("cannot be read") && e.contains("overrides"),
             "{e}"
         );
+        // A symlink to nothing (trial 8).
+        std::fs::remove_dir(&path).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("mnt/state.json"), &path).unwrap();
+        let e = check_readable(&path).unwrap_err().to_string();
+        assert!(e.contains("symbolic link") && e.contains("mnt/state.json"), "{e}");
     }
 
     #[test]

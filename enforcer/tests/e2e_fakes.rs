@@ -394,7 +394,7 @@ fn corrupt_state_never_crashes() {
     std::fs::write(e.state_dir().join("simulated-clock"), b"").unwrap();
     let (ok, log) = e.run(&e.config("enforce", ""), T0, 2);
     assert!(ok, "{log}");
-    assert!(log.contains("state file unreadable; starting from scratch"));
+    assert!(log.contains("state file not usable") && log.contains("starting from scratch"));
 }
 
 #[test]
