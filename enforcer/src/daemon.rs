@@ -1019,6 +1019,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     nodes,
                     reachable: crate::notice::reachable(&self.cfg.policy, f, alert_only).min(budget_top),
                     alert_only,
+                    level_dwells_s: self.engine.level_dwells_s(f.job_index as usize, now_s),
                 }
             })
             .collect();

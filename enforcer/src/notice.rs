@@ -112,8 +112,8 @@ pub fn text_keeping(
     // The engine counts the drain and cancel stages from the start of the breach's drain- and
     // cancel-capable level (review 13: a job that looked partial, then idle, was told the
     // drain came in 1m; it came in 11m).
-    let drain_dwell = f.drain_dwell_s.unwrap_or(dwell).max(0);
-    let cancel_dwell = f.cancel_dwell_s.unwrap_or(dwell).max(0);
+    let drain_dwell = view.level_dwells_s.0.unwrap_or(dwell).max(0);
+    let cancel_dwell = view.level_dwells_s.1.unwrap_or(dwell).max(0);
     let interval = c.interval.secs();
     // A cancel stage without a drain stage drains on its way, at the cancel stage's dwell.
     let drain_in = stage_s(policy, Verdict::Drain)
@@ -220,8 +220,6 @@ mod tests {
             cause: Cause::Breach,
             cap: None,
             dwell_s,
-            drain_dwell_s: None,
-            cancel_dwell_s: None,
             evidence: Evidence::default(),
             wasted_gpu_h: 0.0,
             hypothetical: false,
@@ -239,6 +237,7 @@ mod tests {
             nodes: &nodes,
             reachable: reachable(p, &f, alert_only),
             alert_only,
+            level_dwells_s: (None, None),
         };
         text(p, &view, NOW, alert_only, earlier, None).0
     }
@@ -256,6 +255,7 @@ mod tests {
             nodes: &nodes,
             reachable: Verdict::Cancel,
             alert_only: false,
+            level_dwells_s: (None, None),
         };
         let (t, _) = text_keeping(&p, &view, NOW, false, None, Some(OurDrain::MadeNow), Announced::default());
         assert!(t.contains("The node is being drained now (no new job starts on it)"), "{t}");
@@ -287,6 +287,7 @@ mod tests {
             nodes: &nodes,
             reachable: Verdict::Drain,
             alert_only: false,
+            level_dwells_s: (None, None),
         };
         let (t, _) = text(&p, &view, NOW, false, None, None);
         assert!(!t.contains("held by") && t.starts_with("job 202: "), "{t}");

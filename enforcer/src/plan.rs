@@ -556,6 +556,10 @@ pub struct JobView<'a> {
     /// nodes, is a het-job component, an admin overrode our drain in this run, or squeue left
     /// a field an exemption reads unknown (it may have opted out).
     pub alert_only: bool,
+    /// How long the breach has stood at a level whose ceiling allows a drain, and a cancel,
+    /// seconds (`policy::Engine::level_dwells_s`): the notice counts the stages from them, as
+    /// the engine does. `None`: not at such a level (the finding's dwell is used).
+    pub level_dwells_s: (Option<i64>, Option<i64>),
 }
 
 /// Everything [`plan`] looks at.

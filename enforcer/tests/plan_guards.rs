@@ -19,8 +19,6 @@ fn finding(i: u32, v: Verdict) -> Finding {
         cause: Cause::Breach,
         cap: None,
         dwell_s: 3600,
-        drain_dwell_s: None,
-        cancel_dwell_s: None,
         evidence: Evidence::default(),
         wasted_gpu_h: 1.0,
         hypothetical: false,
@@ -98,6 +96,7 @@ impl Case {
                 nodes: &self.nodes[i],
                 reachable: self.reachable,
                 alert_only: self.reachable == Verdict::Alert,
+                level_dwells_s: (None, None),
             })
             .collect();
         plan(&PlanInput {

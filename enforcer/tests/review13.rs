@@ -132,6 +132,7 @@ fn a_drain_ceiling_without_a_drain_stage_is_never_promised_a_drain() {
                 nodes: &nodes,
                 reachable: enforcer::notice::reachable(&p, f, false),
                 alert_only: false,
+                level_dwells_s: e.level_dwells_s(0, t),
             };
             first_notice = Some(enforcer::notice::text(&p, &view, t, false, None, None).0);
         }

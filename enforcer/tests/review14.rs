@@ -47,8 +47,6 @@ fn finding(v: Verdict, dwell_s: i64) -> Finding {
         cause: Cause::Breach,
         cap: None,
         dwell_s,
-        drain_dwell_s: Some(dwell_s),
-        cancel_dwell_s: Some(dwell_s),
         evidence: Evidence::default(),
         wasted_gpu_h: 1.0,
         hypothetical: false,
@@ -95,6 +93,7 @@ fn plan_one(now_s: i64, j: &JobFacts, f: &Finding, ns: &NodeState, st: &ActionSt
         nodes: &nodes,
         reachable: Verdict::Cancel,
         alert_only: false,
+        level_dwells_s: (Some(f.dwell_s), Some(f.dwell_s)),
     }];
     plan(&PlanInput {
         now_s,

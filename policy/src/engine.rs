@@ -384,6 +384,25 @@ impl Engine {
         &self.policies
     }
 
+    /// For the job at position `pos` of the last step's `Observation::jobs`, under the first
+    /// policy: how long, at `now_s`, its breach has stood at a level whose signature's ceiling
+    /// allows a drain, and allows a cancel, seconds. These are what the drain and cancel stages
+    /// are counted against (guard 5: a job that looked `partial`, ceiling alert, and now looks
+    /// `idle` starts them afresh); the enforcer's notices count from them. `None` where the
+    /// breach is not at such a level, or `pos` names no job of the last step. (Kept out of
+    /// [`Finding`], which every cycle writes for every job: its size is memory traffic.)
+    pub fn level_dwells_s(&self, pos: usize, now_s: i64) -> (Option<i64>, Option<i64>) {
+        // After a step, `prev_order` holds that step's position → job state mapping.
+        let Some(&ji) = self.prev_order.get(pos).filter(|&&ji| (ji as usize) < self.jobs.len()) else {
+            return (None, None);
+        };
+        let Some(l) = self.ladders.get(ji as usize * self.policies.len()) else {
+            return (None, None);
+        };
+        let dwell = |t: Option<i64>| t.map(|t| now_s.saturating_sub(t));
+        (dwell(l.drain_level_start_s), dwell(l.cancel_level_start_s))
+    }
+
     /// The confirmation mode.
     pub fn mode(&self) -> Mode {
         self.mode
@@ -746,8 +765,6 @@ impl Engine {
             cause: Cause::Evidence(EvidenceProblem::NoSamples),
             cap: None,
             dwell_s: 0,
-            drain_dwell_s: None,
-            cancel_dwell_s: None,
             evidence: Evidence {
                 gpus_allocated: job.alloc.len() as u32,
                 ..Evidence::default()
@@ -858,8 +875,6 @@ impl Engine {
             cause: Cause::NoBreach,
             cap: None,
             dwell_s: 0,
-            drain_dwell_s: None,
-            cancel_dwell_s: None,
             evidence: look.ev,
             wasted_gpu_h: 0.0,
             hypothetical: false,
@@ -945,8 +960,6 @@ impl Engine {
         if l.drain_level_start_s.is_none() {
             l.drain_confirmed_s = None;
         }
-        f.drain_dwell_s = l.drain_level_start_s.map(|t| now_s.saturating_sub(t));
-        f.cancel_dwell_s = l.cancel_level_start_s.map(|t| now_s.saturating_sub(t));
 
         // Observe mode: last cycle's drain verdict counts as confirmed now.
         if self.mode == Mode::Observe && l.rung >= Verdict::Drain && l.drain_confirmed_s.is_none() {

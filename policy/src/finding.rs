@@ -119,13 +119,6 @@ pub struct Finding {
     pub cap: Option<Cap>,
     /// `now − breach start`, seconds; 0 without a confirmed breach.
     pub dwell_s: i64,
-    /// Seconds the breach has stood at a level whose signature's ceiling allows a drain, and
-    /// allows a cancel: what the drain and cancel stages are counted against (guard 5; a job
-    /// that looked `partial`, ceiling alert, and now looks `idle` starts them afresh). `None`
-    /// while the breach is not at such a level.
-    pub drain_dwell_s: Option<i64>,
-    /// See [`Finding::drain_dwell_s`].
-    pub cancel_dwell_s: Option<i64>,
     /// Evidence.
     pub evidence: Evidence,
     /// Estimated GPU-hours wasted so far in this breach: wasted GPUs × waste share × dwell.

@@ -305,6 +305,10 @@ fn guard_7_a_stage_above_the_ceiling_drains_at_its_dwell() {
         f.dwell_s
     );
     assert_eq!(r.out[0].cap, Some(Cap::Ceiling));
+    // The drain level has stood as long as the breach; a drain ceiling opens no cancel level.
+    let (drain, cancel) = r.engine.level_dwells_s(0, r.now_s);
+    assert_eq!((drain, cancel), (Some(r.out[0].dwell_s), None));
+    assert_eq!(r.engine.level_dwells_s(1, r.now_s), (None, None), "no job at position 1");
 }
 
 #[test]
