@@ -249,6 +249,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     // the process dies). A second `run` on the same state_dir, `--once` included, stops here.
     let lock = enforcer::state::lock_state_dir(&e.state_dir)?;
     enforcer::state::check_readable(&e.state_dir.join("state.json"))?;
+    enforcer::state::check_not_newer(&e.state_dir.join("state.json"))?;
     check_state_clock(
         &e.state_dir,
         sim.map(|(start, _)| start),

@@ -159,6 +159,9 @@ pub fn text_keeping(
             ))
         }
         _ if alert_only => out.push_str(". This is an alert only: gpu-reaper does not drain the node or cancel this job as things stand, and tells you first if that changes"),
+        _ if f.evidence.power_unknown && sig == "idle" => out.push_str(
+            ". This is an alert only while the GPUs' power cannot be read: zero utilisation with nothing in memory looks idle, but only the power draw tells an idle GPU from one doing work its counters miss, so gpu-reaper does not drain the node or cancel the job on it",
+        ),
         _ if f.evidence.power_unknown => out.push_str(
             ". This is an alert only while the GPUs' power cannot be read: zero utilisation with memory held looks hung, but only the power draw tells a deadlock from a utilisation counter that is wrong, so gpu-reaper does not drain the node or cancel the job on it",
         ),
@@ -269,6 +272,29 @@ mod tests {
             Announced::default(),
         );
         assert!(t.contains("The node is drained now (no new job starts on it)"), "{t}");
+    }
+
+    /// Review 14 #8: an idle job held at alert for unknown power is told why in idle's terms,
+    /// not hung's ("memory held"), and that nothing follows.
+    #[test]
+    fn power_unknown_is_explained_in_the_signature_s_terms() {
+        let p = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }]");
+        let (j, nodes) = (job(), vec!["gpu001".to_string()]);
+        for (sig, says) in [("idle", "nothing in memory looks idle"), ("hung", "memory held looks hung")] {
+            let mut f = finding(sig, 0);
+            f.evidence.power_unknown = true;
+            let view = JobView {
+                job: &j,
+                finding: &f,
+                nodes: &nodes,
+                reachable: reachable(&p, &f, false),
+                alert_only: false,
+                level_dwells_s: (None, None),
+            };
+            let (t, _) = text(&p, &view, NOW, false, None, None);
+            assert!(t.contains(says) && t.contains("does not drain the node or cancel"), "{sig}: {t}");
+            assert!(!t.contains("may drain"), "{sig}: {t}");
+        }
     }
 
     /// Trial 7: the notice carried the engine's own terms ("held by one_rung").

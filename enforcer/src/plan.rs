@@ -213,6 +213,7 @@ pub struct Skip {
 
 /// A drain the enforcer made (or, in observe mode, would have made).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DrainRecord {
     /// The job the drain is for.
     pub job_id: String,
@@ -233,6 +234,7 @@ pub struct DrainRecord {
 
 /// An admin's resume of our drain, taken as an override for one run of the job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AdminOverride {
     /// The job's start time (squeue `start_time`), epoch seconds: the override holds for this
     /// run only; `None` when squeue gave none (then it holds for whatever run has this id).
@@ -246,6 +248,7 @@ pub struct AdminOverride {
 /// for it, so that a user is never acted on earlier than they were told, even when the
 /// policy's stages were shortened (and the daemon restarted) after the notice went out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Announced {
     /// When the notice said the node may be drained, if it announced a drain yet to come.
     pub drain_at_s: Option<i64>,
@@ -255,6 +258,7 @@ pub struct Announced {
 
 /// A failed notice, for the retry backoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NoticeRetry {
     /// Failed attempts in a row (at least 1).
     pub failures: u32,
@@ -275,7 +279,7 @@ pub fn notice_retry_delay_s(failures: u32, first_s: i64, max_s: i64) -> i64 {
 
 /// What the enforcer remembers of its own actions; persisted in the state file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ActionState {
     /// Highest rung alerted per job, in the breach of its `alerted_s`.
     pub alerted: BTreeMap<String, Verdict>,

@@ -99,6 +99,48 @@ pub fn check_readable(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// Refuses a state file written by a newer gpu-reaper: a `version` above [`STATE_VERSION`],
+/// or this version with a key or value this binary does not know (a newer release adds
+/// fields without a new version when older files still read correctly). Such a file is no
+/// corrupt one: it holds notices' promised times, admins' overrides and the hourly budgets,
+/// and an older binary that dropped it, or read it without the keys it does not know, could
+/// drain or cancel before a time a user was told. So after a rollback the daemon does not
+/// start; the error names the file, the version or the key, and the two ways on. A missing
+/// file, an older version, or one that does not parse as a state at all is for [`load`]
+/// (a fresh start, the file moved aside).
+pub fn check_not_newer(path: &Path) -> anyhow::Result<()> {
+    let Ok(text) = std::fs::read(path) else {
+        return Ok(());
+    };
+    #[derive(Deserialize)]
+    struct Probe {
+        version: u32,
+    }
+    let Ok(probe) = serde_json::from_slice::<Probe>(&text) else {
+        return Ok(());
+    };
+    let ways = "run the gpu-reaper that wrote it, or, to start afresh on purpose (forgetting the times users were told, admins' overrides and the hourly budgets), move the file away";
+    if probe.version > STATE_VERSION {
+        anyhow::bail!(
+            "state file {} has format version {}, written by a newer gpu-reaper; this one reads version {STATE_VERSION}; the daemon does not start: {ways}",
+            path.display(),
+            probe.version
+        );
+    }
+    if probe.version == STATE_VERSION {
+        if let Err(e) = serde_json::from_slice::<StateFile>(&text) {
+            let what = e.to_string();
+            if what.starts_with("unknown field") || what.starts_with("unknown variant") {
+                anyhow::bail!(
+                    "state file {} holds what this gpu-reaper does not know ({what}): written by another release of gpu-reaper, most likely a newer one; the daemon does not start: {ways}",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Loads the state file at `path`.
 pub fn load(path: &Path) -> Loaded {
     let text = match std::fs::read(path) {
@@ -283,6 +325,59 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("mnt/state.json"), &path).unwrap();
         let e = check_readable(&path).unwrap_err().to_string();
         assert!(e.contains("symbolic link") && e.contains("mnt/state.json"), "{e}");
+    }
+
+    /// Session 6 left this: a state file from a newer release (a new key, a new version) was
+    /// moved aside by an older binary after a rollback, and the promises and overrides went
+    /// with it. Now the start stops, and the file stays where it is.
+    #[test]
+    fn a_state_file_from_a_newer_release_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        // Missing, garbage, an older version: for `load` (a fresh start).
+        assert!(check_not_newer(&path).is_ok());
+        std::fs::write(&path, "{ not json").unwrap();
+        assert!(check_not_newer(&path).is_ok());
+        std::fs::write(&path, r#"{"version": 2, "mode": "observe"}"#).unwrap();
+        assert!(check_not_newer(&path).is_ok());
+        // This version and well formed: fine; with a key added by a newer release: refused.
+        let state = StateFile {
+            version: STATE_VERSION,
+            mode: RunMode::Enforce,
+            saved_s: 1_900_000_000,
+            nodes: NodeTable::new(),
+            engine: policy::Engine::new(policy::Policy::default(), policy::Mode::Enforce).snapshot(1_900_000_000),
+            actions: ActionState::default(),
+            attribution: KeptMap::new(),
+            most_gpus_seen: 0,
+            slurm_gpus: None,
+            last_node_hostname: None,
+            device_index: DeviceIndexTrust::default(),
+            gpu_slots: None,
+        };
+        save(&path, &state).unwrap();
+        assert!(check_not_newer(&path).is_ok());
+        assert!(matches!(load(&path), Loaded::State(_)));
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        v["promised_by_a_later_release"] = serde_json::json!(true);
+        std::fs::write(&path, v.to_string()).unwrap();
+        let e = check_not_newer(&path).unwrap_err().to_string();
+        assert!(e.contains("promised_by_a_later_release") && e.contains("newer one"), "{e}");
+        assert!(e.contains(&path.display().to_string()) && e.contains("move the file away"), "{e}");
+        // A newer version: refused, naming both versions.
+        v.as_object_mut().unwrap().remove("promised_by_a_later_release");
+        v["version"] = serde_json::json!(STATE_VERSION + 1);
+        std::fs::write(&path, v.to_string()).unwrap();
+        let e = check_not_newer(&path).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("version {}", STATE_VERSION + 1)) && e.contains(&format!("reads version {STATE_VERSION}")),
+            "{e}"
+        );
+        // A broken value of a known key is corruption, not a newer release.
+        v["version"] = serde_json::json!(STATE_VERSION);
+        v["saved_s"] = serde_json::json!("yesterday");
+        std::fs::write(&path, v.to_string()).unwrap();
+        assert!(check_not_newer(&path).is_ok());
     }
 
     #[test]

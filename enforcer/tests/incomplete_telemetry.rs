@@ -143,13 +143,14 @@ fn one_incomplete_gpu_list_never_pins_a_busy_job_to_a_free_gpu() {
 
 /// A whole-node idle job (2 GPUs, 0–1 %, 3 MiB), placed in the first cycle, whose power then
 /// reads `ERR!` (nvidia-smi's mark for a GPU or driver error) on every row: the rows are no
-/// evidence, so the job is never drained or cancelled. The same job with power `[N/A]`
-/// (unknown, as on GPUs without power readings) is judged on the rest and drained: the test
-/// tells the two apart. (Util moves between 0 and 1 %: readings that never change with power
-/// unknown could be a frozen collector, and are held at alert.)
+/// evidence, so the job is never drained or cancelled, nor alerted. The same job with power
+/// `[N/A]` (unknown, as on GPUs without power readings) is judged on the rest: alerted as
+/// idle, and held there (`power_unknown`, review 14 #8): the test tells the two apart. (Util
+/// moves between 0 and 1 %: readings that never change with power unknown could be a frozen
+/// collector, and are held at alert too, for another reason.)
 #[test]
 fn a_gpu_row_with_an_unreadable_value_is_no_evidence() {
-    for (power, want_action) in [("ERR!", false), ("nan", false), ("[N/A]", true)] {
+    for (power, judged) in [("ERR!", false), ("nan", false), ("[N/A]", true)] {
         let dir = tempfile::tempdir().unwrap();
         let body = format!(
             r#"case "$1" in --query-compute-apps=*) echo 'gpu_uuid, pid, used_gpu_memory [MiB]'; exit 0;; esac
@@ -161,20 +162,19 @@ echo "0, GPU-0, $u, 3, 81920, $p, 400.00"
 echo "1, GPU-1, $u, 3, 81920, $p, 400.00""#
         );
         let (mut d, c) = smi_daemon(dir.path(), &body, vec![job("1000", 1000, 2, &[NODE])], &[]);
-        let (mut worst, mut last) = (policy::Verdict::Healthy, None);
+        let (mut worst, mut last, mut reason) = (policy::Verdict::Healthy, None, String::new());
         for i in 0..100 {
             for f in d.cycle(T0 + i * 60).findings {
                 worst = worst.max(f.verdict);
                 last = Some(f.verdict);
+                reason = f.reason;
             }
         }
-        assert_eq!(
-            acted(&c),
-            want_action,
-            "power {power}: worst {worst:?}, calls {:?}",
-            c.borrow().calls
-        );
-        if !want_action {
+        assert!(!acted(&c), "power {power}: worst {worst:?}, calls {:?}", c.borrow().calls);
+        if judged {
+            assert_eq!(worst, policy::Verdict::Alert, "power {power}");
+            assert!(reason.contains("held by power_unknown"), "power {power}: {reason}");
+        } else {
             assert!(worst <= policy::Verdict::Watching, "power {power}: {worst:?}");
             assert_eq!(last, Some(policy::Verdict::InsufficientEvidence), "power {power}");
         }

@@ -177,3 +177,34 @@ fn the_cycle_line_counts_the_jobs_it_skipped() {
     assert_eq!(f["jobs_skipped_why"], "ambiguous_attribution=2", "{f}");
     assert_eq!(f["verdicts"], "none", "{f}");
 }
+
+/// After a rollback, a state file written by a newer release (here: a key this binary does
+/// not know) stops the start and stays in place, byte for byte: it may hold the times users
+/// were told and admins' overrides. Control: the same file without the key runs.
+#[test]
+fn a_state_file_from_a_newer_release_stops_the_start_and_stays() {
+    let n = Node::new();
+    let first = n.run_once();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let path = n.state_dir().join("state.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    v["kept_by_a_later_release"] = serde_json::json!({ "job": "4242" });
+    let newer = v.to_string();
+    std::fs::write(&path, &newer).unwrap();
+    let out = n.run_once();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("kept_by_a_later_release") && err.contains("does not start"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
+    assert_eq!(
+        std::fs::read_dir(n.state_dir())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("corrupt"))
+            .count(),
+        0
+    );
+    v.as_object_mut().unwrap().remove("kept_by_a_later_release");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let again = n.run_once();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+}

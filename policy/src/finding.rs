@@ -39,8 +39,9 @@ pub enum Cap {
     /// Every reading of some GPU stayed bit-identical over the window with power unknown, so
     /// a frozen collector cannot be told from a quiet GPU (guard 3): no drain or cancel on it.
     FreezeUndetectable,
-    /// A GPU matched `hung` with power on fewer than half its samples in the window: zero compute at
-    /// high power is no deadlock (a util counter that broke), and power is what would tell
+    /// A GPU matched `hung` or `idle` with power on fewer than half its samples in the window:
+    /// zero compute at high power is neither a deadlock nor an idle GPU (a util counter that
+    /// broke, work in memory or processes the readings miss), and power is what would tell
     /// (guard 3: unknown is never evidence). No drain or cancel on it.
     PowerUnknown,
 }
@@ -98,7 +99,8 @@ pub struct Evidence {
     pub power_mean_w: Option<f64>,
     /// No sample carried a process count.
     pub procs_unknown: bool,
-    /// A GPU matched `hung` with power on fewer than half its samples (see [`Cap::PowerUnknown`]).
+    /// A GPU matched `hung` or `idle` with power on fewer than half its samples (see
+    /// [`Cap::PowerUnknown`]).
     pub power_unknown: bool,
     /// GPUs the signature counts as wasted.
     pub wasted_gpus: u32,

@@ -345,23 +345,25 @@ proptest! {
         }
     }
 
-    /// Guard 3 (review 13): with no power reading, zero compute with memory held is no ground
-    /// for a drain or cancel: only power tells a deadlock from a util counter that broke.
+    /// Guard 3 (reviews 13, 14): with no power reading, zero compute, with memory held
+    /// (`hung`) or without (`idle`), is no ground for a drain or cancel: only power tells a
+    /// deadlock or an idle GPU from a util counter that broke.
     #[test]
-    fn prop_guard_3_hung_without_power_stays_at_alert(spec in scenario(), every_gpu in any::<bool>()) {
+    fn prop_guard_3_hung_or_idle_without_power_stays_at_alert(spec in scenario(), every_gpu in any::<bool>()) {
         let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Whole, |tick, s| {
             for x in s.iter_mut().filter(|x| every_gpu || x.gpu == 0) {
                 x.power_w = Reading::MISSING;
                 x.power_limit_w = Reading::MISSING;
                 // Memory moves a little, so the window is not one a frozen collector could
                 // have written (that cap would hold it at alert anyway).
-                if let Some(m) = x.mem_used_mib.get().filter(|m| *m > 0.0) {
-                    x.mem_used_mib = (m + (tick % 5) as f64).into();
+                // An idle GPU's empty memory moves between 0 and 1 MiB.
+                if let Some(m) = x.mem_used_mib.get() {
+                    x.mem_used_mib = if m > 0.0 { m + (tick % 5) as f64 } else { (tick % 2) as f64 }.into();
                 }
             }
         });
         for (now, f, _) in &h {
-            for x in f.iter().filter(|x| x.signature_name() == "hung") {
+            for x in f.iter().filter(|x| matches!(x.signature_name(), "hung" | "idle")) {
                 if every_gpu {
                     prop_assert!(x.verdict <= Verdict::Alert, "{} at {now}", x.verdict);
                 }

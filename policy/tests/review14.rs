@@ -119,7 +119,6 @@ fn one_power_reading_in_a_window_does_not_make_zero_util_hung() {
 /// only, the readings trial 7 showed can miss work; the job is held at alert as a hung one
 /// with unknown power is (`Cap::PowerUnknown`), or `idle` needs power known.
 #[test]
-#[ignore = "review14 #8, left open: the issue defines idle with power only where known; memory not held and no process are its evidence (see the closing note of session 6)"]
 fn zero_util_without_memory_and_power_unknown_is_not_cancelled_as_idle() {
     let at = |power_w: Reading| {
         move |tick: i64, t: i64| Sample {

@@ -6,7 +6,7 @@
 //!
 //! A job whose GPUs are all hung or idle (a rank died, the others exited) is `hung`.
 
-use super::{gpu_is_idle, gpu_is_low, Match, Signature};
+use super::{gpu_is_idle, gpu_is_low, power_mostly_unknown, Match, Signature};
 use crate::config::PolicyConfig;
 use crate::verdict::Verdict;
 use crate::window::GpuStats;
@@ -49,10 +49,8 @@ impl Signature for Hung {
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_pos == 0 && g.procs_zero == 0),
             // Power on fewer than half the samples is too little to tell (review 14: one
-            // reading in twenty lifted the hold).
-            power_unknown: gpus
-                .iter()
-                .any(|g| g.power_known.saturating_mul(2) < g.samples && gpu_is_hung(g, cfg)),
+            // reading in twenty lifted the hold), on a hung GPU or on an idle one beside it.
+            power_unknown: gpus.iter().any(power_mostly_unknown),
         })
     }
 }

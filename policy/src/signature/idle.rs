@@ -1,7 +1,8 @@
 //! `idle`: the allocation is held but nothing runs: memory not held on any sample, no
-//! processes where known, power at idle where known. Default ceiling: cancel.
+//! processes where known, power at idle where known. Default ceiling: cancel; held at alert
+//! while power is unknown on more than half of some GPU's samples ([`crate::Cap::PowerUnknown`]).
 
-use super::{gpu_is_low, Match, Signature};
+use super::{gpu_is_low, power_mostly_unknown, Match, Signature};
 use crate::config::PolicyConfig;
 use crate::verdict::Verdict;
 use crate::window::GpuStats;
@@ -30,7 +31,11 @@ impl Signature for Idle {
             wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_zero == 0),
-            power_unknown: false,
+            // As for `hung` (review 14 #8): without power, util and memory are all that say
+            // idle, and trial 7 showed both can miss work a GPU does (and a process count
+            // can miss processes in another PID namespace). Power on fewer than half the
+            // samples holds the job at alert.
+            power_unknown: gpus.iter().any(power_mostly_unknown),
         })
     }
 }

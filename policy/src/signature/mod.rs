@@ -30,10 +30,11 @@ pub struct Match {
     pub waste_frac: f64,
     /// True when no sample carried a process count, so `hung` rests on memory and compute only.
     pub procs_unknown: bool,
-    /// True when some GPU counted as `hung` had power on fewer than half of its samples in the
-    /// window: the reading
-    /// that tells a deadlock from a util counter that broke (trial 6: 0 % at 336 W) is
-    /// missing, so the engine holds the job at alert ([`crate::Cap::PowerUnknown`]).
+    /// True when some GPU counted as `hung` or `idle` had power on fewer than half of its
+    /// samples in the window ([`power_mostly_unknown`]): the reading that tells a deadlock or
+    /// an idle GPU from a util counter that broke (trial 6: 0 % at 336 W; trial 7: nothing in
+    /// memory, no process, 300 W) is missing, so the engine holds the job at alert
+    /// ([`crate::Cap::PowerUnknown`]).
     pub power_unknown: bool,
 }
 
@@ -106,6 +107,14 @@ pub fn classify_view(gpus: &[GpuStats], cfg: &PolicyConfig, whole: bool) -> Opti
 /// Guard 4, peak not mean: a GPU is low only if no sample reached the threshold.
 pub fn gpu_is_low(g: &GpuStats, cfg: &PolicyConfig) -> bool {
     peak_is_low(g.peak_util_milli, cfg)
+}
+
+/// True when one GPU's window had a power reading on fewer than half of its samples: too
+/// little to tell an idle GPU or a deadlock from work its util counter does not show
+/// (`power.draw` `[N/A]`, a sentinel, 0 W). `hung` and `idle` set [`Match::power_unknown`]
+/// from it.
+pub fn power_mostly_unknown(g: &GpuStats) -> bool {
+    g.power_known.saturating_mul(2) < g.samples
 }
 
 /// True when a window's peak (thousandths of a percent) is below `util_threshold_pct`.
