@@ -20,6 +20,13 @@
 //!   process resident, so `hung`, drained and cancelled, where a SUSPENDED job in the same
 //!   condition is never judged, and the `--Format` source (which prints `STOPPED` alone) leaves
 //!   the same job unjudged.
+//! * `a_cgroup_a_user_named_slurm_is_no_slurm_job`: `cgroup::parse` reads a `job_<id>`
+//!   component below *any* component starting with `slurm`. Under systemd a user owns the
+//!   cgroup subtree of their `user@UID.service` (`Delegate=yes`), so a process they start
+//!   outside Slurm (an ssh login on a node that does not adopt it into a job) can sit in
+//!   `.../user@1000.service/app.slice/slurm-x.scope/job_555/` and be read as job 555's: its
+//!   GPU counts as that job's, which places a job whose own processes cannot be seen (another
+//!   PID namespace) on a GPU of the user's choosing.
 
 mod common;
 
@@ -267,4 +274,20 @@ fn a_job_its_user_stopped_is_not_judged_hung() {
         !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
         "a job its user stopped was acted on (worst verdict {worst:?}): {calls:?}"
     );
+}
+
+/// Input: `/proc/PID/cgroup` of a process a user started outside Slurm and moved into a cgroup
+/// of their own delegated subtree, named to look like Slurm's.
+///
+/// What happens: it is read as a process of job 555.
+///
+/// What should happen: only Slurm's own layouts count (cgroup v1 `/slurm/uid_U/job_N/...`, v2
+/// `/system.slice/slurmstepd.scope/job_N/...` or the SLUID form, as the samples show), never a
+/// `slurm*` component anywhere in a user's tree.
+#[test]
+#[ignore = "review15: a user-made cgroup with a slurm* component is read as another job's"]
+fn a_cgroup_a_user_named_slurm_is_no_slurm_job() {
+    let text = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/slurm-x.scope/job_555/leaf\n";
+    let got = enforcer::parse::cgroup::parse(text);
+    assert_eq!(got, Ok(None), "a user's own cgroup was read as a Slurm job's");
 }
