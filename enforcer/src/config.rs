@@ -831,6 +831,17 @@ impl Config {
                 ),
             ));
         }
+        // Nor job names (review 15: a name with a line break forges a row), so a name
+        // exemption would hold every job at alert.
+        if c.mode == RunMode::Enforce && c.job_source == JobSource::Format && !raw.policy.exempt.name_regex.is_empty() {
+            return Err(e(
+                "enforcer.job_source",
+                format!(
+                    "\"format\" does not read job names (a name can hold a line break, which would print as a row of its own), so policy.exempt.name_regex = {:?} could never be checked and every job would stay at alert in enforce mode; use \"json\", or exempt by partition, QOS, account or user",
+                    raw.policy.exempt.name_regex
+                ),
+            ));
+        }
         if !c.webhook_url_env.is_empty() && !is_env_var_name(&c.webhook_url_env) {
             return Err(e("enforcer.webhook_url_env", webhook_env_problem(&c.webhook_url_env)));
         }
@@ -1055,6 +1066,12 @@ mod tests {
         let fmt = "[enforcer]\nnode = \"n\"\nmode = \"enforce\"\njob_source = \"format\"\nnotify_command = [\"notify\"]\n";
         assert!(err(fmt).contains("enforcer.job_source"), "enforce would miss opt-out markers");
         assert!(Config::from_text(&format!("[policy.exempt]\ncomment_marker = \"\"\n{fmt}"), "t").is_ok());
+        // Review 15: nor names.
+        let e = err(&format!("[policy.exempt]\ncomment_marker = \"\"\nname_regex = \"^jupyter\"\n{fmt}"));
+        assert!(
+            e.contains("enforcer.job_source") && e.contains("name_regex") && e.contains("^jupyter"),
+            "{e}"
+        );
         assert!(Config::from_text(&fmt.replace("\"enforce\"", "\"observe\""), "t").is_ok());
     }
 

@@ -545,12 +545,14 @@ fn check_config_and_parse_commands() {
     let header = enforcer::parse::squeue_format::own_header();
     let (ok, v) = parse(
         "squeue",
-        &format!("{header}\n9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n"),
+        &format!("{header}\n9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|\n"),
         &[],
     );
     assert!(ok, "{v}");
-    assert_eq!(v["jobs"][0]["name"], "a|b");
-    let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|a|b\n", &[]);
+    assert_eq!(v["jobs"][0]["job_id"], "9");
+    // The enforcer's own format has no name (review 15): the name is unknown, never "".
+    assert_eq!(v["jobs"][0]["name"], serde_json::Value::Null, "{v}");
+    let (ok, v) = parse("squeue", "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|\n", &[]);
     assert!(!ok && v["error"].as_str().is_some_and(|e| e.contains("no data")), "{v}");
 }
 
@@ -1088,7 +1090,7 @@ fn format_source_resumes_only_on_a_header_never_on_empty_output() {
     e.set("jobs.tsv", "");
     e.set("node.state", "MIXED+DRAIN\n");
     e.set("node.reason", "gpu-reaper: idle job 102");
-    let header = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME";
+    let header = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|";
     let extra = "job_source = \"format\"\n[policy.exempt]\ncomment_marker = \"\"";
     let updates = |e: &Env| e.argv("scontrol").into_iter().filter(|a| a[0] == "update").collect::<Vec<_>>();
     for mode in ["observe", "enforce"] {
@@ -1224,20 +1226,22 @@ fn outputs_that_resume(source: &str, cases: &[(&str, String, &str)]) -> Vec<Stri
     resumed
 }
 
-const OWN_HEADER: &str = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME";
+const OWN_HEADER: &str = "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|";
 
 /// Outputs that are not a reading of the queue: every one is refused today.
 #[test]
 fn format_outputs_without_the_queue_never_resume() {
     let h = OWN_HEADER;
-    let h12 = h.rsplit_once("|TRES_ALLOC").map(|(a, _)| format!("{a}|NAME")).unwrap();
-    let h14 = h.replace("|NAME", "|COMMENT|NAME");
+    let h12 = h.replace("TRES_ALLOC|", "");
+    let h14 = h.replace("TRES_ALLOC|", "TRES_ALLOC|COMMENT|");
+    let with_name = format!("{h}NAME");
     let cases: Vec<(&str, String, &str)> = vec![
         ("empty", String::new(), ""),
         ("blank lines", "\n \n\t\n".into(), ""),
         ("crlf blank", "\r\n\r\n".into(), ""),
         ("12 columns", format!("{h12}\n"), ""),
         ("14 columns", format!("{h14}\n"), ""),
+        ("the header with NAME last (review 15)", format!("{with_name}\n"), ""),
         ("header with a trailing |", format!("{h}|\n"), ""),
         ("cluster crlf only", "CLUSTER: c1\r\n".into(), ""),
         ("bom before header", format!("\u{feff}{h}\n"), ""),
@@ -1258,12 +1262,12 @@ fn format_outputs_without_the_queue_never_resume() {
         ),
         (
             "row before header",
-            format!("102|102|N/A|N/A|RUNNING|u|a|p|q|N/A|gpu002|gres/gpu=1|x\n{h}\n"),
+            format!("102|102|N/A|N/A|RUNNING|u|a|p|q|N/A|gpu002|gres/gpu=1|\n{h}\n"),
             "",
         ),
         (
             "header and an unreadable row",
-            format!("{h}\n102|102|N/A|N/A|RUNNING|u|a|p|q|not-a-time|gpu001|gres/gpu=1|x\n"),
+            format!("{h}\n102|102|N/A|N/A|RUNNING|u|a|p|q|not-a-time|gpu001|gres/gpu=1|\n"),
             "",
         ),
     ];
@@ -1296,7 +1300,7 @@ fn format_positive_empty_queues_resume() {
 #[test]
 fn a_header_with_other_middle_columns_is_not_the_queue() {
     let swapped = OWN_HEADER.replace("STATE|USER", "USER|STATE");
-    let row = "102|102|N/A|N/A|alice|RUNNING|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|train\n";
+    let row = "102|102|N/A|N/A|alice|RUNNING|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|\n";
     let mut cases = vec![("swapped middle columns", format!("{swapped}\n{row}"), "")];
     // Every other single title replaced, with no rows below: no queue either.
     let titles: Vec<&str> = OWN_HEADER.split('|').collect();
@@ -1308,7 +1312,7 @@ fn a_header_with_other_middle_columns_is_not_the_queue() {
     let resumed = format_outputs_that_resume(&cases);
     assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
     // Control: the right header over a row that puts job 102 elsewhere does resume.
-    let row = "102|102|N/A|N/A|RUNNING|alice|ml|gpu|normal|N/A|gpu002|cpu=8,gres/gpu=2|train\n";
+    let row = "102|102|N/A|N/A|RUNNING|alice|ml|gpu|normal|N/A|gpu002|cpu=8,gres/gpu=2|\n";
     let resumed = format_outputs_that_resume(&[("elsewhere", format!("{OWN_HEADER}\n{row}"), "")]);
     assert_eq!(resumed.len(), 1, "job 102 on gpu002 must resume");
 }
@@ -1326,13 +1330,13 @@ fn a_state_flag_alone_does_not_mean_the_job_ended() {
     let h = OWN_HEADER;
     let mut resumed = Vec::new();
     for state in ["SIGNALING", "RESIZING", "CONFIGURING", "COMPLETING", "SOME_NEW_FLAG"] {
-        let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|train\n");
+        let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|gpu001|cpu=8,gres/gpu=2|\n");
         resumed.extend(format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]));
     }
     assert!(resumed.is_empty(), "resumed on: {resumed:#?}");
     // Control: a base state that says the job left the node does resume.
     for state in ["PENDING", "COMPLETED", "CANCELLED"] {
-        let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A||cpu=8,gres/gpu=2|train\n");
+        let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A||cpu=8,gres/gpu=2|\n");
         let resumed = format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]);
         assert_eq!(resumed.len(), 1, "{state} must resume");
     }
@@ -1349,7 +1353,7 @@ fn a_running_job_without_nodes_is_not_gone_from_the_node() {
     let mut resumed = Vec::new();
     for nodes in ["", "(null)", "N/A"] {
         for state in ["RUNNING", "SIGNALING"] {
-            let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|{nodes}|cpu=8,gres/gpu=2|train\n");
+            let row = format!("102|102|N/A|N/A|{state}|alice|ml|gpu|normal|N/A|{nodes}|cpu=8,gres/gpu=2|\n");
             resumed.extend(format_outputs_that_resume(&[(state, format!("{h}\n{row}"), "")]));
         }
     }

@@ -402,9 +402,13 @@ fn squeue_field_truncation_width_zero_fields() {
     assert_eq!(ok.jobs[0].nodes.len(), 9);
     assert_eq!(ok.jobs[0].nodes[8], "gpu012");
     assert_eq!(ok.jobs[0].gpus, 32);
-    // Our own format: every field `:|` (width 0), Name last without a suffix.
+    // Our own format: every field `:|` (width 0), and no Name at all (review 15: a name with
+    // a line break would print a row of its own).
     let arg = squeue_format::format_arg();
-    assert!(arg.ends_with(",Name:"));
+    assert!(
+        arg.ends_with(",tres-alloc:|") && !arg.to_ascii_lowercase().contains(",name:"),
+        "{arg}"
+    );
     for f in squeue_format::FIELDS {
         assert!(arg.contains(&format!("{f}:|")), "{f}");
     }
@@ -435,8 +439,10 @@ fn squeue_name_with_pipe_never_shifts_columns() {
     assert_eq!(r.jobs[0].name, "my run ü 2");
     assert_eq!(r.jobs[0].user, "user1");
     assert_eq!(r.jobs[0].nodes, vec!["node002"]);
-    // Name last (the enforcer's own order): the pipe stays in the name.
-    let own = squeue_format::own_columns();
+    // Name last (a site's own columns, as `enforcer parse squeue --columns` reads them): the
+    // pipe stays in the name.
+    let mut own = squeue_format::own_columns();
+    own.push("Name");
     let line =
         "4321|4321|N/A|N/A|RUNNING|user1|acct1|gpu|normal|2025-11-06T10:00:00|node001|cpu=1,mem=4G,node=1,billing=1,gres/gpu=1|crazy|name";
     let r = squeue_format::parse(line, &own, &tz);
@@ -446,7 +452,7 @@ fn squeue_name_with_pipe_never_shifts_columns() {
 
 /// The header squeue prints for the enforcer's own `--Format` (print.c titles, width 0).
 fn own_header() -> String {
-    "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|NAME".to_string()
+    "JOBID|JOBID|HET_JOB_ID|HET_JOB_OFFSET|STATE|USER|ACCOUNT|PARTITION|QOS|START_TIME|NODELIST|TRES_ALLOC|".to_string()
 }
 
 /// B8 with the stderr gone (a wrapper that drops it, or a squeue that printed nothing there):
@@ -545,9 +551,9 @@ fn squeue_format_fallback_end_to_end() {
         .join("|");
     assert_eq!(name, "crazy|name");
     let dir = tempfile::tempdir().unwrap();
-    let row = format!(
-        "4321|4321|N/A|N/A|RUNNING|user1|acct1|gpu|normal|2025-11-06T10:00:00|node001|cpu=1,mem=4G,node=1,billing=1,gres/gpu=1|{name}"
-    );
+    // The enforcer's own format asks for no name, so none can shift a column there; the
+    // daemon reads the same job with its name unknown.
+    let row = "4321|4321|N/A|N/A|RUNNING|user1|acct1|gpu|normal|2025-11-06T10:00:00|node001|cpu=1,mem=4G,node=1,billing=1,gres/gpu=1|";
     let header = own_header();
     let mut s = slurm_with(
         dir.path(),
@@ -556,10 +562,8 @@ fn squeue_format_fallback_end_to_end() {
     s.source = JobSource::Format;
     let r = s.jobs().unwrap();
     assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
-    assert_eq!(
-        (r.jobs[0].job_id.as_str(), r.jobs[0].name.as_str(), r.jobs[0].gpus),
-        ("4321", "crazy|name", 1)
-    );
+    assert_eq!((r.jobs[0].job_id.as_str(), r.jobs[0].gpus), ("4321", 1));
+    assert!(r.jobs[0].unknown_fields.iter().any(|f| f == "name"), "{:?}", r.jobs[0]);
     let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap();
     assert!(
         !argv.lines().any(|a| a == "--noheader") && argv.lines().any(|a| a == squeue_format::format_arg()),
@@ -700,7 +704,7 @@ fn squeue_array_ids_are_strings() {
     ];
     let text: String = rows
         .iter()
-        .map(|(raw, id, st, n)| format!("{raw}|{id}|N/A|N/A|{st}|user3|a|defq|normal|2025-01-01T00:00:00|{n}|gres/gpu=1|neat5\n"))
+        .map(|(raw, id, st, n)| format!("{raw}|{id}|N/A|N/A|{st}|user3|a|defq|normal|2025-01-01T00:00:00|{n}|gres/gpu=1|\n"))
         .collect();
     let r = squeue_format::parse(&text, &own, &tz);
     assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
@@ -737,7 +741,7 @@ fn squeue_hetjob_components_are_distinct_jobs() {
     );
     // The --Format fallback: JobArrayID is squeue's %i, which prints the component as 93+1.
     let tz = chrono::FixedOffset::east_opt(0).unwrap();
-    let line = "94|93+1|93|1|RUNNING|user1|a|debug|normal|N/A|nid00011|gres/gpu=1|bash";
+    let line = "94|93+1|93|1|RUNNING|user1|a|debug|normal|N/A|nid00011|gres/gpu=1|";
     let f = squeue_format::parse(line, &squeue_format::own_columns(), &tz);
     assert!(f.row_errors.is_empty(), "{f:?}");
     assert_eq!((f.jobs[0].job_id.as_str(), f.jobs[0].raw_id), ("93+1", Some(94)));

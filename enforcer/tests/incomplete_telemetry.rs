@@ -264,8 +264,8 @@ fn a_truncated_squeue_answer_is_never_a_complete_queue() {
         &format!(
             r#"awk 'BEGIN {{
   printf "%-127s\n", "{header}";
-  for (i = 1; i < 524288; i++) printf "%-127s\n", (100000 + i) "|" (100000 + i) "|0|N/A|PENDING|bob|ml|gpu|normal|N/A|||filler";
-  printf "%-127s\n", "4242|4242|0|N/A|RUNNING|alice|ml|gpu|normal|2030-03-17T10:00:00|gpu001|cpu=8,gres/gpu=1|train";
+  for (i = 1; i < 524288; i++) printf "%-127s\n", (100000 + i) "|" (100000 + i) "|0|N/A|PENDING|bob|ml|gpu|normal|N/A|||";
+  printf "%-127s\n", "4242|4242|0|N/A|RUNNING|alice|ml|gpu|normal|2030-03-17T10:00:00|gpu001|cpu=8,gres/gpu=1|";
 }}'"#
         ),
     );

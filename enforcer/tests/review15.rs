@@ -161,7 +161,6 @@ impl SlurmClient for FormatSqueue {
 /// job seen only through `--Format` output is never cancelled by an id another row does not
 /// back.
 #[test]
-#[ignore = "review15: a newline in a job name forges a RUNNING row in --Format output; the node is drained and the forged id cancelled"]
 fn a_newline_in_a_job_name_forges_no_squeue_row() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(Vec::new());

@@ -67,17 +67,41 @@ fn squeue_format_header_is_ours_on_22_05_and_tres_shows_no_gpus() {
     let (r, cluster) = squeue_format::parse_own(&text, &chrono::Utc).unwrap();
     assert_eq!(cluster, None);
     assert!(r.row_errors.is_empty(), "{:?}", r.row_errors);
-    assert_eq!(r.jobs.len(), 3);
-    let train = job(&r.jobs, "5");
+    assert_eq!(r.jobs.len(), 4);
+    let train = job(&r.jobs, "127");
     assert_eq!(
         (train.state.as_str(), train.nodes.as_slice()),
         ("RUNNING", &["node1".to_string()][..])
     );
     // No `gres/gpu` in the TRES: the --Format source cannot see this job's GPUs.
     assert_eq!(train.gpus, 0);
-    // The enforcer's own format has no comment column: the opt-out marker is unknown.
-    assert_eq!(train.unknown_fields, ["comment"]);
-    assert_eq!(job(&r.jobs, "7_[0-1]").state, "PENDING");
+    // The enforcer's own format has no name and no comment column: both are unknown.
+    assert_eq!(train.unknown_fields, ["name", "comment"]);
+    assert_eq!(job(&r.jobs, "129_[0-1]").state, "PENDING");
+    // Job 130's name holds a line break and a made-up row; without names it is one pending
+    // row, and no job 999 exists.
+    assert_eq!(job(&r.jobs, "130").state, "PENDING");
+    assert!(r.jobs.iter().all(|j| j.job_id != "999"), "{:?}", r.jobs);
+}
+
+/// Review 15, on real output: with the job's name as the last column (the format before),
+/// a name holding a line break prints a line that reads as a job of its own, RUNNING on
+/// node1; that format's header is now refused as no data.
+#[test]
+fn a_name_with_a_line_break_forges_a_row_in_the_format_with_names() {
+    let text = read("squeue-format-name-last.txt");
+    let mut columns = squeue_format::own_columns();
+    columns.push("Name");
+    let body: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    let r = squeue_format::parse(&body, &columns, &chrono::Utc);
+    let forged = job(&r.jobs, "999");
+    assert_eq!(
+        (forged.state.as_str(), forged.nodes.as_slice()),
+        ("RUNNING", &["node1".to_string()][..])
+    );
+    assert_eq!(job(&r.jobs, "130").name, "x");
+    let e = squeue_format::parse_own(&text, &chrono::Utc).unwrap_err();
+    assert!(e.contains("NAME column"), "{e}");
 }
 
 #[test]
@@ -105,11 +129,11 @@ fn enforcer_parse_squeue_reads_the_capture_as_the_daemon_does() {
         child.wait_with_output().unwrap()
     };
     let text = read("squeue-format.txt");
-    // With its header: three jobs, no row error (the header is not a row).
+    // With its header: four jobs, no row error (the header is not a row).
     let out = run(&text);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["jobs"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 4, "{v}");
     assert_eq!(v["row_errors"].as_array().unwrap().len(), 0, "{v}");
     // The header alone is an empty queue; a CLUSTER: line above it is skipped and named.
     let header = text.lines().next().unwrap();
@@ -118,7 +142,7 @@ fn enforcer_parse_squeue_reads_the_capture_as_the_daemon_does() {
     let v: serde_json::Value = serde_json::from_slice(&run(&format!("CLUSTER: c1\n{text}")).stdout).unwrap();
     assert_eq!(
         (v["jobs"].as_array().unwrap().len(), v["cluster_line_skipped"].as_str()),
-        (3, Some("c1")),
+        (4, Some("c1")),
         "{v}"
     );
     // Without the header it is no data, as the daemon reads it.

@@ -1,10 +1,10 @@
 //! The `squeue --Format=...` fallback, for sites where `--json` is unavailable.
 //!
-//! Every field but the last is written `Field:|` (width 0: never truncated, `|` after it;
-//! squeue opts.c `_parse_long_token`); the last is `Name:` (width 0, no suffix) so a name
-//! containing `|`, spaces or any unicode is still read whole. A row with too few fields is an
-//! error for that row, never a shifted column. The comment is not read in this mode (it is
-//! free text and cannot share a row with the name safely); use `--json` for the opt-out marker.
+//! Every field is written `Field:|` (width 0: never truncated, `|` after it; squeue opts.c
+//! `_parse_long_token`). A row with too many or too few fields is an error for that row, never
+//! a shifted column. No field the enforcer asks for is free text a user writes: the job's name
+//! and comment are not read in this mode (a line break in either would read as a row of its
+//! own, review 15), so exemptions by name or by the comment's opt-out marker need `--json`.
 //!
 //! The enforcer asks for the header line and reads its own output with [`parse_own`]: a
 //! header with no rows below it is an empty queue, while empty output, or output with no
@@ -16,7 +16,7 @@
 use super::{check_nodes, hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
 use chrono::{LocalResult, NaiveDateTime, TimeZone};
 
-/// The fields the enforcer asks for, in order. `Name` must stay last.
+/// The fields the enforcer asks for, in order. None is free text a user writes (see [`TITLES`]).
 pub const FIELDS: [&str; 12] = [
     "JobID",
     "JobArrayID",
@@ -32,8 +32,7 @@ pub const FIELDS: [&str; 12] = [
     "tres-alloc",
 ];
 
-/// The column titles squeue prints in its header for [`FIELDS`] and then `Name`, in the same
-/// order. Each is the text the field's print function writes when it prints the header
+/// The column titles squeue prints in its header for [`FIELDS`], in the same order. Each is the text the field's print function writes when it prints the header
 /// (SchedMD/slurm `src/squeue/print.c`; field to function in `src/squeue/opts.c`
 /// `_parse_format_long`), checked there for every entry:
 ///
@@ -51,11 +50,17 @@ pub const FIELDS: [&str; 12] = [
 /// | StartTime | `_print_job_time_start` | `START_TIME` |
 /// | NodeList | `_print_job_nodes` | `NODELIST` |
 /// | tres-alloc | `_print_job_tres_alloc` | `TRES_ALLOC` |
-/// | Name | `_print_job_name` | `NAME` |
 ///
 /// JobID and JobArrayID share the title `JOBID`, so those two columns cannot be told apart by
 /// the header; every other column can.
-pub const TITLES: [&str; 13] = [
+///
+/// There is no `Name` (review 15): squeue prints a job's name as its user gave it, and a name
+/// may hold a line break. With the name in the output, the rest of such a name reads as a row
+/// of its own, which a user can write to name any job id, node and state (a forged RUNNING
+/// row got a node drained and another user's array cancelled). No field left is user text.
+/// So the job name is unknown under this source: a configured `name_regex` exemption holds
+/// every job at alert (as the missing comment already does for `comment_marker`).
+pub const TITLES: [&str; 12] = [
     "JOBID",
     "JOBID",
     "HET_JOB_ID",
@@ -68,15 +73,14 @@ pub const TITLES: [&str; 13] = [
     "START_TIME",
     "NODELIST",
     "TRES_ALLOC",
-    "NAME",
 ];
 
-const _: () = assert!(TITLES.len() == FIELDS.len() + 1, "one title per field, then NAME");
+const _: () = assert!(TITLES.len() == FIELDS.len(), "one title per field");
 
-/// The header line squeue prints for [`format_arg`]: [`TITLES`] joined by `|` (every field
-/// has width 0, so no title is padded or cut).
+/// The header line squeue prints for [`format_arg`]: each of [`TITLES`] followed by `|` (every
+/// field has width 0, so no title is padded or cut, and each has the suffix `|`).
 pub fn own_header() -> String {
-    TITLES.join("|")
+    TITLES.iter().map(|t| format!("{t}|")).collect()
 }
 
 /// True when `line` is the header of [`format_arg`] output: exactly [`TITLES`] in order, `|`
@@ -84,22 +88,20 @@ pub fn own_header() -> String {
 /// title in any position (a wrapper that reorders or replaces `--Format` fields, whose rows
 /// would be read by position under the wrong names) is not the header.
 pub fn is_own_header(line: &str) -> bool {
-    let f: Vec<&str> = line.split('|').map(str::trim).collect();
+    let line = line.trim_end();
+    let f: Vec<&str> = line.strip_suffix('|').unwrap_or(line).split('|').map(str::trim).collect();
     f.len() == TITLES.len() && f.iter().zip(TITLES).all(|(got, want)| got.eq_ignore_ascii_case(want))
 }
 
-/// The `--Format=` argument for [`FIELDS`] plus `Name` last.
+/// The `--Format=` argument for [`FIELDS`]: each with width 0 and the suffix `|`.
 pub fn format_arg() -> String {
-    let mut s: Vec<String> = FIELDS.iter().map(|f| format!("{f}:|")).collect();
-    s.push("Name:".to_string());
+    let s: Vec<String> = FIELDS.iter().map(|f| format!("{f}:|")).collect();
     format!("--Format={}", s.join(","))
 }
 
-/// The column list [`parse`] expects for the enforcer's own format.
+/// The column list [`parse`] expects for the enforcer's own format: [`FIELDS`].
 pub fn own_columns() -> Vec<&'static str> {
-    let mut v = FIELDS.to_vec();
-    v.push("Name");
-    v
+    FIELDS.to_vec()
 }
 
 /// Reads the enforcer's own `squeue --Format=` output ([`format_arg`], header kept) and says
@@ -146,6 +148,13 @@ pub fn parse_own(text: &str, tz: &dyn LocalTime) -> Result<(JobsRead, Option<Str
         body.push('\n');
         if line.trim().is_empty() {
             continue;
+        }
+        if is_own_header(line.trim_end().strip_suffix("NAME").unwrap_or("")) {
+            return Err(format!(
+                "line {}: the header ends in a NAME column, which this enforcer does not ask for (a job name can hold a line break and forge a row); a wrapper or an older capture? expected {:?}",
+                i + 1,
+                own_header()
+            ));
         }
         if !is_own_header(line) {
             return Err(format!(
@@ -201,8 +210,8 @@ pub fn start_time(text: &str, tz: &dyn LocalTime) -> Result<Option<i64>, String>
 
 /// Parses `--noheader --Format` output whose columns are `columns` (names as in `-O`, case
 /// insensitive). When the last column is `Name` it takes the rest of the line; otherwise one
-/// trailing `|` (the suffix of a `Field:|` last column) is dropped and the field count must
-/// match exactly. Blank lines are skipped. `tz` converts StartTime. A job id on several lines
+/// trailing `|` (the suffix of a `Field:|` last column, before any trailing blanks or CR) is
+/// dropped and the field count must match exactly. Blank lines are skipped. `tz` converts StartTime. A job id on several lines
 /// that disagree is a row error on each of them (the job is unknown).
 pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
     let cols: Vec<String> = columns.iter().map(|c| c.to_ascii_lowercase()).collect();
@@ -213,8 +222,14 @@ pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
         if line.trim().is_empty() {
             continue;
         }
-        // A `Field:|` last column leaves one trailing `|`; a free-text Name last never does.
-        let body = if name_last { line } else { line.strip_suffix('|').unwrap_or(line) };
+        // A `Field:|` last column leaves one trailing `|` (after it, a CR of CRLF output or
+        // padding is no field); a free-text Name last never does, and keeps its blanks.
+        let body = if name_last {
+            line
+        } else {
+            let line = line.trim_end_matches([' ', '\t', '\r']);
+            line.strip_suffix('|').unwrap_or(line)
+        };
         let fields: Vec<&str> = if name_last {
             body.splitn(cols.len(), '|').collect()
         } else {
@@ -369,16 +384,16 @@ mod tests {
 
     fn one(raw: &str, arr: &str, het: &str, off: &str) -> JobsRead {
         let tz = FixedOffset::east_opt(0).unwrap();
-        let line = format!("{raw}|{arr}|{het}|{off}|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|name");
+        let line = format!("{raw}|{arr}|{het}|{off}|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|");
         parse(&line, &own_columns(), &tz)
     }
 
     #[test]
     fn a_job_on_two_lines_that_disagree_is_unknown_and_an_identical_repeat_counts_once() {
         let tz = FixedOffset::east_opt(0).unwrap();
-        let a = "9|9|N/A|N/A|RUNNING|alice|a|p|q|N/A|n1|gres/gpu=1|x";
-        let b = "9|9|N/A|N/A|RUNNING|mallory|a|p|q|N/A|n2|gres/gpu=1|x";
-        let c = "10|10|N/A|N/A|RUNNING|bob|a|p|q|N/A|n1|gres/gpu=1|y";
+        let a = "9|9|N/A|N/A|RUNNING|alice|a|p|q|N/A|n1|gres/gpu=1|";
+        let b = "9|9|N/A|N/A|RUNNING|mallory|a|p|q|N/A|n2|gres/gpu=1|";
+        let c = "10|10|N/A|N/A|RUNNING|bob|a|p|q|N/A|n1|gres/gpu=1|";
         let r = parse(&format!("{a}\n{c}\n{b}\n"), &own_columns(), &tz);
         assert_eq!(r.jobs.iter().map(|j| j.job_id.as_str()).collect::<Vec<_>>(), ["10"], "{r:?}");
         assert_eq!(r.row_errors.iter().map(|e| e.row).collect::<Vec<_>>(), [1, 3], "{r:?}");
@@ -422,7 +437,7 @@ mod tests {
 
     fn state_nodes(state: &str, nodes: &str) -> JobsRead {
         let tz = FixedOffset::east_opt(0).unwrap();
-        let line = format!("9|9|N/A|N/A|{state}|u|a|p|q|N/A|{nodes}|gres/gpu=1|name");
+        let line = format!("9|9|N/A|N/A|{state}|u|a|p|q|N/A|{nodes}|gres/gpu=1|");
         parse(&line, &own_columns(), &tz)
     }
 
@@ -434,7 +449,12 @@ mod tests {
         assert!(is_own_header(&h.to_ascii_lowercase()));
         assert!(!is_own_header(&h.replace("STATE|USER", "USER|STATE")));
         assert!(!is_own_header(&format!("{h}|")));
-        assert!(!is_own_header(&h.replace("|NAME", "|COMMENT|NAME")));
+        assert!(!is_own_header(&h.replace("TRES_ALLOC|", "TRES_ALLOC|COMMENT|")));
+        // Review 15: the header of the format with the job's name last (an older release's,
+        // or a wrapper's) is no data, and the error says why.
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let e = parse_own(&format!("{h}NAME\n9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|x\n"), &tz).unwrap_err();
+        assert!(e.contains("NAME column") && e.contains("line break"), "{e}");
         let titles: Vec<&str> = h.split('|').collect();
         for i in 0..titles.len() {
             let mut t = titles.clone();
@@ -442,8 +462,7 @@ mod tests {
             assert!(!is_own_header(&t.join("|")), "title {i} replaced");
         }
         let swapped = h.replace("STATE|USER", "USER|STATE");
-        let tz = FixedOffset::east_opt(0).unwrap();
-        let e = parse_own(&format!("{swapped}\n9|9|N/A|N/A|u|RUNNING|a|p|q|N/A|n1|gres/gpu=1|x\n"), &tz).unwrap_err();
+        let e = parse_own(&format!("{swapped}\n9|9|N/A|N/A|u|RUNNING|a|p|q|N/A|n1|gres/gpu=1|\n"), &tz).unwrap_err();
         assert!(e.contains("line 1") && e.contains("USER|STATE"), "{e}");
     }
 
@@ -517,7 +536,7 @@ mod tests {
             rows in proptest::collection::vec(prop_oneof![
                 Just("CLUSTER: cluster1".to_string()),
                 Just(String::new()),
-                Just("9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|x".to_string()),
+                Just("9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=1|".to_string()),
                 "[ -~]{0,40}",
             ], 0..6)
         ) {
