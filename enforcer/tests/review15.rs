@@ -255,7 +255,6 @@ impl enforcer::telemetry::Telemetry for StoppedGpu {
 /// What should happen: a job Slurm shows as stopped is, like a suspended one, not judged (or is
 /// held at alert) until it is running again.
 #[test]
-#[ignore = "review15: a job stopped by its user (RUNNING+STOPPED) is judged hung, drained and cancelled; SUSPENDED is never judged"]
 fn a_job_its_user_stopped_is_not_judged_hung() {
     let dir = tempfile::tempdir().unwrap();
     let j = enforcer::parse::squeue_json::parse(&format!(

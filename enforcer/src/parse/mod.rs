@@ -96,10 +96,10 @@ pub struct SlurmJob {
 }
 
 impl SlurmJob {
-    /// True when the base state is RUNNING and the job is not still CONFIGURING (nodes
-    /// booting or prolog running: its GPUs are legitimately idle, so it is not judged).
+    /// True when the base state is RUNNING and no flag says its GPUs are idle for a reason
+    /// of Slurm's or its user's ([`NOT_JUDGED_FLAGS`]: still CONFIGURING, or STOPPED).
     pub fn is_judgeable(&self) -> bool {
-        self.state == "RUNNING" && !self.state_flags.iter().any(|f| f == "CONFIGURING")
+        self.state == "RUNNING" && !self.state_flags.iter().any(|f| NOT_JUDGED_FLAGS.contains(&f.as_str()))
     }
 
     /// True when the row gave no base state. squeue's `--Format` State, and the string
@@ -148,13 +148,22 @@ pub const BASE_JOB_STATES: [&str; 12] = [
     "DEADLINE",
 ];
 
+/// Flags that keep a RUNNING job from being judged (squeue(1) JOB STATE CODES):
+/// CONFIGURING, "allocated nodes booting" or the prolog running, so its GPUs are idle on
+/// Slurm's account; STOPPED, "execution has been stopped with SIGSTOP signal", as a user does
+/// with `scancel --signal=STOP` to pause a job: its processes keep their GPU memory at 0 %
+/// and look `hung` (review 15: drained and cancelled) until it is continued. Like a
+/// SUSPENDED job, a stopped one is judged afresh once it runs again.
+pub const NOT_JUDGED_FLAGS: [&str; 2] = ["CONFIGURING", "STOPPED"];
+
 /// Flags squeue prints only for a job that holds its allocation (Slurm job_state_codes.html):
 /// CONFIGURING (allocated nodes booting), RESIZING (a running job changing size), SIGNALING
-/// (a running job being signalled). COMPLETING is left out on purpose: a job stuck
+/// (a running job being signalled), STOPPED (squeue(1): "has an allocation, but execution has
+/// been stopped"). COMPLETING is left out on purpose: a job stuck
 /// completing can stay listed for hours, whether squeue still names its nodes then is not
 /// confirmed here, and a row error would keep every read incomplete (no resume anywhere on
 /// the node) for that long.
-pub const ALLOCATED_FLAGS: [&str; 3] = ["CONFIGURING", "RESIZING", "SIGNALING"];
+pub const ALLOCATED_FLAGS: [&str; 4] = ["CONFIGURING", "RESIZING", "SIGNALING", "STOPPED"];
 
 /// Checks that a row which says its job holds an allocation names where: a base state of
 /// RUNNING, or no base state and a flag from [`ALLOCATED_FLAGS`], with no node is an error
