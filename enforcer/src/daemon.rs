@@ -166,24 +166,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut slurm_gpus: Option<u32> = None;
         let mut device_index = DeviceIndexTrust::default();
         let mut gpu_slots = GpuSlots::default();
-        // Every state file names the node its daemon ran for (it interns `enforcer.node` at
-        // start). One that does not name this node was written for another (a state_dir
-        // copied or shared by mistake, or `node` renamed): its drains, notices, overrides
-        // and attributions are that node's, so it is moved aside like an unreadable one.
+        // Every state file names the node whose daemon wrote it (`node`; in older files, the
+        // first name interned, which a daemon starting afresh gives its own node). One that
+        // another node wrote (a state_dir copied or shared by mistake, or `node` renamed) is
+        // moved aside like an unreadable one: its drains, notices, overrides and attributions
+        // are that node's. Whether it merely names this node says nothing: every daemon names
+        // the other nodes of the multi-node jobs it saw (review 15).
         let loaded = match state::load(&path) {
-            Loaded::State(s) if s.nodes.get(&cfg.node).is_none() => {
-                let names: Vec<&str> = (0..s.nodes.len().min(5)).map(|i| s.nodes.name(policy::NodeId(i as u32))).collect();
-                Loaded::Corrupt(format!(
-                    "{}: written for another node (it names {}, not {}): its drains, notices and attributions are not this node's",
-                    path.display(),
-                    if names.is_empty() {
-                        "no node".to_string()
-                    } else {
-                        names.join(", ")
-                    },
-                    cfg.node
-                ))
-            }
+            Loaded::State(s) if state::writer(&s) != Some(cfg.node.as_str()) => Loaded::Corrupt(format!(
+                "{}: written for another node ({}, not {}): its drains, notices and attributions are not this node's",
+                path.display(),
+                state::writer(&s).unwrap_or("no node named"),
+                cfg.node
+            )),
             l => l,
         };
         let (engine, mut nodes, mut actions, kept) = match loaded {
@@ -318,6 +313,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 version: STATE_VERSION,
                 mode: self.cfg.enforcer.mode,
                 saved_s: now_s,
+                node: Some(self.cfg.node.clone()),
                 nodes: self.nodes.clone(),
                 engine: self.engine.snapshot(now_s),
                 actions: self.actions.clone(),

@@ -28,6 +28,12 @@ pub struct StateFile {
     pub mode: RunMode,
     /// When it was written, epoch seconds.
     pub saved_s: i64,
+    /// The node whose daemon wrote it (`enforcer.node`). Absent in older files, whose writer
+    /// is the first name in `nodes` (a daemon that starts afresh interns its own node first).
+    /// Only its writer restores a file: another node's names this one too once they shared a
+    /// multi-node job (review 15).
+    #[serde(default)]
+    pub node: Option<String>,
     /// Node names behind the snapshot's node ids.
     pub nodes: NodeTable,
     /// The engine's windows.
@@ -62,6 +68,16 @@ pub struct StateFile {
     /// nvidia-smi index: their windows are not restored (warmup starts again).
     #[serde(default)]
     pub gpu_slots: Option<GpuSlots>,
+}
+
+/// The node whose daemon wrote `s`: its `node`, or in an older file without one, the first
+/// node it interned (a daemon starting afresh interns its own node first); `None` when the
+/// file names no node at all.
+pub fn writer(s: &StateFile) -> Option<&str> {
+    match &s.node {
+        Some(n) => Some(n.as_str()),
+        None => (s.nodes.len() > 0).then(|| s.nodes.name(policy::NodeId(0))),
+    }
 }
 
 /// What loading found.
@@ -345,6 +361,7 @@ mod tests {
             version: STATE_VERSION,
             mode: RunMode::Enforce,
             saved_s: 1_900_000_000,
+            node: Some("n1".into()),
             nodes: NodeTable::new(),
             engine: policy::Engine::new(policy::Policy::default(), policy::Mode::Enforce).snapshot(1_900_000_000),
             actions: ActionState::default(),

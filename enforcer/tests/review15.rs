@@ -57,7 +57,6 @@ use enforcer::slurm::{CancelOutcome, CommandError, SlurmClient};
 /// daemon (say, a `node` field saved with it); gpu002's is moved aside like the one of
 /// `restarts_and_suspends.rs`'s `a_state_file_written_for_another_node_is_moved_aside`.
 #[test]
-#[ignore = "review15: another node's state file passes the this-node check once it interned this node for a multi-node job"]
 fn a_state_file_of_another_node_that_saw_a_multi_node_job_here_is_moved_aside() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
