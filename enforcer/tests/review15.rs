@@ -291,7 +291,6 @@ fn a_job_its_user_stopped_is_not_judged_hung() {
 /// `/system.slice/slurmstepd.scope/job_N/...` or the SLUID form, as the samples show), never a
 /// `slurm*` component anywhere in a user's tree.
 #[test]
-#[ignore = "review15: a user-made cgroup with a slurm* component is read as another job's"]
 fn a_cgroup_a_user_named_slurm_is_no_slurm_job() {
     let text = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/slurm-x.scope/job_555/leaf\n";
     let got = enforcer::parse::cgroup::parse(text);
