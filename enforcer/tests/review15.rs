@@ -309,7 +309,6 @@ fn a_cgroup_a_user_named_slurm_is_no_slurm_job() {
 /// child keeps open is cut off, not taken for a failure (or the command's stdout and stderr
 /// are not held open for its children: only its exit status is used).
 #[test]
-#[ignore = "review15: a notify command that exits 0 leaving a background child is taken as failed"]
 fn a_notify_command_that_leaves_a_background_child_has_delivered() {
     use enforcer::executor::{Executor, Outcome};
     let dir = tempfile::tempdir().unwrap();
