@@ -4,7 +4,7 @@
 //! are written by the daemon for every executor alike.
 
 use crate::plan::Action;
-use crate::run::{run, RunOptions, RunOutcome};
+use crate::run::{run, RunOptions};
 use crate::slurm::{CancelOutcome, SlurmClient};
 use serde::Serialize;
 use std::time::Duration;
@@ -99,9 +99,12 @@ impl Webhook {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        match run(&self.curl, &args, &o) {
-            RunOutcome::Exited { code: Some(0), .. } => Ok(()),
-            other => Err(format!("webhook: curl ({}) {}", self.curl, other.describe())),
+        // Run for its effect: the exit status is curl's answer, even when a child it left
+        // running cut its output off.
+        let out = run(&self.curl, &args, &o);
+        match out.exit() {
+            Some((Some(0), _, _)) => Ok(()),
+            _ => Err(format!("webhook: curl ({}) {}", self.curl, out.describe())),
         }
     }
 }
@@ -161,18 +164,22 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                     let mut args: Vec<String> = self.notify_command[1..].to_vec();
                     args.extend([user.clone(), job_id.clone(), reason.clone()]);
                     let program = &self.notify_command[0];
-                    match run(program, &args, &RunOptions::new(self.timeout)) {
-                        RunOutcome::Exited { code: Some(0), .. } => Ok(Outcome::Done),
+                    // Its exit status is its answer: a command that exits 0 has delivered,
+                    // even when a child it left running (`mailer "$@" &`) still holds its
+                    // output open (review 15).
+                    let out = run(program, &args, &RunOptions::new(self.timeout));
+                    match out.exit() {
+                        Some((Some(0), _, _)) => Ok(Outcome::Done),
                         // Its own words say why (a mail relay refusing, a bad address); the
                         // notify command is the site's, its stderr is no secret of ours.
-                        RunOutcome::Exited { code, stdout, stderr } => Err(format!(
+                        Some((code, stdout, stderr)) => Err(format!(
                             "notify command {program}: {}{}",
                             crate::slurm::exit_kind(code),
-                            crate::telemetry::output_excerpt(&stdout, &stderr)
+                            crate::telemetry::output_excerpt(stdout, stderr)
                                 .map(|s| format!(": {s}"))
                                 .unwrap_or_default()
                         )),
-                        other => Err(format!("notify command {program}: {}", other.describe())),
+                        None => Err(format!("notify command {program}: {}", out.describe())),
                     }
                 }
             }

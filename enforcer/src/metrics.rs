@@ -79,13 +79,14 @@ pub const DAEMON_SKIP_REASONS: [&str; 6] = [
 
 /// How a command can fail besides an exit code (`crate::run::RunOutcome::label`), plus
 /// `hung_child` (an earlier instance still running).
-const PROCESS_KINDS: [&str; 7] = [
+const PROCESS_KINDS: [&str; 8] = [
     "timeout",
     "abandoned",
     "signal",
     "spawn_failed",
     "refused",
     "output_too_large",
+    "output_cut_off",
     "hung_child",
 ];
 

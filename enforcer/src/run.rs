@@ -6,6 +6,12 @@
 //! SIGKILL (uninterruptible sleep, the classic hung nvidia-smi) is abandoned without blocking
 //! and kept in a registry; while any abandoned child of a program is still alive, [`run`]
 //! refuses to start that program again, so hung children cannot pile up.
+//!
+//! A program that exits while a child it left running (`mailer "$@" &` in a wrapper) still
+//! holds its stdout or stderr is over: its exit status is its answer, and the output is cut
+//! off [`PIPE_GRACE`] after the exit ([`RunOutcome::OutputCutOff`]). What was read is kept;
+//! the pipes go on being drained (never kept) until the last holder closes them, so that
+//! child neither blocks on a full pipe nor dies of SIGPIPE.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -17,6 +23,10 @@ use std::time::{Duration, Instant};
 
 /// Largest stdout or stderr kept, bytes; the rest is discarded.
 pub const MAX_OUTPUT_BYTES: u64 = 64 << 20;
+
+/// After the program exits, how long its stdout and stderr may stay open (held by a child it
+/// left running) before the output is cut off.
+pub const PIPE_GRACE: Duration = Duration::from_millis(500);
 
 /// How a timed-out child is stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +79,20 @@ pub enum RunOutcome {
         /// Standard error (lossy UTF-8).
         stderr: String,
     },
+    /// The child exited, but its stdout or stderr was still open [`PIPE_GRACE`] later, held by
+    /// a child it left running: the output read until then, which may be incomplete. The exit
+    /// status is the program's own: a command run for its effect (notify, `scontrol update`,
+    /// `scancel`) may take it ([`RunOutcome::exit`]); a command run for what it prints
+    /// (squeue, `scontrol show`, nvidia-smi) must treat this as a failed read, since a cut
+    /// answer must never read as a whole one.
+    OutputCutOff {
+        /// Exit code; `None` when a signal ended the program.
+        code: Option<i32>,
+        /// Standard output read before the cut (lossy UTF-8).
+        stdout: String,
+        /// Standard error read before the cut (lossy UTF-8).
+        stderr: String,
+    },
     /// The timeout passed. `abandoned` is true when the child survived SIGKILL and was left
     /// behind (it is still tracked; see [`abandoned_alive`]).
     TimedOut {
@@ -86,10 +110,11 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    /// A short label for logs and metrics: `ok`, `exit_N`, `signal`, `timeout`, `abandoned`,
-    /// `spawn_failed`, `refused`, `output_too_large`.
+    /// A short label for logs and metrics: `ok`, `exit_N`, `signal`, `output_cut_off`,
+    /// `timeout`, `abandoned`, `spawn_failed`, `refused`, `output_too_large`.
     pub fn label(&self) -> String {
         match self {
+            RunOutcome::OutputCutOff { .. } => "output_cut_off".into(),
             RunOutcome::Exited { code: Some(0), .. } => "ok".into(),
             RunOutcome::Exited { code: Some(c), .. } => format!("exit_{c}"),
             RunOutcome::Exited { code: None, .. } => "signal".into(),
@@ -111,6 +136,20 @@ impl RunOutcome {
             RunOutcome::SpawnFailed(why) => format!("spawn_failed ({why})"),
             RunOutcome::Refused => "refused (an earlier run of the program is still hung and was abandoned)".into(),
             other => other.label(),
+        }
+    }
+
+    /// For a command run for its effect, whose exit status is its answer: the exit code and
+    /// the output read of a program that exited, whether or not a child it left running cut
+    /// the output off ([`RunOutcome::Exited`] or [`RunOutcome::OutputCutOff`]); `None` when
+    /// it did not exit on its own (timeout, not started, output over the limit). Never use it
+    /// for a command whose output is read as data.
+    pub fn exit(&self) -> Option<(Option<i32>, &str, &str)> {
+        match self {
+            RunOutcome::Exited { code, stdout, stderr } | RunOutcome::OutputCutOff { code, stdout, stderr } => {
+                Some((*code, stdout.as_str(), stderr.as_str()))
+            }
+            _ => None,
         }
     }
 }
@@ -140,17 +179,77 @@ pub fn abandoned_total() -> u64 {
     ABANDONED_TOTAL.load(Ordering::Relaxed)
 }
 
-/// Reads a pipe to its end: the first [`MAX_OUTPUT_BYTES`], and whether there was more.
-fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<(Vec<u8>, bool)> {
+/// What a pipe's reader thread sends.
+enum Piece {
+    /// Bytes read, within the first [`MAX_OUTPUT_BYTES`].
+    Bytes(Vec<u8>),
+    /// More than [`MAX_OUTPUT_BYTES`] came; the rest is drained and discarded.
+    Over,
+    /// The pipe's end: every holder closed it (`whole`), or reading it failed.
+    End {
+        /// Reached end of file.
+        whole: bool,
+    },
+}
+
+/// Reads a pipe to its end on a thread of its own, sending what it reads as it comes: the
+/// first [`MAX_OUTPUT_BYTES`], whether there was more, and the end. Once the receiver is
+/// gone (the output was cut off) it goes on draining, keeping nothing, so whoever still holds
+/// the pipe never blocks on it nor gets SIGPIPE.
+fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Piece> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = (&mut r).take(MAX_OUTPUT_BYTES).read_to_end(&mut buf);
-        // Drain the rest so the child never blocks on a full pipe.
-        let more = std::io::copy(&mut r, &mut std::io::sink()).unwrap_or(0) > 0;
-        let _ = tx.send((buf, more));
+        let mut buf = vec![0u8; 64 << 10];
+        let mut kept: u64 = 0;
+        let mut over = false;
+        // The receiver is gone: nothing more is sent, the rest is only drained.
+        let mut cut = false;
+        let whole = loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break false,
+            };
+            let keep = n.min(usize::try_from(MAX_OUTPUT_BYTES - kept).unwrap_or(usize::MAX));
+            kept += keep as u64;
+            if keep > 0 && !cut {
+                cut = tx.send(Piece::Bytes(buf[..keep].to_vec())).is_err();
+            }
+            if keep < n && !over {
+                over = true;
+                let _ = tx.send(Piece::Over);
+            }
+        };
+        let _ = tx.send(Piece::End { whole });
     });
     rx
+}
+
+/// One stream's output as collected after the program exited.
+#[derive(Default)]
+struct Collected {
+    bytes: Vec<u8>,
+    over: bool,
+    /// The stream reached its end (every holder closed it) and was read whole.
+    whole: bool,
+}
+
+/// Takes what `rx`'s reader sends until the stream's end or `deadline`, whichever is first.
+fn collect(rx: Option<mpsc::Receiver<Piece>>, deadline: Instant) -> Collected {
+    let mut c = Collected::default();
+    let Some(rx) = rx else { return c };
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Piece::Bytes(b)) => c.bytes.extend_from_slice(&b),
+            Ok(Piece::Over) => c.over = true,
+            Ok(Piece::End { whole }) => {
+                c.whole = whole;
+                return c;
+            }
+            Err(_) => return c,
+        }
+    }
 }
 
 fn remove_env(cmd: &mut Command, remove: &[String]) {
@@ -167,8 +266,8 @@ fn remove_env(cmd: &mut Command, remove: &[String]) {
 }
 
 /// Runs `program` with `args` (argv, no shell), `LC_ALL=C`, and the options' timeout and
-/// environment scrubbing. Never blocks longer than `timeout + kill_grace` plus a short wait
-/// for the output pipes.
+/// environment scrubbing. Never blocks longer than `timeout + kill_grace` plus
+/// [`PIPE_GRACE`] for the output pipes.
 pub fn run(program: &str, args: &[String], opts: &RunOptions) -> RunOutcome {
     if abandoned_alive(Some(program)) > 0 {
         return RunOutcome::Refused;
@@ -232,18 +331,22 @@ pub fn run(program: &str, args: &[String], opts: &RunOptions) -> RunOutcome {
         });
         return RunOutcome::TimedOut { abandoned: true };
     };
-    // The child is gone; a grandchild may still hold the pipes. Wait briefly, then treat the
-    // output as incomplete.
-    let grace = Duration::from_millis(500);
-    let take = |rx: Option<mpsc::Receiver<(Vec<u8>, bool)>>| rx.and_then(|r| r.recv_timeout(grace).ok());
-    match (take(out_rx), take(err_rx)) {
-        (Some((_, true)), Some(_)) | (Some(_), Some((_, true))) => RunOutcome::OutputTooLarge,
-        (Some((o, false)), Some((e, false))) => RunOutcome::Exited {
-            code: status.code(),
-            stdout: String::from_utf8_lossy(&o).into_owned(),
-            stderr: String::from_utf8_lossy(&e).into_owned(),
-        },
-        _ => RunOutcome::TimedOut { abandoned: false },
+    // The program is gone; a child it left running may still hold the pipes. Wait briefly,
+    // then cut the output off: the exit status stands, the output may be incomplete.
+    let deadline = Instant::now() + PIPE_GRACE;
+    let (out, err) = (collect(out_rx, deadline), collect(err_rx, deadline));
+    if out.over || err.over {
+        return RunOutcome::OutputTooLarge;
+    }
+    let (code, stdout, stderr) = (
+        status.code(),
+        String::from_utf8_lossy(&out.bytes).into_owned(),
+        String::from_utf8_lossy(&err.bytes).into_owned(),
+    );
+    if out.whole && err.whole {
+        RunOutcome::Exited { code, stdout, stderr }
+    } else {
+        RunOutcome::OutputCutOff { code, stdout, stderr }
     }
 }
 
@@ -302,6 +405,66 @@ mod tests {
             RunOutcome::Exited { code: Some(0), stdout, .. } => assert_eq!(stdout.len() as u64, MAX_OUTPUT_BYTES),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Review 15: a program that exited while a child it left running held its output open
+    /// was a `timeout`, so a notify wrapper (`mailer "$@" &`) that exited 0 was a failed
+    /// notice. Now the exit status stands and the output is cut off, marked as possibly
+    /// incomplete.
+    #[test]
+    fn a_child_left_holding_the_pipes_cuts_the_output_off_and_the_exit_status_stands() {
+        let o = RunOptions::new(Duration::from_secs(10));
+        let t = Instant::now();
+        let r = run("/bin/sh", &sh("echo before; echo said >&2; (sleep 3; echo after) & exit 3"), &o);
+        assert!(
+            t.elapsed() < Duration::from_millis(2500),
+            "waited for the left child: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(
+            r,
+            RunOutcome::OutputCutOff {
+                code: Some(3),
+                stdout: "before\n".into(),
+                stderr: "said\n".into()
+            }
+        );
+        assert_eq!(
+            (r.label().as_str(), r.exit()),
+            ("output_cut_off", Some((Some(3), "before\n", "said\n")))
+        );
+        // A child that lets go of the pipes leaves the output whole.
+        let r = run("/bin/sh", &sh("echo whole; sleep 3 >/dev/null 2>&1 & exit 0"), &o);
+        assert_eq!(
+            r,
+            RunOutcome::Exited {
+                code: Some(0),
+                stdout: "whole\n".into(),
+                stderr: String::new()
+            }
+        );
+        // Only a program that exited has an exit status to take.
+        assert_eq!(RunOutcome::TimedOut { abandoned: false }.exit(), None);
+        assert_eq!(RunOutcome::OutputTooLarge.exit(), None);
+    }
+
+    /// After the cut the pipes are still drained: the child left running neither blocks on a
+    /// full pipe nor dies of SIGPIPE (a mailer writing after its wrapper exited).
+    #[test]
+    fn the_child_left_running_can_go_on_writing_after_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let script = format!(
+            "(sleep 1; head -c 1048576 /dev/zero && head -c 1048576 /dev/zero >&2 && touch '{}') & exit 0",
+            done.display()
+        );
+        let r = run("/bin/sh", &sh(&script), &RunOptions::new(Duration::from_secs(10)));
+        assert_eq!(r.label(), "output_cut_off");
+        let t = Instant::now();
+        while !done.exists() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(done.exists(), "the child left running could not finish writing");
     }
 
     #[test]

@@ -93,32 +93,44 @@ fn excerpt(s: &str) -> String {
     policy::one_line(s.trim(), 300)
 }
 
+/// Why a command is run, which decides what a cut-off output ([`RunOutcome::OutputCutOff`])
+/// means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// For what it prints (squeue, `scontrol show`): output that may be incomplete is a failed
+    /// read, never parsed as a whole answer.
+    Read,
+    /// For its effect (`scontrol update`): the exit status is the answer.
+    Act,
+}
+
 impl SlurmCli {
-    fn exec(&self, program: &str, args: Vec<String>, env_remove: &[&str]) -> Result<(String, String), CommandError> {
+    fn exec(&self, program: &str, args: Vec<String>, env_remove: &[&str], purpose: Purpose) -> Result<(String, String), CommandError> {
         let mut o = RunOptions::new(self.timeout);
         o.env_remove = env_remove.iter().map(|s| s.to_string()).collect();
         let command = format!("{} {}", program, args.first().map(String::as_str).unwrap_or(""));
-        match run(program, &args, &o) {
-            RunOutcome::Exited {
-                code: Some(0),
-                stdout,
-                stderr,
-            } => Ok((stdout, stderr)),
-            RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
+        let out = run(program, &args, &o);
+        let exit = match (&out, purpose) {
+            (RunOutcome::Exited { .. }, _) | (RunOutcome::OutputCutOff { .. }, Purpose::Act) => out.exit(),
+            _ => None,
+        };
+        match exit {
+            Some((Some(0), stdout, stderr)) => Ok((stdout.to_string(), stderr.to_string())),
+            Some((code, _, stderr)) => Err(CommandError {
                 kind: exit_kind(code),
-                problem: format!("failed: {}", excerpt(&stderr)),
+                problem: format!("failed: {}", excerpt(stderr)),
                 command,
             }),
-            other => Err(CommandError {
-                kind: other.label(),
-                problem: other.describe(),
+            None => Err(CommandError {
+                kind: out.label(),
+                problem: out.describe(),
                 command,
             }),
         }
     }
 
     fn update(&self, args: Vec<String>) -> Result<(), CommandError> {
-        let (_, stderr) = self.exec(&self.scontrol, args, &[])?;
+        let (_, stderr) = self.exec(&self.scontrol, args, &[], Purpose::Act)?;
         if stderr_says_error(&stderr) {
             return Err(CommandError {
                 command: "scontrol update".into(),
@@ -141,7 +153,7 @@ impl SlurmCli {
 
 impl SlurmClient for SlurmCli {
     fn jobs(&mut self) -> Result<JobsRead, CommandError> {
-        let (stdout, stderr) = self.exec(&self.squeue, self.squeue_args(), &SQUEUE_ENV_REMOVE)?;
+        let (stdout, stderr) = self.exec(&self.squeue, self.squeue_args(), &SQUEUE_ENV_REMOVE, Purpose::Read)?;
         let command = "squeue".to_string();
         if stderr_says_error(&stderr) {
             return Err(CommandError {
@@ -173,7 +185,7 @@ impl SlurmClient for SlurmCli {
     }
 
     fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
-        let (stdout, _) = self.exec(&self.scontrol, vec!["show".into(), "node".into(), node.into()], &[])?;
+        let (stdout, _) = self.exec(&self.scontrol, vec!["show".into(), "node".into(), node.into()], &[], Purpose::Read)?;
         scontrol_node::parse(&stdout).map_err(|e| CommandError {
             command: "scontrol show node".into(),
             kind: "parse".into(),
@@ -214,18 +226,21 @@ impl SlurmClient for SlurmCli {
         // `--verbose`: without it scancel says nothing and exits 0 for a job that already
         // ended, or an id it does not know (seen on Slurm 22.05.8), and a cancel that did
         // nothing would be recorded as done.
-        match run(&self.scancel, &["--verbose".to_string(), job_id.to_string()], &o) {
-            RunOutcome::Exited { code: Some(0), stderr, .. } if !stderr_says_error(&stderr) => Ok(CancelOutcome::Cancelled),
-            RunOutcome::Exited { stderr, .. } if gone(&stderr) => Ok(CancelOutcome::AlreadyGone),
-            RunOutcome::Exited { code, stderr, .. } => Err(CommandError {
+        // Run for its effect: the exit status (and the errors in what stderr was read) is the
+        // answer, even when a child left running cut the output off.
+        let out = run(&self.scancel, &["--verbose".to_string(), job_id.to_string()], &o);
+        match out.exit() {
+            Some((Some(0), _, stderr)) if !stderr_says_error(stderr) => Ok(CancelOutcome::Cancelled),
+            Some((_, _, stderr)) if gone(stderr) => Ok(CancelOutcome::AlreadyGone),
+            Some((code, _, stderr)) => Err(CommandError {
                 command: "scancel".into(),
                 kind: exit_kind(code),
-                problem: excerpt(&stderr),
+                problem: excerpt(stderr),
             }),
-            other => Err(CommandError {
+            None => Err(CommandError {
                 command: "scancel".into(),
-                kind: other.label(),
-                problem: other.describe(),
+                kind: out.label(),
+                problem: out.describe(),
             }),
         }
     }
@@ -251,6 +266,49 @@ mod tests {
             "{}",
             e.problem
         );
+    }
+
+    /// Review 15: output still held open by a child the program left running is cut off
+    /// ([`RunOutcome::OutputCutOff`]) and may miss anything the child would have printed, so a
+    /// read of it fails (never "no jobs", never a node record taken as whole), while a command
+    /// run for its effect takes the program's exit status.
+    #[test]
+    fn output_a_left_child_holds_open_fails_a_read_but_not_an_action() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let program = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p.display().to_string()
+        };
+        // The header, then the rows from a child, after the program exited 0: a queue read at
+        // the cut would be empty.
+        let header = squeue_format::own_header();
+        let squeue = program(
+            "squeue",
+            &format!("echo '{header}'\n(sleep 3; echo '5|5|0|N/A|RUNNING|bob|ml|gpu|normal|N/A|gpu001|gres/gpu=1|x') &\nexit 0"),
+        );
+        let scontrol = program(
+            "scontrol",
+            "if [ \"$1\" = show ]; then echo 'NodeName=gpu001 State=IDLE'; (sleep 3; echo 'NodeName=gpu003 State=MIXED') &\nelse (sleep 3; echo late) & fi\nexit 0",
+        );
+        let scancel = program("scancel", "echo 'scancel: Terminating job 77' >&2\n(sleep 3; echo late) &\nexit 0");
+        let mut s = SlurmCli {
+            squeue,
+            scontrol,
+            scancel,
+            source: JobSource::Format,
+            timeout: Duration::from_secs(10),
+        };
+        let e = s
+            .jobs()
+            .expect_err("a queue a left child cut off is a failed read, never the jobs above the cut");
+        assert_eq!(e.kind, "output_cut_off", "{e:?}");
+        let e = s.node_state("gpu001").expect_err("a cut-off node record is a failed read");
+        assert_eq!(e.kind, "output_cut_off", "{e:?}");
+        s.drain("gpu001", "gpu-reaper: idle job 77").expect("scontrol update exited 0");
+        assert_eq!(s.cancel("77").unwrap(), CancelOutcome::Cancelled, "scancel exited 0");
     }
 
     #[test]

@@ -17,7 +17,9 @@ pub struct TelemetryRead {
     pub gpus: Vec<GpuReading>,
     /// `--query-compute-apps` rows; `None` when that query failed (process counts unknown).
     pub apps: Option<AppsTable>,
-    /// Why there is no GPU data this cycle: `timeout`, `exit_N`, `hung_child`, an error-text
+    /// Why there is no GPU data this cycle: `timeout`, `exit_N`, `hung_child`,
+    /// `output_cut_off` (nvidia-smi exited while a child it left running held its output
+    /// open: the table may be incomplete), an error-text
     /// kind (`no_devices`, `gpu_lost`, ...), `spawn_failed`, `bad_header`, `no_gpus` (a
     /// table with no row), `no_readable_rows`.
     pub no_data: Option<String>,
@@ -176,6 +178,14 @@ impl NvidiaSmi {
             // Not started: name the program and the OS error (`nvidia-smi-missing: No such
             // file or directory`), which the label alone does not say.
             RunOutcome::SpawnFailed(why) => Query::NoData(label, Some(format!("could not run {why}"))),
+            // A table a leftover child cut off may miss rows: no table at all.
+            RunOutcome::OutputCutOff { .. } => Query::NoData(
+                label,
+                Some(format!(
+                    "{} exited, but a child it left running held its output open; the output may be incomplete",
+                    self.program
+                )),
+            ),
             _ => Query::NoData(label, None),
         }
     }
@@ -331,6 +341,22 @@ mod tests {
             "{d}"
         );
         assert!(r.gpus.is_empty());
+    }
+
+    /// Review 15: a table still held open by a child nvidia-smi left running may be cut
+    /// anywhere (GPUs missing below the cut): no GPU data, never the rows above the cut.
+    #[test]
+    fn a_table_a_left_child_holds_open_is_no_data() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nvidia-smi");
+        let header = GPU_QUERY.join(", ");
+        std::fs::write(&p, format!("#!/bin/sh\necho '{header}'\n(sleep 3; echo late) &\nexit 0\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut smi = NvidiaSmi::new(p.display().to_string(), Duration::from_secs(10), KillMode::Kill);
+        let r = smi.read(0);
+        assert_eq!(r.no_data.as_deref(), Some("output_cut_off"), "{r:?}");
+        assert!(r.gpus.is_empty() && r.no_data_detail.is_some_and(|d| d.contains("may be incomplete")));
     }
 
     #[test]

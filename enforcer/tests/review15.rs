@@ -288,7 +288,6 @@ fn a_job_its_user_stopped_is_not_judged_hung() {
 /// `/system.slice/slurmstepd.scope/job_N/...` or the SLUID form, as the samples show), never a
 /// `slurm*` component anywhere in a user's tree.
 #[test]
-#[ignore = "review15: a user-made cgroup with a slurm* component is read as another job's"]
 fn a_cgroup_a_user_named_slurm_is_no_slurm_job() {
     let text = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/slurm-x.scope/job_555/leaf\n";
     let got = enforcer::parse::cgroup::parse(text);
@@ -307,7 +306,6 @@ fn a_cgroup_a_user_named_slurm_is_no_slurm_job() {
 /// child keeps open is cut off, not taken for a failure (or the command's stdout and stderr
 /// are not held open for its children: only its exit status is used).
 #[test]
-#[ignore = "review15: a notify command that exits 0 leaving a background child is taken as failed"]
 fn a_notify_command_that_leaves_a_background_child_has_delivered() {
     use enforcer::executor::{Executor, Outcome};
     let dir = tempfile::tempdir().unwrap();
