@@ -76,7 +76,7 @@ pub struct StateFile {
 pub fn writer(s: &StateFile) -> Option<&str> {
     match &s.node {
         Some(n) => Some(n.as_str()),
-        None => (s.nodes.len() > 0).then(|| s.nodes.name(policy::NodeId(0))),
+        None => (!s.nodes.is_empty()).then(|| s.nodes.name(policy::NodeId(0))),
     }
 }
 
