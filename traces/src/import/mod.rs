@@ -200,7 +200,7 @@ pub fn identify_gpus(raw: &mut Vec<RawSample>, report: &mut ImportReport) {
     if !index_only.is_empty() {
         report.notes.push(format!(
             "{}: the source has no GPU UUID (nvidia-smi `uuid` field, dcgm-exporter `UUID` label), so GPUs are identified by index only: if a GPU fell off the bus and the GPUs after it were renumbered, their readings were given to the wrong GPUs (log `uuid` to have each GPU followed)",
-            index_only.into_iter().collect::<Vec<_>>().join(", ")
+            listed(&index_only.into_iter().map(str::to_string).collect::<Vec<_>>(), 8)
         ));
     }
     if with_uuid.is_empty() {
@@ -522,6 +522,28 @@ impl Zone {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index-only note names at most 8 nodes, then how many more.
+    #[test]
+    fn the_index_only_note_lists_few_nodes() {
+        let mut raw: Vec<RawSample> = (0..10)
+            .map(|n| RawSample {
+                node: format!("n{n:02}"),
+                gpu: 0,
+                uuid: None,
+                sample: Sample::default(),
+            })
+            .collect();
+        let mut r = ImportReport::default();
+        identify_gpus(&mut raw, &mut r);
+        assert_eq!(raw.len(), 10);
+        assert_eq!(r.notes.len(), 1);
+        assert!(
+            r.notes[0].starts_with("n00, n01, n02, n03, n04, n05, n06, n07 and 2 more: the source has no GPU UUID"),
+            "{}",
+            r.notes[0]
+        );
+    }
 
     #[test]
     fn zones_parse_and_convert_with_dst() {
