@@ -423,10 +423,11 @@ impl Policy {
             if w[1].verdict < w[0].verdict {
                 return Err(err(
                     "policy.stages",
-                    format!("{} at {}s", w[1].verdict, w[1].after_s),
+                    format!("{} at {}", w[1].verdict, DurationS(w[1].after_s)),
                     format!(
-                        "comes after {} at {}s; higher verdicts need longer dwell",
-                        w[0].verdict, w[0].after_s
+                        "comes after {} at {}; higher verdicts need longer dwell",
+                        w[0].verdict,
+                        DurationS(w[0].after_s)
                     ),
                 ));
             }
@@ -626,6 +627,18 @@ mod tests {
         let e =
             parse("[policy]\nstages = [{ after = \"0s\", verdict = \"cancel\" }, { after = \"1h\", verdict = \"alert\" }]").unwrap_err();
         assert!(e.contains("policy.stages"), "{e}");
+    }
+
+    /// The stage-order error writes durations as the config does ("1h"), not as seconds.
+    #[test]
+    fn stage_order_error_writes_durations_as_configured() {
+        let e = parse("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"2h\", verdict = \"drain\" }, { after = \"1h30m\", verdict = \"cancel\" }]").unwrap_err();
+        assert!(
+            e.contains("drain at 2h") && e.contains("comes after cancel at 1h30m;") && !e.contains("5400"),
+            "{e}"
+        );
+        let e = parse("[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"cancel\" }, { after = \"90m\", verdict = \"drain\" }]").unwrap_err();
+        assert!(e.contains("drain at 1h30m") && e.contains("comes after cancel at 1h;"), "{e}");
     }
 
     #[test]

@@ -688,3 +688,76 @@ fn a_dcgm_import_notes_every_reading_the_policy_uses_that_no_sample_has() {
     assert_eq!(util.len(), 1, "{s}");
     assert!(util[0].contains("SM activity") && !util[0].contains("unknown everywhere"), "{s}");
 }
+
+/// The operator trial's renumbering: GPU 0 (busy, job 1) falls off the bus after 30 minutes
+/// and nvidia-smi shows GPU 1 (idle, job 2) at index 0 from then on. Imported by UUID, the idle
+/// readings stay job 2's, job 1 has a gap (never drained or cancelled), and the import says
+/// what it saw.
+#[test]
+fn a_gpu_lost_from_the_bus_does_not_lend_its_index_to_another_gpus_readings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut log = String::from(
+        "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]\n",
+    );
+    for m in 0..150 {
+        let ts = format!("2026/11/29 {:02}:{:02}:00.000", 10 + m / 60, m % 60);
+        // Readings vary a little: identical ones would be judged frozen telemetry.
+        if m < 30 {
+            log += &format!(
+                "{ts}, 0, GPU-a, {} %, 60000 MiB, 81920 MiB, {}.00 W, 400.00 W\n",
+                95 + m % 5,
+                350 + m % 7
+            );
+        }
+        let idle_index = if m < 30 { 1 } else { 0 };
+        log += &format!("{ts}, {idle_index}, GPU-b, 0 %, 0 MiB, 81920 MiB, {}.00 W, 400.00 W\n", 60 + m % 3);
+    }
+    std::fs::write(d.join("smi.csv"), log).unwrap();
+    // 10:00 UTC is 1795946400; both jobs span the log.
+    std::fs::write(
+        d.join("jobs.csv"),
+        "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\n1,u,a,p,q,busy,,1795946400,1795955400,,1,node001:0\n2,u,a,p,q,idle,,1795946400,1795955400,,1,node001:1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("p.toml"),
+        "[policy]\nutil_threshold_pct = 5\nwindow = \"10m\"\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"20m\", verdict = \"drain\" }, { after = \"40m\", verdict = \"cancel\" }]\n",
+    )
+    .unwrap();
+    let s = ok(
+        d,
+        &[
+            "import",
+            "nvidia-smi-log",
+            "smi.csv",
+            "--node",
+            "node001",
+            "--tz",
+            "UTC",
+            "--jobs",
+            "jobs.csv",
+            "--out",
+            "t",
+        ],
+    );
+    assert!(s.contains("  renumbered_samples: 120\n"), "{s}");
+    assert!(
+        s.contains("  warning: node001: GPUs were renumbered") && s.contains("GPU-b first at index 1, later at 0 (120 samples)"),
+        "{s}"
+    );
+    ok(d, &["replay", "--trace", "t", "--policy", "p.toml", "--out", "r"]);
+    let summary = std::fs::read_to_string(d.join("r/jobs-summary.csv")).unwrap();
+    let row = |job: &str| -> Vec<String> {
+        let line = summary.lines().find(|l| l.starts_with(&format!("{job},"))).unwrap();
+        line.split(',').map(str::to_string).collect()
+    };
+    let head: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let busy = row("1");
+    assert!(
+        busy[col("first_alert_s")].is_empty() && busy[col("first_drain_s")].is_empty() && busy[col("first_cancel_s")].is_empty(),
+        "the busy job on the lost GPU was judged on another GPU's readings: {summary}"
+    );
+    assert_eq!(row("2")[col("highest_verdict")], "cancel", "{summary}");
+}

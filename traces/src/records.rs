@@ -91,12 +91,18 @@ pub(crate) fn each_record<R: std::io::Read>(
             Ok(true) => {}
             Err(e) => {
                 let line = e.position().map_or(0, |p| p.line());
+                let problem = match e.kind() {
+                    csv::ErrorKind::Utf8 { err, .. } => {
+                        format!("field {} is not valid UTF-8 text (is the file damaged?)", err.field() + 1)
+                    }
+                    _ => format!("unreadable row: {e}"),
+                };
                 log.bad_row(RowProblem {
                     file: path.into(),
                     line,
                     column: "-".into(),
                     column_number: 0,
-                    problem: format!("unreadable row: {e}"),
+                    problem,
                 })?;
                 if line == 0 {
                     // No position to resume from (an I/O error): stop here.

@@ -532,3 +532,205 @@ fn nvidia_smi_misspelt_needed_fields_are_errors_and_other_unknown_fields_are_not
     let raw = import::nvidia_smi::parse("2026/11/29 10:00:00.000, 0, 30 %, 0, 7 %\n", Path::new("s.csv"), &o, &mut rep).unwrap();
     assert_eq!(raw[0].sample.util_pct, Some(7.0));
 }
+
+/// A renumbering log: GPUs A, B, C at indices 0, 1, 2; B falls off the bus and C shows at
+/// index 1; then a new UUID E shows at index 2 (C's), and a row has no UUID.
+const SMI_RENUMBERED: &str =
+    "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]
+2026/11/29 10:00:00.000, 0, GPU-a, 97 %, 30000 MiB, 81920 MiB, 300.00 W, 400.00 W
+2026/11/29 10:00:00.000, 1, GPU-b, 95 %, 30000 MiB, 81920 MiB, 300.00 W, 400.00 W
+2026/11/29 10:00:00.000, 2, GPU-c, 0 %, 0 MiB, 81920 MiB, 60.00 W, 400.00 W
+2026/11/29 10:01:00.000, 0, GPU-a, 97 %, 30000 MiB, 81920 MiB, 300.00 W, 400.00 W
+2026/11/29 10:01:00.000, 1, GPU-c, 0 %, 0 MiB, 81920 MiB, 61.00 W, 400.00 W
+2026/11/29 10:02:00.000, 0, GPU-a, 97 %, 30000 MiB, 81920 MiB, 300.00 W, 400.00 W
+2026/11/29 10:02:00.000, 1, GPU-c, 0 %, 0 MiB, 81920 MiB, 62.00 W, 400.00 W
+2026/11/29 10:02:00.000, 2, GPU-e, 1 %, 0 MiB, 81920 MiB, 63.00 W, 400.00 W
+2026/11/29 10:03:00.000, 0, [N/A], 97 %, 30000 MiB, 81920 MiB, 300.00 W, 400.00 W
+";
+
+/// `(t_s - 10:00 UTC, gpu, uuid, power_w)` of each raw sample.
+fn gpus_read(raw: &[RawSample]) -> Vec<(i64, u16, Option<&str>, Option<f64>)> {
+    raw.iter()
+        .map(|r| (r.sample.t_s - 1_795_946_400, r.gpu, r.uuid.as_deref(), r.sample.power_w.get()))
+        .collect()
+}
+
+/// A GPU is its UUID: a renumbered GPU keeps the index it was first seen at, the lost GPU has
+/// no samples after its loss (its index's new readings are not its), a newcomer at a held index
+/// and a sample without a UUID are dropped, each with counts and a warning.
+#[test]
+fn nvidia_smi_gpus_are_their_uuids_through_a_renumbering() {
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(SMI_RENUMBERED, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert_eq!(
+        gpus_read(&raw),
+        vec![
+            (0, 0, Some("GPU-a"), Some(300.0)),
+            (0, 1, Some("GPU-b"), Some(300.0)),
+            (0, 2, Some("GPU-c"), Some(60.0)),
+            (60, 0, Some("GPU-a"), Some(300.0)),
+            (60, 2, Some("GPU-c"), Some(61.0)),
+            (120, 0, Some("GPU-a"), Some(300.0)),
+            (120, 2, Some("GPU-c"), Some(62.0)),
+        ]
+    );
+    assert_eq!(r.count("renumbered_samples"), 2);
+    assert_eq!(r.count("samples_of_gpus_new_at_a_held_index"), 1);
+    assert_eq!(r.count("samples_without_uuid"), 1);
+    let w = r.warnings.join("\n");
+    assert!(
+        w.contains("node001: GPUs were renumbered")
+            && w.contains("GPU-c first at index 2, later at 1 (2 samples)")
+            && w.contains("no sample of GPU-b (GPU 1) after 1795946400"),
+        "{w}"
+    );
+    assert!(w.contains("1 samples dropped") && w.contains("GPU-e at index 2"), "{w}");
+    assert!(w.contains("1 samples without a GPU UUID dropped"), "{w}");
+    assert!(!r.notes.iter().any(|n| n.contains("index only")), "{:?}", r.notes);
+
+    // With jobs: job 1 on GPU 1 (B, busy, lost) gets only B's sample, never C's idle ones;
+    // job 2 on GPU 2 (C) gets all of C's.
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("smi.csv");
+    std::fs::write(&log, SMI_RENUMBERED).unwrap();
+    let jobs = d.path().join("jobs.csv");
+    std::fs::write(
+        &jobs,
+        format!(
+            "{}1,u,a,p,q,n,,1795940000,1795950000,,1,node001:1\n2,u,a,p,q,n,,1795940000,1795950000,,1,node001:2\n",
+            common::JOBS_HEADER
+        ),
+    )
+    .unwrap();
+    let jt = traces::format::read_jobs_file(&jobs, &mut traces::error::RowLog::new(false)).unwrap();
+    let (t, _) = import::nvidia_smi::import(&log, &smi_opts("UTC"), Attribution::Jobs(jt)).unwrap();
+    let power_of = |job: &str| -> Vec<Option<f64>> {
+        let ji = t.jobs.iter().position(|j| j.facts.job_id == job).unwrap() as u32;
+        t.samples
+            .iter()
+            .zip(&t.sample_job)
+            .filter(|(_, j)| **j == ji)
+            .map(|(s, _)| s.power_w.get())
+            .collect()
+    };
+    assert_eq!(power_of("1"), vec![Some(300.0)]);
+    assert_eq!(power_of("2"), vec![Some(60.0), Some(61.0), Some(62.0)]);
+}
+
+/// Without a uuid column GPUs are their indices, and the summary says so.
+#[test]
+fn nvidia_smi_without_uuid_identifies_gpus_by_index_and_says_so() {
+    let log = "timestamp, index, utilization.gpu [%]\n2026/11/29 10:00:00.000, 2, 5 %\n2026/11/29 10:01:00.000, 1, 7 %\n";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert_eq!(raw.iter().map(|r| r.gpu).collect::<Vec<_>>(), vec![2, 1]);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("node001: the source has no GPU UUID") && n.contains("identified by index only")),
+        "{:?}",
+        r.notes
+    );
+}
+
+/// dcgm-exporter: the `UUID` label identifies the GPU as nvidia-smi's `uuid` does.
+#[test]
+fn dcgm_gpus_are_their_uuids_through_a_renumbering() {
+    let page = |gpus: &[(u16, &str, u32)]| -> String {
+        gpus.iter()
+            .map(|(g, u, util)| format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"{g}\",UUID=\"{u}\",Hostname=\"n1\"}} {util}\n"))
+            .collect()
+    };
+    let p1 = page(&[(0, "GPU-d0", 99), (1, "GPU-d1", 0)]);
+    let p2 = page(&[(0, "GPU-d1", 0)]);
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(1000, "1000.prom", &p1), (1060, "1060.prom", &p2)], None, false, &mut r).unwrap();
+    let got: Vec<(i64, u16, Option<f64>)> = raw.iter().map(|r| (r.sample.t_s, r.gpu, r.sample.util_pct.get())).collect();
+    assert_eq!(got, vec![(1000, 0, Some(99.0)), (1000, 1, Some(0.0)), (1060, 1, Some(0.0))]);
+    assert_eq!(r.count("renumbered_samples"), 1);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("no sample of GPU-d0 (GPU 0)")),
+        "{:?}",
+        r.warnings
+    );
+    // Without the label: by index, with a note.
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(
+        &[(1000, "1000.prom", "DCGM_FI_DEV_GPU_UTIL{gpu=\"3\",Hostname=\"n1\"} 5\n")],
+        None,
+        false,
+        &mut r,
+    )
+    .unwrap();
+    assert_eq!(raw[0].gpu, 3);
+    assert!(
+        r.notes.iter().any(|n| n.contains("n1: the source has no GPU UUID")),
+        "{:?}",
+        r.notes
+    );
+}
+
+/// One byte that is not UTF-8 is a bad row naming file and line (skipped and counted with
+/// --lenient), in an nvidia-smi log and in a dcgm page, not a failure of the whole source.
+#[test]
+fn invalid_utf8_is_a_bad_row_not_a_failed_import() {
+    let mut log = SMI_LOG.as_bytes().to_vec();
+    let at = log.windows(4).position(|w| w == b"97 %").unwrap() + 1;
+    log[at] = 0xff;
+    let e = import::nvidia_smi::parse_bytes(&log, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("smi.csv: line 2: field 4 is not valid UTF-8"), "{e}");
+    let mut o = smi_opts("UTC");
+    o.lenient = true;
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse_bytes(&log, Path::new("smi.csv"), &o, &mut r).unwrap();
+    assert_eq!(raw.len(), 2);
+    assert_eq!(r.skipped.len(), 1);
+    assert_eq!(r.skipped[0].line, 2);
+    // Through the file-reading entry point too.
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("smi.csv");
+    std::fs::write(&path, &log).unwrap();
+    let (t, r) = import::nvidia_smi::import(&path, &o, Attribution::PseudoJobPerGpu).unwrap();
+    assert_eq!((t.samples.len(), r.skipped.len()), (2, 1));
+
+    let pages = d.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    std::fs::write(
+        pages.join("1000.prom"),
+        b"# HELP x\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-\xffa\",Hostname=\"n1\"} 5\nDCGM_FI_DEV_GPU_UTIL{gpu=\"1\",UUID=\"GPU-b\",Hostname=\"n1\"} 7\n",
+    )
+    .unwrap();
+    let e = import::dcgm::import(&pages, None, false, Attribution::PseudoJobPerGpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1000.prom: line 2: not valid UTF-8"), "{e}");
+    let (t, r) = import::dcgm::import(&pages, None, true, Attribution::PseudoJobPerGpu).unwrap();
+    assert_eq!(t.samples.len(), 1);
+    assert_eq!((r.skipped.len(), r.skipped[0].line), (1, 2));
+}
+
+/// A log without a header read with the default --query: the error says the first line is
+/// data, names the default field list and suggests --query, instead of "the header has 8".
+#[test]
+fn nvidia_smi_headerless_log_of_another_width_says_there_is_no_header() {
+    let log = "2026/03/29 01:00:00.000, 0, GPU-x0, 50, 1000\n";
+    let e = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("the header has"), "{e}");
+    assert!(
+        e.contains("smi.csv: line 1")
+            && e.contains("5 fields, but the log has no header line")
+            && e.contains("looks like data")
+            && e.contains(&format!("{} (the default)", import::nvidia_smi::DEFAULT_QUERY))
+            && e.contains("give --query"),
+        "{e}"
+    );
+    let mut o = smi_opts("UTC");
+    o.query = "timestamp,index,uuid,utilization.gpu,memory.used".into();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &o, &mut ImportReport::default()).unwrap();
+    assert_eq!(raw[0].sample.mem_used_mib, Some(1000.0));
+}

@@ -270,6 +270,9 @@ pub fn run(args: Args) -> Result<()> {
             let _ = writeln!(out, "    {p}");
         }
     }
+    for w in &report.warnings {
+        let _ = writeln!(out, "  warning: {w}");
+    }
     for n in report.notes.iter().chain(&absent_readings(args.format, &trace, &report.notes)) {
         let _ = writeln!(out, "  note: {n}");
     }

@@ -5,7 +5,9 @@
 //!   the file name's seconds are used.
 //! * **Labels.** The host is the `Hostname` or `hostname` label (exporter versions differ),
 //!   else `--node`; the GPU is the `gpu` label, which is **NVML's index**, not necessarily
-//!   Slurm's. `UUID`/`uuid` are accepted and not needed. Series with a non-empty
+//!   Slurm's. With a `UUID`/`uuid` label a GPU is its UUID: it keeps the index it had when
+//!   first seen, even after a renumbering ([`super::identify_gpus`]); without one GPUs are
+//!   their indices, and a note says so. Series with a non-empty
 //!   `GPU_I_ID` (MIG instances) are skipped and counted: a MIG slice is not a whole GPU.
 //! * **Fields.** `DCGM_FI_DEV_GPU_UTIL` → `util_pct`; `DCGM_FI_DEV_FB_USED` → `mem_used_mib`;
 //!   `DCGM_FI_DEV_FB_TOTAL`, else `FB_USED + FB_FREE (+ FB_RESERVED)` → `mem_total_mib`;
@@ -18,7 +20,7 @@
 //! * **Duplicated series** (the `hpc_job` label duplicates a shared GPU's series once per job,
 //!   each with the whole GPU's value) collapse when equal; when they disagree the field is
 //!   missing (`conflicting_series`).
-//! * A line that is not a metric sample is a bad row (file, line, column): a failed scrape
+//! * A line that is not a metric sample (or not valid UTF-8) is a bad row (file, line, column): a failed scrape
 //!   (an HTTP 500 body) thus fails the import, or with `--lenient` is skipped and counted.
 
 use super::{build_trace, Attribution, ImportReport, RawSample};
@@ -173,12 +175,13 @@ fn field_of(name: &str) -> Field {
     }
 }
 
-/// A value per (time, host, GPU, field): `Some(v)` agreed, `None` conflicting.
-type Readings = BTreeMap<(i64, String, u16), BTreeMap<Field, Option<f64>>>;
+/// A value per (time, host, GPU index, UUID, field): `Some(v)` agreed, `None` conflicting.
+type Readings = BTreeMap<(i64, String, u16, Option<String>), BTreeMap<Field, Option<f64>>>;
 
-/// Parses one page's text taken at `file_t_s` into `readings`. `path` is for errors.
+/// Parses one page's text taken at `file_t_s` into `readings`. `path` is for errors. A line
+/// that is not valid UTF-8 is a bad row (file, line).
 fn parse_page(
-    text: &str,
+    text: &[u8],
     file_t_s: i64,
     path: &Path,
     node: Option<&str>,
@@ -186,13 +189,20 @@ fn parse_page(
     report: &mut ImportReport,
     (readings, span): (&mut Readings, &mut super::ImportSpan),
 ) -> Result<(), TraceError> {
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in text.split(|&b| b == b'\n').enumerate() {
         let bad = |col: usize, what: String| RowProblem {
             file: path.into(),
             line: n as u64 + 1,
             column: "-".into(),
             column_number: col,
             problem: what,
+        };
+        let line = match std::str::from_utf8(line) {
+            Ok(l) => l,
+            Err(e) => {
+                log.bad_row(bad(0, format!("not valid UTF-8 (byte {} of the line)", e.valid_up_to() + 1)))?;
+                continue;
+            }
         };
         let p = match parse_line(line) {
             Ok(Some(p)) => p,
@@ -238,7 +248,12 @@ fn parse_page(
                 problem: String::new(),
             },
         });
-        let entry = readings.entry((t_s, host, gpu)).or_default();
+        let uuid = p
+            .label(&["UUID", "uuid"])
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string);
+        let entry = readings.entry((t_s, host, gpu, uuid)).or_default();
         let field = field_of(&p.name);
         if field == Field::Other {
             continue;
@@ -306,12 +321,13 @@ pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attrib
     let mut readings = Readings::new();
     let mut span = super::ImportSpan::default();
     for (t, path) in &pages {
-        let text = std::fs::read_to_string(path).map_err(|e| TraceError::io(path, e))?;
+        let text = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
         parse_page(&text, *t, path, node, &mut log, &mut report, (&mut readings, &mut span))?;
         report.bump("pages");
     }
     span.check()?;
-    let raw = to_raw(readings);
+    let mut raw = to_raw(readings);
+    super::identify_gpus(&mut raw, &mut report);
     report.skipped.extend(log.skipped);
     let trace = build_trace(raw, attribution, &mut report);
     Ok((trace, report))
@@ -329,17 +345,27 @@ pub fn parse_pages(
     let mut readings = Readings::new();
     let mut span = super::ImportSpan::default();
     for (t, label, text) in pages {
-        parse_page(text, *t, Path::new(label), node, &mut log, report, (&mut readings, &mut span))?;
+        parse_page(
+            text.as_bytes(),
+            *t,
+            Path::new(label),
+            node,
+            &mut log,
+            report,
+            (&mut readings, &mut span),
+        )?;
     }
     span.check()?;
     report.skipped.extend(log.skipped);
-    Ok(to_raw(readings))
+    let mut raw = to_raw(readings);
+    super::identify_gpus(&mut raw, report);
+    Ok(raw)
 }
 
 fn to_raw(readings: Readings) -> Vec<RawSample> {
     readings
         .into_iter()
-        .map(|((t_s, host, gpu), f)| {
+        .map(|((t_s, host, gpu, uuid), f)| {
             let get = |k: Field| f.get(&k).copied().flatten();
             let total = get(Field::FbTotal).or_else(|| match (get(Field::FbUsed), get(Field::FbFree)) {
                 (Some(u), Some(fr)) => Some(u + fr + get(Field::FbReserved).unwrap_or(0.0)),
@@ -348,6 +374,7 @@ fn to_raw(readings: Readings) -> Vec<RawSample> {
             RawSample {
                 node: host,
                 gpu,
+                uuid,
                 sample: Sample {
                     t_s,
                     gpu,

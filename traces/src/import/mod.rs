@@ -16,11 +16,21 @@ pub struct ImportReport {
     pub skipped: Vec<crate::RowProblem>,
     /// Notes the operator should read (assumptions made, e.g. the time zone used).
     pub notes: Vec<String>,
+    /// Things the operator must check before trusting the replay (GPUs renumbered in the
+    /// source, samples dropped because their GPU could not be identified).
+    pub warnings: Vec<String>,
 }
 
 impl ImportReport {
     pub(crate) fn bump(&mut self, key: &'static str) {
         *self.counts.entry(key).or_insert(0) += 1;
+    }
+
+    /// Adds `n` to `key` (a count of 0 is not recorded).
+    pub(crate) fn add(&mut self, key: &'static str, n: u64) {
+        if n > 0 {
+            *self.counts.entry(key).or_insert(0) += n;
+        }
     }
 
     /// The count for `key` (0 when never bumped).
@@ -99,16 +109,215 @@ pub mod philly;
 
 use crate::{GpuRef, JobFacts, Sample, Trace, TraceJob};
 
-/// One reading before it is attributed to a job: the node by name and the GPU index as the
-/// source numbers it.
+/// One reading before it is attributed to a job: the node by name and the GPU.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RawSample {
     /// Node (host) name.
     pub node: String,
-    /// GPU index as the source numbers it (NVML / DCGM `gpu` label).
+    /// The GPU: the index its UUID had when first seen in the source (see [`identify_gpus`]),
+    /// or, for a node whose source has no UUID, the index as the source numbers it (NVML index
+    /// / DCGM `gpu` label).
     pub gpu: u16,
+    /// The GPU's UUID (nvidia-smi `uuid`, dcgm-exporter `UUID`/`uuid` label), when the source
+    /// has one.
+    pub uuid: Option<String>,
     /// The reading; its `node` field is set when attributed.
     pub sample: Sample,
+}
+
+/// What [`identify_gpus`] learnt about one GPU (one UUID) of a node.
+struct UuidGpu {
+    /// The index it had when first seen: its GPU number in the trace. `None` when another
+    /// UUID already held that index then (which GPU Slurm knows it as is unknown).
+    slot: Option<u16>,
+    /// The index it had when first seen.
+    first_index: u16,
+    /// Other indices it was later read at.
+    moved_to: std::collections::BTreeSet<u16>,
+    /// Its samples read at an index other than `first_index`.
+    moved: u64,
+    /// Its samples dropped (`slot` is `None`).
+    dropped: u64,
+    /// Its latest sample time.
+    last_t_s: i64,
+}
+
+/// What [`identify_gpus`] learnt about one node whose samples carry UUIDs.
+struct UuidNode {
+    /// Its GPUs by UUID.
+    gpus: BTreeMap<String, UuidGpu>,
+    /// The indices some UUID holds (had when first seen).
+    held: std::collections::BTreeSet<u16>,
+    /// Samples without a UUID (dropped).
+    without_uuid: u64,
+    /// Its latest time of a sample with a UUID.
+    last_t_s: i64,
+}
+
+/// Epoch seconds as `T (YYYY-MM-DD HH:MM:SS UTC)`, for warnings.
+fn when(t_s: i64) -> String {
+    match chrono::DateTime::from_timestamp(t_s, 0) {
+        Some(d) => format!("{t_s} ({} UTC)", d.format("%Y-%m-%d %H:%M:%S")),
+        None => t_s.to_string(),
+    }
+}
+
+/// At most `max` items joined with `, `, then `and N more`.
+fn listed(items: &[String], max: usize) -> String {
+    let mut s = items.iter().take(max).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > max {
+        s.push_str(&format!(" and {} more", items.len() - max));
+    }
+    s
+}
+
+/// A GPU is its UUID. nvidia-smi's `index` (and dcgm-exporter's `gpu` label) is an enumeration
+/// order: when a GPU falls off the bus the GPUs after it are renumbered, each one down, and
+/// keep their UUIDs. Slurm's GRES indices, which a `jobs.csv` `alloc` names, were fixed when
+/// `slurmd` started and do not move. So, per node whose samples carry UUIDs, every sample's
+/// `gpu` becomes the index its UUID had when first seen in `raw`'s order, the source's (an
+/// nvidia-smi log's line order, which local-time stamps may not follow across a clock change;
+/// dcgm pages by time):
+///
+/// * a UUID read later at another index is still that GPU (counted `renumbered_samples`);
+/// * an index that later shows another UUID is not the earlier GPU: the earlier GPU simply has
+///   no samples from then on (a gap: insufficient evidence for its job);
+/// * a UUID first seen at an index another UUID already held cannot be placed (which GPU
+///   Slurm knows it as is unknown): its samples are dropped
+///   (`samples_of_gpus_new_at_a_held_index`);
+/// * on such a node a sample without a UUID is dropped (`samples_without_uuid`): its GPU is
+///   unknown.
+///
+/// Each of these gives a warning with counts in `report`. A node none of whose samples has a
+/// UUID keeps the source's indices, and a note says its GPUs are identified by index only.
+/// The rule assumes the source starts before any renumbering (else the first index seen is
+/// already a renumbered one). Mirrors the enforcer's `gpu_slots.rs`, which instead gives a
+/// newcomer the lowest free slot, as it also maps the allocations.
+pub fn identify_gpus(raw: &mut Vec<RawSample>, report: &mut ImportReport) {
+    use std::collections::BTreeSet;
+    let with_uuid: BTreeSet<String> = raw.iter().filter(|r| r.uuid.is_some()).map(|r| r.node.clone()).collect();
+    let index_only: BTreeSet<&str> = raw.iter().map(|r| r.node.as_str()).filter(|n| !with_uuid.contains(*n)).collect();
+    if !index_only.is_empty() {
+        report.notes.push(format!(
+            "{}: the source has no GPU UUID (nvidia-smi `uuid` field, dcgm-exporter `UUID` label), so GPUs are identified by index only: if a GPU fell off the bus and the GPUs after it were renumbered, their readings were given to the wrong GPUs (log `uuid` to have each GPU followed)",
+            listed(&index_only.into_iter().map(str::to_string).collect::<Vec<_>>(), 8)
+        ));
+    }
+    if with_uuid.is_empty() {
+        return;
+    }
+    // Per node: GPUs by UUID, which UUID holds each index, samples without a UUID, last time.
+    let mut nodes: BTreeMap<String, UuidNode> = BTreeMap::new();
+    let mut keep = vec![true; raw.len()];
+    for (i, r) in raw.iter_mut().enumerate() {
+        if !with_uuid.contains(&r.node) {
+            continue;
+        }
+        let n = nodes.entry(r.node.clone()).or_insert_with(|| UuidNode {
+            gpus: BTreeMap::new(),
+            held: BTreeSet::new(),
+            without_uuid: 0,
+            last_t_s: i64::MIN,
+        });
+        let Some(uuid) = &r.uuid else {
+            n.without_uuid += 1;
+            keep[i] = false;
+            continue;
+        };
+        n.last_t_s = n.last_t_s.max(r.sample.t_s);
+        let g = n.gpus.entry(uuid.clone()).or_insert_with(|| {
+            // The index is this GPU's unless another UUID took it first.
+            UuidGpu {
+                slot: n.held.insert(r.gpu).then_some(r.gpu),
+                first_index: r.gpu,
+                moved_to: BTreeSet::new(),
+                moved: 0,
+                dropped: 0,
+                last_t_s: r.sample.t_s,
+            }
+        });
+        g.last_t_s = g.last_t_s.max(r.sample.t_s);
+        match g.slot {
+            None => {
+                g.dropped += 1;
+                keep[i] = false;
+            }
+            Some(slot) => {
+                if slot != r.gpu {
+                    g.moved += 1;
+                    g.moved_to.insert(r.gpu);
+                }
+                r.gpu = slot;
+                r.sample.gpu = slot;
+            }
+        }
+    }
+    let mut k = keep.into_iter();
+    raw.retain(|_| k.next().unwrap_or(false));
+    for (
+        node,
+        UuidNode {
+            gpus,
+            without_uuid: without,
+            last_t_s: last,
+            ..
+        },
+    ) in nodes
+    {
+        let moved: u64 = gpus.values().map(|g| g.moved).sum();
+        let dropped: u64 = gpus.values().map(|g| g.dropped).sum();
+        report.add("renumbered_samples", moved);
+        report.add("samples_of_gpus_new_at_a_held_index", dropped);
+        report.add("samples_without_uuid", without);
+        if moved > 0 {
+            let movers: Vec<String> = gpus
+                .iter()
+                .filter(|(_, g)| g.moved > 0)
+                .map(|(u, g)| {
+                    let to: Vec<String> = g.moved_to.iter().map(u16::to_string).collect();
+                    format!(
+                        "{u} first at index {}, later at {} ({} samples)",
+                        g.first_index,
+                        to.join(", "),
+                        g.moved
+                    )
+                })
+                .collect();
+            let gone: Vec<String> = gpus
+                .iter()
+                .filter(|(_, g)| g.slot.is_some() && g.last_t_s < last)
+                .map(|(u, g)| format!("{u} (GPU {}) after {}", g.first_index, when(g.last_t_s)))
+                .collect();
+            let gone = if gone.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; no sample of {} (their jobs have a gap there: insufficient evidence, never idle)",
+                    listed(&gone, 8)
+                )
+            };
+            report.warnings.push(format!(
+                "{node}: GPUs were renumbered (as NVML does when a GPU falls off the bus): {moved} samples read at another index were kept as the GPU their UUID names, numbered by the index it had when first seen in the source (Slurm's index if the source starts before the renumbering): {}{gone}",
+                listed(&movers, 8)
+            ));
+        }
+        if dropped > 0 {
+            let newcomers: Vec<String> = gpus
+                .iter()
+                .filter(|(_, g)| g.slot.is_none())
+                .map(|(u, g)| format!("{u} at index {}", g.first_index))
+                .collect();
+            report.warnings.push(format!(
+                "{node}: {dropped} samples dropped of GPU(s) first seen at an index another UUID already held ({}): which Slurm GPU they are is unknown",
+                listed(&newcomers, 8)
+            ));
+        }
+        if without > 0 {
+            report.warnings.push(format!(
+                "{node}: {without} samples without a GPU UUID dropped (other samples of this node have one, so an index alone does not say which GPU read it)"
+            ));
+        }
+    }
 }
 
 /// How samples are attributed to jobs.
@@ -313,6 +522,28 @@ impl Zone {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index-only note names at most 8 nodes, then how many more.
+    #[test]
+    fn the_index_only_note_lists_few_nodes() {
+        let mut raw: Vec<RawSample> = (0..10)
+            .map(|n| RawSample {
+                node: format!("n{n:02}"),
+                gpu: 0,
+                uuid: None,
+                sample: Sample::default(),
+            })
+            .collect();
+        let mut r = ImportReport::default();
+        identify_gpus(&mut raw, &mut r);
+        assert_eq!(raw.len(), 10);
+        assert_eq!(r.notes.len(), 1);
+        assert!(
+            r.notes[0].starts_with("n00, n01, n02, n03, n04, n05, n06, n07 and 2 more: the source has no GPU UUID"),
+            "{}",
+            r.notes[0]
+        );
+    }
 
     #[test]
     fn zones_parse_and_convert_with_dst() {

@@ -16,6 +16,12 @@
 //! * **GPU numbering.** `index` is NVML's index. It equals Slurm's GRES index when the node's
 //!   `gres.conf` lists GPUs in PCI bus order (the usual `AutoDetect=nvml` case); otherwise
 //!   map the indices before using `--jobs`.
+//! * **A GPU is its UUID.** With a `uuid` (or `gpu_uuid`) column, a GPU keeps the index its
+//!   UUID had when first seen in the log, even after nvidia-smi renumbers it (a GPU fell off
+//!   the bus); see [`super::identify_gpus`]. Without one, GPUs are their indices, and a note
+//!   says so.
+//! * **Bytes.** A line that is not valid UTF-8 is a bad row (file, line), skipped and counted
+//!   with `lenient`.
 //! * **Field names.** A name in the header or `--query` within two edits of a field the
 //!   importer reads (`utilisation.gpu`) is an error naming it and that field: its reading would
 //!   otherwise be silently missing. Known fields the importer does not read
@@ -56,7 +62,7 @@ const HEADER_FIELDS: [&str; 16] = [
 /// `nvidia-smi --query-gpu` field names (and their documented aliases, from
 /// `nvidia-smi --help-query-gpu`) that the importer knows but does not read: a log or `--query`
 /// naming one of them imports, the column is ignored. The fields it reads are
-/// `timestamp`, `index` and [`POLICY_FIELDS`].
+/// `timestamp`, `index`, `uuid` (or its alias `gpu_uuid`, listed here) and [`POLICY_FIELDS`].
 pub const IGNORED_FIELDS: [&str; 98] = [
     "driver_version",
     "count",
@@ -232,9 +238,9 @@ fn field_name(h: &str) -> String {
 
 /// Imports an nvidia-smi CSV log. See the module docs for the rules.
 pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> Result<(Trace, ImportReport), TraceError> {
-    let text = std::fs::read_to_string(log_path).map_err(|e| TraceError::io(log_path, e))?;
+    let bytes = std::fs::read(log_path).map_err(|e| TraceError::io(log_path, e))?;
     let mut report = ImportReport::default();
-    let raw = parse(&text, log_path, opts, &mut report)?;
+    let raw = parse_bytes(&bytes, log_path, opts, &mut report)?;
     let trace = build_trace(raw, attribution, &mut report);
     report.notes.push(format!("timestamps read in zone {}", opts.zone));
     Ok((trace, report))
@@ -244,6 +250,12 @@ pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> R
 /// Sample times spanning more than [`crate::format::MAX_SPAN_S`] are an error naming the row of
 /// the latest time (and where the earliest was read).
 pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportReport) -> Result<Vec<RawSample>, TraceError> {
+    parse_bytes(text.as_bytes(), path, opts, report)
+}
+
+/// [`parse`] on the log's bytes: a line that is not valid UTF-8 is a bad row naming the file
+/// and line (skipped and counted with `lenient`), not a failure of the whole log.
+pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut ImportReport) -> Result<Vec<RawSample>, TraceError> {
     if opts.node.trim().is_empty() || opts.node.contains([':', ';', ',']) {
         return Err(TraceError::Option {
             option: "--node".into(),
@@ -262,11 +274,12 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(crate::records::CrlfToLf::new(text.as_bytes()));
+        .from_reader(crate::records::CrlfToLf::new(text));
     let mut fields: Option<Vec<String>> = None;
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
     let mut absent_noted = false;
+    let mut first_data_line: Option<u64> = None;
     let mut span = super::ImportSpan::default();
     each_record(&mut rdr, path, &mut log, |rec, line| {
         if rec.len() == 1 && rec[0].is_empty() {
@@ -320,6 +333,20 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             }
         }
         let problem = |i: usize, what: String| problem_at(path, &names, line, i, what);
+        if header_line.is_none() && rec.len() != names.len() {
+            let first = *first_data_line.get_or_insert(line);
+            let default = if opts.query.trim() == DEFAULT_QUERY { " (the default)" } else { "" };
+            return Err(problem(
+                rec.len().min(names.len()),
+                format!(
+                    "{} fields, but the log has no header line (its first line, line {first}, looks like data, not a header), so its columns are read in the --query order, which has {}: {}{default}; give --query with the fields in the order the log was written, or log with a header: `nvidia-smi --query-gpu={DEFAULT_QUERY} --format=csv -l N`",
+                    rec.len(),
+                    names.len(),
+                    names.join(",")
+                ),
+            ));
+        }
+        first_data_line.get_or_insert(line);
         check_width(path, &names, rec, line)?;
         let (Some(ti), Some(ii)) = (col("timestamp"), col("index")) else {
             return Err(problem(0, format!("the fields {:?} lack timestamp or index", names.join(","))));
@@ -348,6 +375,12 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             let gpu: u16 = rec[ii]
                 .parse()
                 .map_err(|_| problem(ii, format!("{:?} is not a GPU index", &rec[ii])))?;
+            // The GPU's identity; `[N/A]` or an empty cell leaves it unknown.
+            let uuid = col("uuid")
+                .or_else(|| col("gpu_uuid"))
+                .map(|i| rec[i].trim())
+                .filter(|u| !u.is_empty() && !u.starts_with('[') && *u != "N/A")
+                .map(str::to_string);
             let mut value = |name: &'static str, missing_key: &'static str| -> Result<Option<f64>, RowProblem> {
                 let Some(i) = col(name) else { return Ok(None) };
                 let v = rec[i].trim();
@@ -364,6 +397,7 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
             let r = RawSample {
                 node: opts.node.trim().to_string(),
                 gpu,
+                uuid,
                 sample: Sample {
                     t_s,
                     gpu,
@@ -381,5 +415,6 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
     })?;
     span.check()?;
     report.skipped.extend(log.skipped);
+    super::identify_gpus(&mut out, report);
     Ok(out)
 }
