@@ -76,13 +76,17 @@ pub struct PolicyConfig {
     /// The least time between a job's first alert (when its user is told) and a cancel.
     /// Default `"30m"`.
     pub notice: DurationS,
-    /// Power at idle when `power.limit` is unknown, watts. Default 100.
+    /// Power at idle when `power.limit` is unknown, watts. Default 100; at most
+    /// [`MAX_IDLE_POWER_W`].
     pub idle_power_w: f64,
-    /// Power at idle as a fraction of `power.limit`. Default 0.25.
+    /// Power at idle as a fraction of `power.limit`. Default 0.25; at most
+    /// [`MAX_IDLE_POWER_FRAC`].
     pub idle_power_frac: f64,
-    /// Memory held when `memory.total` is unknown, MiB. Default 1024.
+    /// Memory held when `memory.total` is unknown, MiB. Default 1024; at most
+    /// [`MAX_MEM_HELD_MIB`].
     pub mem_held_mib: f64,
-    /// Memory held as a fraction of `memory.total`. Default 0.05.
+    /// Memory held as a fraction of `memory.total`. Default 0.05; at most
+    /// [`MAX_MEM_HELD_FRAC`].
     pub mem_held_frac: f64,
     /// Zero compute: peak util below this, percent. Default 1.
     pub hung_util_pct: f64,
@@ -92,7 +96,8 @@ pub struct PolicyConfig {
     pub spin_util_pct: f64,
     /// `spin` needs power at most this fraction of `power.limit`. Default 0.30.
     pub spin_power_frac: f64,
-    /// `spin` needs power this flat: coefficient of variation at most this. Default 0.05.
+    /// `spin` needs power this flat: coefficient of variation at most this. Default 0.05; at
+    /// most [`MAX_SPIN_POWER_CV`].
     pub spin_power_cv: f64,
     /// Stages, in any order. Default: alert at 0, drain at 60m, no cancel.
     pub stages: Vec<StageConfig>,
@@ -150,6 +155,14 @@ pub struct ConfigError {
     pub problem: String,
 }
 
+impl ConfigError {
+    /// The same error with `why` added to its problem, after a colon.
+    fn because(mut self, why: String) -> ConfigError {
+        self.problem = format!("{}: {why}", self.problem);
+        self
+    }
+}
+
 fn err(key: impl Into<String>, value: impl ToString, problem: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.into(),
@@ -200,6 +213,20 @@ pub const MAX_HUNG_UTIL_PCT: f64 = 2.0;
 /// util counter that is wrong), which `idle` must not call idle (trial 7: at 0.6 such a GPU
 /// was cancelled as idle).
 pub const MAX_IDLE_POWER_FRAC: f64 = 0.4;
+/// The highest accepted `idle_power_w` (the idle test where `power.limit` is unknown): 300 W.
+/// GPUs at rest draw about 20-100 W (an A100 50-60 W, an H100 about 70 W); 300 W is 40 % of
+/// the largest common limit (700 W), as [`MAX_IDLE_POWER_FRAC`] is of any (trial 9: at
+/// 1000 W a GPU at 500 W with nothing in memory was cancelled as idle).
+pub const MAX_IDLE_POWER_W: f64 = 300.0;
+/// The highest accepted `mem_held_frac`: 25 % of `memory.total`. The "memory held" is
+/// 5 %; a CUDA context alone is well under 1 % of a datacenter GPU's memory.
+pub const MAX_MEM_HELD_FRAC: f64 = 0.25;
+/// The highest accepted `mem_held_mib` (memory held where `memory.total` is unknown): 8 GiB,
+/// eight times the default; a GPU with more in use holds a job's data.
+pub const MAX_MEM_HELD_MIB: f64 = 8192.0;
+/// The highest accepted `spin_power_cv`: 0.25, five times the default 0.05. A deadlocked
+/// kernel's power varies by a few percent of its mean; a working GPU's swings by much more.
+pub const MAX_SPIN_POWER_CV: f64 = 0.25;
 /// The highest accepted `spin_power_frac`: half of `power.limit`. A GPU at full util that draws
 /// more is working; at 1 every sample would count as low power.
 pub const MAX_SPIN_POWER_FRAC: f64 = 0.5;
@@ -367,10 +394,37 @@ impl Policy {
                 format!("must be at most {MAX_SPIN_POWER_FRAC}: spin is full util at low power (a deadlocked NCCL kernel draws near idle power), and a GPU at full util drawing more than half its power.limit is working, so a higher value would call steady busy jobs spin"),
             ));
         }
-        pct("policy.mem_held_frac", c.mem_held_frac, 0.0, 1.0)?;
-        pct("policy.spin_power_cv", c.spin_power_cv, 0.0, 10.0)?;
-        pct("policy.idle_power_w", c.idle_power_w, 0.0, 2000.0)?;
-        pct("policy.mem_held_mib", c.mem_held_mib, 0.0, 1_048_576.0)?;
+        // Trial 9: each of these, set high, lets `idle` (which may cancel) take a GPU that
+        // works: memory in use that does not count as held, power at work that counts as
+        // idle, power that swings and counts as flat.
+        pct("policy.mem_held_frac", c.mem_held_frac, 0.0, MAX_MEM_HELD_FRAC).map_err(|e| {
+            e.because(format!("a GPU with more than {MAX_MEM_HELD_FRAC} of its memory in use holds a job's data, and a higher value would call it free, so idle"))
+        })?;
+        pct("policy.spin_power_cv", c.spin_power_cv, 0.0, MAX_SPIN_POWER_CV).map_err(|e| {
+            e.because(format!("spin needs flat power (a deadlocked kernel's varies by a few percent); at more than {MAX_SPIN_POWER_CV} a working GPU's swinging power would count as flat"))
+        })?;
+        pct("policy.idle_power_w", c.idle_power_w, 0.0, MAX_IDLE_POWER_W).map_err(|e| {
+            e.because(format!("GPUs at rest draw about 20-100 W, and one with no memory held and no process drawing more than {MAX_IDLE_POWER_W} W is doing work its counters do not show, which a higher value would call idle"))
+        })?;
+        pct("policy.mem_held_mib", c.mem_held_mib, 0.0, MAX_MEM_HELD_MIB).map_err(|e| {
+            e.because(format!("a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle"))
+        })?;
+        for (key, list) in [
+            ("policy.exempt.users", &c.exempt.users),
+            ("policy.exempt.accounts", &c.exempt.accounts),
+            ("policy.exempt.partitions", &c.exempt.partitions),
+            ("policy.exempt.qos", &c.exempt.qos),
+        ] {
+            for (i, v) in list.iter().enumerate() {
+                if let Some(k) = list[..i].iter().position(|w| w.eq_ignore_ascii_case(v)) {
+                    return Err(err(
+                        format!("{key}[{i}]"),
+                        format!("{v:?}"),
+                        format!("repeats {key}[{k}] ({:?}; names are matched case-insensitively): a typo for another name?", list[k]),
+                    ));
+                }
+            }
+        }
 
         if c.stages.is_empty() {
             return Err(err(
@@ -700,6 +754,20 @@ mod tests {
         assert!(parse("[policy]\nhung_util_pct = 2\nstarved_mean_util_pct = 2").is_ok());
         assert!(parse("[policy]\nhung_util_pct = 0.5").is_ok());
         // Trial 7: a GPU with nothing in memory drawing more than 40 % of its limit is not idle.
+        // Trial 9: settings under which idle takes working GPUs, and a repeated exemption.
+        for (toml, key, says) in [
+            ("idle_power_w = 1000", "policy.idle_power_w", "between 0 and 300"),
+            ("mem_held_frac = 1.0", "policy.mem_held_frac", "between 0 and 0.25"),
+            ("mem_held_mib = 20000", "policy.mem_held_mib", "between 0 and 8192"),
+            ("spin_power_cv = 5", "policy.spin_power_cv", "between 0 and 0.25"),
+            ("exempt = { qos = [\"serving\", \"Serving\"] }", "policy.exempt.qos[1]", "repeats policy.exempt.qos[0]"),
+        ] {
+            let e = parse(&format!("[policy]\n{toml}")).unwrap_err();
+            assert!(e.contains(key) && e.contains(says), "{toml}: {e}");
+        }
+        for toml in ["idle_power_w = 300", "mem_held_frac = 0.25", "mem_held_mib = 8192", "spin_power_cv = 0.25", "exempt = { qos = [\"serving\", \"debug\"] }"] {
+            assert!(parse(&format!("[policy]\n{toml}")).is_ok(), "{toml}");
+        }
         let e = parse("[policy]\nidle_power_frac = 0.6").unwrap_err();
         assert!(e.contains("policy.idle_power_frac` = 0.6") && e.contains("at most 0.4"), "{e}");
         assert!(parse("[policy]\nidle_power_frac = 0.4").is_ok());

@@ -268,8 +268,12 @@ impl GpuStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EvidenceProblem {
-    /// No valid sample in the window.
+    /// No sample in the window at all.
     NoSamples,
+    /// Samples in the window, but none valid: each lacked a compute reading (`utilization.gpu`
+    /// `[N/A]`, as MIG GPUs report it, with no SM activity), or had a sentinel or an
+    /// implausible value (trial 9: this read "no_samples" though samples came).
+    NoValidSamples,
     /// The newest valid sample is older than `max_sample_gap`.
     Stale,
     /// A hole between valid samples inside the window is larger than `max_sample_gap`.
@@ -291,6 +295,7 @@ impl EvidenceProblem {
     pub fn as_str(self) -> &'static str {
         match self {
             EvidenceProblem::NoSamples => "no_samples",
+            EvidenceProblem::NoValidSamples => "no_valid_samples",
             EvidenceProblem::Stale => "stale",
             EvidenceProblem::Gap => "gap",
             EvidenceProblem::AllZero => "all_zero",
@@ -776,8 +781,14 @@ impl GpuWindow {
     pub(crate) fn brief(&self, cyc: &Cycle, th: &IngestThresholds) -> Brief {
         let n = self.len;
         let Some(first) = self.front() else {
+            let invalid = self.invalid_count();
             return Brief {
-                invalid: self.invalid_count(),
+                invalid,
+                coverage: if invalid > 0 {
+                    Coverage::Broken(EvidenceProblem::NoValidSamples)
+                } else {
+                    Coverage::Broken(EvidenceProblem::NoSamples)
+                },
                 ..Brief::default()
             };
         };
