@@ -39,6 +39,11 @@ impl EngineJudge {
             findings: Vec::new(),
         }
     }
+
+    /// The engine's findings of the last [`Judge::judge`] call, one per job in its order.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
 }
 
 impl Judge for EngineJudge {

@@ -54,6 +54,28 @@ fn fnv1a_hex(text: &str) -> String {
 }
 
 impl ShardManifest {
+    /// The sweep's workloads when they are the built-in ones (every name is `default` or
+    /// `traps` and the fingerprint matches theirs), for `summary.md`'s trap durations; empty
+    /// otherwise (a shard records only the workloads' names and fingerprint).
+    pub fn builtin_workloads(&self) -> Vec<crate::Workload> {
+        let builtins: Option<Vec<crate::Workload>> = self
+            .workloads
+            .iter()
+            .map(|n| match n.as_str() {
+                "default" => Some(crate::Workload::builtin_default()),
+                "traps" => Some(crate::Workload::builtin_traps()),
+                _ => None,
+            })
+            .collect();
+        let Some(builtins) = builtins else { return Vec::new() };
+        let text: String = builtins.iter().map(|w| format!("{w:?}\n")).collect();
+        if fnv1a_hex(&text) == self.workload_fingerprint {
+            builtins
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The manifest of a sharded spec that wrote `rows` rows; `None` for an unsharded spec.
     /// The fingerprints hash the `Debug` text of the configurations and workloads, which is
     /// stable within one `version`.
@@ -309,6 +331,19 @@ mod tests {
                     .collect(),
             },
         )
+    }
+
+    #[test]
+    fn a_merge_gets_the_workload_files_only_when_they_are_the_built_in_ones() {
+        let (_, mut man) = m(0);
+        // A fingerprint that is not the built-in default's: a custom file named "default".
+        assert!(man.builtin_workloads().is_empty());
+        man.workloads = vec!["default".into(), "traps".into()];
+        let builtins = [crate::Workload::builtin_default(), crate::Workload::builtin_traps()];
+        man.workload_fingerprint = fnv1a_hex(&builtins.iter().map(|w| format!("{w:?}\n")).collect::<String>());
+        assert_eq!(man.builtin_workloads(), builtins);
+        man.workloads = vec!["default".into(), "mine".into()];
+        assert!(man.builtin_workloads().is_empty());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use crate::score::{round3, Row, RowParams, SIG_COLUMNS};
 use crate::sweep::policy_rank;
+use crate::workload::{JobKind, Workload};
+use crate::world::TICK_S;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -29,6 +31,8 @@ pub struct Aggregate {
     pub rows_with_false_cancels: usize,
     /// Lost GPU-hours of false cancels, summed.
     pub lost_gpu_h: f64,
+    /// Drains, summed.
+    pub drains: u64,
     /// False drains, summed.
     pub false_drains: u64,
     /// Drained GPU-hours, summed.
@@ -39,6 +43,8 @@ pub struct Aggregate {
     pub false_alerts: u64,
     /// Cancels, summed.
     pub cancels: u64,
+    /// Recovered GPU-hours from single-node jobs, summed.
+    pub recovered_single_node_gpu_h: f64,
 }
 
 impl Aggregate {
@@ -55,11 +61,27 @@ impl Aggregate {
         self.false_cancels += r.false_cancels;
         self.rows_with_false_cancels += (r.false_cancels > 0) as usize;
         self.lost_gpu_h += r.false_cancel_lost_gpu_h;
+        self.drains += r.drains;
         self.false_drains += r.false_drains;
         self.drained_gpu_h += r.drained_gpu_h;
         self.true_alerts += r.true_alerts;
         self.false_alerts += r.false_alerts;
         self.cancels += r.cancels;
+        self.recovered_single_node_gpu_h += r.recovered_single_node_gpu_h;
+    }
+
+    /// False drains as a share of drains, as `"12.3 %"`; `"–"` without drains.
+    pub fn false_drain_rate(&self) -> String {
+        pct(self.false_drains as f64, self.drains as f64)
+    }
+}
+
+/// `part` as a percentage of `whole`, one decimal (`"12.3 %"`); `"–"` when `whole` is 0.
+fn pct(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.1} %", 100.0 * part / whole)
+    } else {
+        "–".into()
     }
 }
 
@@ -77,6 +99,7 @@ pub fn aggregate(rows: &[Row], workload: Option<&str>) -> Vec<Aggregate> {
             a.oracle_gpu_h = round3(a.oracle_gpu_h);
             a.lost_gpu_h = round3(a.lost_gpu_h);
             a.drained_gpu_h = round3(a.drained_gpu_h);
+            a.recovered_single_node_gpu_h = round3(a.recovered_single_node_gpu_h);
             a
         })
         .collect()
@@ -167,6 +190,198 @@ fn tie_paragraph(rec: &Aggregate, tied: &[&Aggregate]) -> String {
         rec.false_alerts,
         if one { "it" } else { "them" },
         rec.config_id,
+    )
+}
+
+/// The configuration to deploy when `rec` raises the spin ceiling: the gpu-reaper
+/// configuration with `rec`'s parameters but the spin ceiling at `alert` (the "Spin ceiling"
+/// section's advice), if the sweep ran it. `None` when `rec`'s ceiling is already `alert`.
+pub fn deploy_variant<'a>(aggs: &'a [Aggregate], rec: &Aggregate) -> Option<&'a Aggregate> {
+    if rec.first.spin_ceiling == "alert" {
+        return None;
+    }
+    let mut want = rec.first.params();
+    want.spin_ceiling = "alert".into();
+    aggs.iter().find(|a| {
+        let mut p = a.first.params();
+        p.config_id.clone_from(&want.config_id);
+        a.policy == "gpu-reaper" && p == want
+    })
+}
+
+/// The earliest time from the onset of a stretch that looks wasted to the engine's cancel,
+/// seconds, as the engine counts it (policy/src/engine.rs): the stage dwell counts from the
+/// start of the first breaching window, i.e. the onset; the first alert comes when that
+/// window is full; the drain one cycle after the alert at the earliest, and the cancel needs
+/// the drain confirmed (one cycle later in observe mode) a full window before and `notice`
+/// since the first alert. So: max(cancel after, max(drain after, window + cycle) + cycle +
+/// window, window + notice), with the simulator's 60 s cycle. `None` without a cancel stage.
+pub fn earliest_cancel_s(p: &RowParams) -> Option<i64> {
+    let cancel = p.cancel_after_s?;
+    let window = p.window_s.unwrap_or(0);
+    let drain = p.drain_after_s.unwrap_or(0).max(window + TICK_S) + TICK_S + window;
+    let notice = window + p.notice_s.unwrap_or(0);
+    Some(cancel.max(drain).max(notice))
+}
+
+/// The phases of a productive job of `kind` that can look wasted, with their length range in
+/// minutes as the workload file gives them: `staging`, `checkpoint`, `eval`, `quiet`,
+/// `brief spin` (each only when the kind has it).
+pub fn trap_phases(kind: &JobKind) -> Vec<(&'static str, [f64; 2])> {
+    let mut v = Vec::new();
+    if kind.staging_min.0[1] > 0.0 {
+        v.push(("staging", kind.staging_min.0));
+    }
+    let timed = [
+        ("checkpoint", kind.checkpoint_every_min.is_some(), kind.checkpoint_min.0),
+        ("eval", kind.eval_every_min.is_some(), kind.eval_min.0),
+        ("quiet", kind.quiet_every_min.is_some(), kind.quiet_min.0),
+        ("brief spin", kind.brief_spin_every_min.is_some(), kind.brief_spin_min.0),
+    ];
+    v.extend(timed.into_iter().filter(|(_, on, r)| *on && r[1] > 0.0).map(|(n, _, r)| (n, r)));
+    v
+}
+
+/// The longest trap phase configuration `p` could cancel, over `workloads`: kinds whose QOS it
+/// exempts are left out, and brief spins unless its spin ceiling is `cancel`. Returns
+/// (minutes, workload, kind, phase).
+pub fn longest_trap<'a>(p: &RowParams, workloads: &'a [Workload]) -> Option<(f64, &'a str, &'a str, &'static str)> {
+    let exempt = |q: &str| p.exempt_qos.split('+').any(|e| e == q);
+    workloads
+        .iter()
+        .flat_map(|w| w.kinds.iter().map(move |k| (w, k)))
+        .filter(|(_, k)| !exempt(&k.qos))
+        .flat_map(|(w, k)| {
+            trap_phases(k)
+                .into_iter()
+                .map(move |(ph, r)| (r[1], w.name.as_str(), k.name.as_str(), ph))
+        })
+        .filter(|x| x.3 != "brief spin" || p.spin_ceiling == "cancel")
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+fn minutes(m: f64) -> String {
+    if m.fract() == 0.0 {
+        format!("{m:.0}")
+    } else {
+        format!("{m}")
+    }
+}
+
+/// The section of summary.md saying which trap durations the zero false cancels rests on,
+/// read from `workloads`, and the margin of each configuration in `configs` over the longest.
+fn trap_margin_section(s: &mut String, configs: &[&Aggregate], workloads: &[Workload]) {
+    let _ = writeln!(s, "## What the zero false cancels rests on\n");
+    if workloads.is_empty() {
+        let _ = writeln!(
+            s,
+            "The workload files were not at hand (a merge of shards whose workloads are not the built-in ones), so the trap \
+             durations are not listed here: read them in the workload files.\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "Productive jobs look wasted for a while: staging before the first step, checkpoint stalls, eval or quiet phases, brief \
+         spins. No evidence rule tells these from waste; only time does: a configuration makes no false cancel on them because \
+         each ends before its earliest cancel. Their lengths, minutes, as the workload files give them (each phase drawn \
+         uniformly in its range):\n"
+    );
+    let _ = writeln!(s, "| workload | kind | qos | staging | checkpoint | eval | quiet | brief spin |");
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|");
+    for w in workloads {
+        for k in &w.kinds {
+            let phases = trap_phases(k);
+            let cell = |name: &str| {
+                phases
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or("–".to_string(), |(_, r)| format!("{}–{}", minutes(r[0]), minutes(r[1])))
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                w.name,
+                k.name,
+                k.qos,
+                cell("staging"),
+                cell("checkpoint"),
+                cell("eval"),
+                cell("quiet"),
+                cell("brief spin")
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "The earliest cancel counts from the onset of such a phase, as the engine counts it: max(cancel after; drain after (at \
+         least window + one cycle) + one cycle to confirm the drain + window; window + notice), with a 60 s cycle. The margin \
+         is that minus the longest phase the configuration could cancel (kinds of an exempt QOS left out; brief spins only \
+         with the spin ceiling at `cancel`). A trap phase longer than the earliest cancel is cancelled: the zero holds only for \
+         traps as short as these.\n"
+    );
+    for a in configs {
+        let p = a.first.params();
+        match (earliest_cancel_s(&p), longest_trap(&p, workloads)) {
+            (Some(c), Some((m, w, k, ph))) => {
+                let margin_min = (c as f64 / 60.0 - m).round() as i64;
+                let _ = writeln!(
+                    s,
+                    "* **{}**: cancel after {}, earliest cancel {} after onset; longest trap it could cancel: {ph} of `{k}` \
+                     (workload {w}), up to {} min; margin **{} min**.",
+                    a.config_id,
+                    dur(p.cancel_after_s),
+                    dur(Some(c)),
+                    minutes(m),
+                    margin_min
+                );
+            }
+            (None, _) => {
+                let _ = writeln!(s, "* **{}**: no cancel stage, so no cancel at all.", a.config_id);
+            }
+            (Some(c), None) => {
+                let _ = writeln!(
+                    s,
+                    "* **{}**: earliest cancel {} after onset; no trap phase it could cancel.",
+                    a.config_id,
+                    dur(Some(c))
+                );
+            }
+        }
+    }
+    let _ = writeln!(s);
+}
+
+/// One configuration's headline figures over all rows: recovery (and the part from
+/// single-node jobs, next to the oracle's single-node part `oracle_single_node_gpu_h` when the
+/// oracle ran), false cancels, drains, alerts.
+fn headline(a: &Aggregate, oracle_single_node_gpu_h: Option<f64>) -> String {
+    let oracle_single = oracle_single_node_gpu_h.map_or(String::new(), |o| {
+        format!(
+            "; the oracle's single-node part is {o:.1}, of which this is {}",
+            pct(a.recovered_single_node_gpu_h, o)
+        )
+    });
+    format!(
+        "it recovers {:.1} GPU-hours of the oracle's {:.1} ({}), with {} false cancels; {} drains, {} of them false ({} \
+         false-drain rate), withholding {:.1} GPU-hours of their nodes' other GPUs; {} true and {} false alerts. Of the \
+         recovered GPU-hours {:.1} ({} of the oracle's {:.1}{oracle_single}) come from single-node jobs: the simulator \
+         judges whole allocations, but a per-node enforcer holds a multi-node job at alert, so only these are cancels it \
+         can make.",
+        a.recovered_gpu_h,
+        a.oracle_gpu_h,
+        pct(a.recovered_gpu_h, a.oracle_gpu_h),
+        a.false_cancels,
+        a.drains,
+        a.false_drains,
+        a.false_drain_rate(),
+        a.drained_gpu_h,
+        a.true_alerts,
+        a.false_alerts,
+        a.recovered_single_node_gpu_h,
+        pct(a.recovered_single_node_gpu_h, a.oracle_gpu_h),
+        a.oracle_gpu_h,
     )
 }
 
@@ -286,7 +501,10 @@ pub fn few_jobs_warning(rows: &[Row]) -> Option<String> {
     ))
 }
 
-pub fn summary_md(rows: &[Row]) -> String {
+///
+/// `workload_files`: the sweep's workloads, for the trap durations the zero false cancels rests on;
+/// empty when they are not at hand (the section then says so).
+pub fn summary_md(rows: &[Row], workload_files: &[Workload]) -> String {
     let mut s = String::new();
     let workloads: Vec<String> = {
         let mut v: Vec<String> = rows.iter().map(|r| r.workload.clone()).collect();
@@ -322,31 +540,30 @@ pub fn summary_md(rows: &[Row]) -> String {
     }
     let _ = writeln!(s, "## Recommended configuration\n");
     let rec = recommend(&aggs);
+    let oracle_single = aggs.iter().find(|a| a.policy == "oracle").map(|a| a.recovered_single_node_gpu_h);
     match rec {
         Some(a) => {
             let _ = writeln!(
                 s,
                 "Rule: the gpu-reaper configuration that recovers the most GPU-hours with zero false cancels on every seed of \
                  every workload; ties go to fewer false drains, then fewer false alerts, then the lowest config id.\n\n**{}**: \
-                 {}.\n\nOver all rows it recovers {:.1} GPU-hours of the oracle's {:.1} ({:.1} %), with {} false cancels, {} false \
-                 drains, {} true and {} false alerts.\n",
+                 {}.\n\nOver all rows {}\n",
                 a.config_id,
                 describe(&a.first.params()),
-                a.recovered_gpu_h,
-                a.oracle_gpu_h,
-                if a.oracle_gpu_h > 0.0 {
-                    100.0 * a.recovered_gpu_h / a.oracle_gpu_h
-                } else {
-                    0.0
-                },
-                a.false_cancels,
-                a.false_drains,
-                a.true_alerts,
-                a.false_alerts
+                headline(a, oracle_single)
             );
             let tie = tie_paragraph(a, &tied_with(&aggs, a));
             if !tie.is_empty() {
                 let _ = writeln!(s, "{tie}");
+            }
+            if let Some(d) = deploy_variant(&aggs, a) {
+                let _ = writeln!(
+                    s,
+                    "**To deploy: {}**, the same with the spin ceiling at `alert` (see \"Spin ceiling\" below: the simulator \
+                     lacks long healthy spins). Over all rows {}\n",
+                    d.config_id,
+                    headline(d, oracle_single)
+                );
             }
             if a.first.cancel_after_s.is_none() {
                 let _ = writeln!(
@@ -365,22 +582,33 @@ pub fn summary_md(rows: &[Row]) -> String {
         }
     }
 
+    if let Some(a) = rec {
+        let mut shown = vec![a];
+        shown.extend(deploy_variant(&aggs, a));
+        trap_margin_section(&mut s, &shown, workload_files);
+    }
+
     let _ = writeln!(s, "## Recommended configuration next to the baselines\n");
     let _ = writeln!(
         s,
-        "Per workload, summed over seeds (latencies: mean over seeds of the per-seed percentile, seconds).\n"
+        "Per workload, summed over seeds (latencies: mean over seeds of the per-seed percentile, seconds). A drain stands \
+         until its job leaves the node, as the enforcer's does; drained GPU-h is the capacity of the drained nodes' other \
+         GPUs it withholds.\n"
     );
     for w in &workloads {
         let _ = writeln!(s, "### Workload `{w}`\n");
         let _ = writeln!(
             s,
-            "| policy | config | recovered GPU-h | recovered share | oracle GPU-h | wasted GPU-h | false cancels | lost GPU-h | false drains | drained GPU-h | true alerts | false alerts | alert p50 / p95 s | cancel p50 / p95 s |"
+            "| policy | config | recovered GPU-h | single-node recovered GPU-h | recovered share | oracle GPU-h | wasted GPU-h | false cancels | lost GPU-h | false drains / drains | drained GPU-h | true alerts | false alerts | alert p50 / p95 s | cancel p50 / p95 s |"
         );
-        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let waggs = aggregate(rows, Some(w));
         let mut show: Vec<&Aggregate> = Vec::new();
         if let Some(r) = rec {
             show.extend(waggs.iter().filter(|a| a.policy == r.policy && a.config_id == r.config_id));
+            if let Some(d) = deploy_variant(&aggs, r) {
+                show.extend(waggs.iter().filter(|a| a.policy == d.policy && a.config_id == d.config_id));
+            }
         }
         show.extend(waggs.iter().filter(|a| a.policy != "gpu-reaper"));
         for a in show {
@@ -398,16 +626,18 @@ pub fn summary_md(rows: &[Row]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {:.1} | {} | {} | {} / {} | {} / {} |",
+                "| {} | {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {:.1} | {} / {} | {:.1} | {} | {} | {} / {} | {} / {} |",
                 a.policy,
                 a.config_id,
                 a.recovered_gpu_h,
+                a.recovered_single_node_gpu_h,
                 share,
                 a.oracle_gpu_h,
                 a.wasted_gpu_h,
                 a.false_cancels,
                 a.lost_gpu_h,
                 a.false_drains,
+                a.drains,
                 a.drained_gpu_h,
                 a.true_alerts,
                 a.false_alerts,
@@ -855,7 +1085,7 @@ mod tests {
             // Same GPU-hours, more false drains: the rule separates it.
             row("c060", 900, 100.0, 4, 20),
         ];
-        let md = summary_md(&rows);
+        let md = summary_md(&rows, &[]);
         let rec = md.split("## Recommended configuration next to").next().unwrap();
         assert!(rec.contains("**c012**"), "{rec}");
         // The rule, tie-break included, is in the report itself.
@@ -873,13 +1103,13 @@ mod tests {
         let table = short_table(&rows);
         assert!(table.contains("tied with c012: c039, c097 "), "{table}");
         // Same input, same bytes, whatever the row order.
-        assert_eq!(md, summary_md(&rows));
+        assert_eq!(md, summary_md(&rows, &[]));
         let mut reversed = rows.clone();
         reversed.reverse();
-        assert_eq!(md, summary_md(&reversed));
+        assert_eq!(md, summary_md(&reversed, &[]));
         // One tied configuration: named, with its difference.
         let rows = [row("c039", 900, 100.0, 3, 20), row("c097", 1800, 100.0, 3, 20)];
-        let md = summary_md(&rows);
+        let md = summary_md(&rows, &[]);
         assert!(
             md.contains("**Tied:** c097 also recovers 100.0 GPU-hours with 0 false cancels, 3 false drains and 4 false alerts, so the rule cannot separate it from c039; the lowest config id is shown. It differs from c039 in: warmup 30m.\n"),
             "{md}"
@@ -889,9 +1119,88 @@ mod tests {
     #[test]
     fn a_recommendation_without_a_tie_says_none() {
         let rows = [row("c039", 900, 100.0, 3, 20), row("c097", 1800, 100.0, 4, 20)];
-        let md = summary_md(&rows);
+        let md = summary_md(&rows, &[]);
         assert!(md.contains("**c039**") && !md.contains("Tied"), "{md}");
         assert!(md.contains("then the lowest config id"), "{md}");
         assert!(!short_table(&rows).contains("tied"));
+    }
+
+    #[test]
+    fn the_earliest_cancel_counts_drain_confirmation_window_and_notice_as_the_engine_does() {
+        let mut p = row("c039", 900, 0.0, 0, 0).params();
+        // window 40m, drain 1h, cancel 2h, notice 30m: max(2h, 1h + 1m + 40m, 40m + 30m) = 2h.
+        assert_eq!(earliest_cancel_s(&p), Some(7200));
+        // A short cancel stage waits for the drain to be confirmed a window before.
+        p.cancel_after_s = Some(3600);
+        assert_eq!(earliest_cancel_s(&p), Some(3600 + 60 + 2400));
+        // A long notice waits from the first alert, a window after onset.
+        p.notice_s = Some(3 * 3600);
+        assert_eq!(earliest_cancel_s(&p), Some(2400 + 3 * 3600));
+        p.cancel_after_s = None;
+        assert_eq!(earliest_cancel_s(&p), None);
+    }
+
+    #[test]
+    fn the_longest_trap_is_read_from_the_workload_leaving_out_exempt_qos_and_spins_below_cancel() {
+        let traps = [Workload::builtin_traps()];
+        let mut p = row("c039", 900, 0.0, 0, 0).params();
+        p.exempt_qos = "serving".into();
+        // The built-in trap workload's long staging: 30-120 minutes.
+        assert_eq!(longest_trap(&p, &traps), Some((120.0, "traps", "long_staging", "staging")));
+        // Without the exemption the serving jobs' quiet periods are the longest.
+        p.exempt_qos = String::new();
+        assert_eq!(longest_trap(&p, &traps).map(|x| (x.2, x.3)), Some(("serving", "quiet")));
+        // Longer staging in the file: read, not assumed.
+        let mut long = Workload::builtin_traps();
+        long.kinds.iter_mut().find(|k| k.name == "long_staging").unwrap().staging_min = crate::dist::Range([150.0, 240.0]);
+        p.exempt_qos = "serving".into();
+        assert_eq!(longest_trap(&p, &[long.clone()]).map(|x| x.0), Some(240.0));
+        // Brief spins count only for a spin ceiling of cancel.
+        let spin = |ceiling: &str| {
+            let mut w = long.clone();
+            w.kinds.retain(|k| k.name == "brief_spin");
+            w.kinds[0].staging_min = crate::dist::Range([0.0, 0.0]);
+            w.kinds[0].checkpoint_every_min = None;
+            let mut q = p.clone();
+            q.spin_ceiling = ceiling.into();
+            longest_trap(&q, &[w]).map(|x| x.3)
+        };
+        assert_eq!(spin("alert"), None);
+        assert_eq!(spin("cancel"), Some("brief spin"));
+    }
+
+    #[test]
+    fn the_summary_names_the_deploy_variant_the_trap_margin_and_single_node_recovery() {
+        let mut rec = row("c039", 900, 100.0, 0, 20);
+        rec.spin_ceiling = "cancel".into();
+        rec.exempt_qos = "serving".into();
+        rec.cancels = 3;
+        rec.recovered_single_node_gpu_h = 60.0;
+        rec.drains = 8;
+        rec.false_drains = 2;
+        let mut deploy = row("c037", 900, 80.0, 0, 20);
+        deploy.exempt_qos = "serving".into();
+        deploy.cancels = 2;
+        deploy.recovered_single_node_gpu_h = 50.0;
+        let rows = [rec, deploy];
+        let md = summary_md(&rows, &[Workload::builtin_traps()]);
+        let head = md.split("## Recommended configuration next to").next().unwrap();
+        assert!(head.contains("**c039**"), "{head}");
+        assert!(head.contains("**To deploy: c037**"), "{head}");
+        assert!(head.contains("recovers 80.0 GPU-hours of the oracle's 150.0 (53.3 %)"), "{head}");
+        assert!(
+            head.contains("Of the recovered GPU-hours 50.0 (33.3 % of the oracle's 150.0) come from single-node jobs"),
+            "{head}"
+        );
+        assert!(head.contains("8 drains, 2 of them false (25.0 % false-drain rate)"), "{head}");
+        assert!(head.contains("| traps | long_staging | normal | 30–120 |"), "{head}");
+        assert!(
+            head.contains("longest trap it could cancel: staging of `long_staging` (workload traps), up to 120 min; margin **0 min**"),
+            "{head}"
+        );
+        // The tables show the deploy variant too.
+        assert!(md.contains("| gpu-reaper | c037 | 80.0 | 50.0 |"), "{md}");
+        // Without the workload files the section says so.
+        assert!(summary_md(&rows, &[]).contains("The workload files were not at hand"));
     }
 }

@@ -3,12 +3,18 @@
 //! * A cancel is correct only if every GPU of the job is `wasted` at that tick and stays so
 //!   until the job's end; every other cancel is false (starved and partial jobs included). A
 //!   false cancel loses the GPU-hours since the job's last checkpoint.
-//! * A drain is false when the job is not wholly wasted. `drained_gpu_h`: the GPUs of the
-//!   drained nodes the job does not hold, for as long as the verdict stays at drain or above.
+//! * A drain is false when the job is not wholly wasted at its first drain. A job's drain
+//!   stands until the job leaves its nodes, as the enforcer's does (enforcer/src/plan.rs,
+//!   "Undrain": a node is resumed only once our drain's job no longer runs on it, not when the
+//!   breach ends), so each job counts one drain at most, and `drained_gpu_h` is the GPUs of the
+//!   drained nodes the job does not hold, from its first drain to the cycle after it leaves
+//!   (its end within the simulated span, or the cycle after its cancel).
 //! * An alert (a job's verdict reaching alert or above from below) is true when the job has
 //!   wasted or starved GPUs at that tick.
 //! * Recovered GPU-hours: per correct cancel, GPUs × the time the job would otherwise have held
-//!   them (to its end, within the simulated span).
+//!   them (to its end, within the simulated span). `recovered_single_node_gpu_h`: the part
+//!   from jobs on one node, the only cancels a per-node enforcer makes (it holds a multi-node
+//!   job at alert).
 //! * Latency: onset of the non-productive episode to the alert (true alerts), onset of whole
 //!   waste to the cancel (correct cancels).
 //! * By signature: a cancel (and its recovery or loss) counts under the signature its
@@ -47,12 +53,16 @@ pub struct Tally {
     pub true_alerts: u64,
     /// Alerts on wholly productive jobs.
     pub false_alerts: u64,
-    /// Drains.
+    /// Drains: jobs whose verdict reached drain (one each: the drain stands until the job
+    /// leaves).
     pub drains: u64,
-    /// Drains of jobs that were not wholly wasted.
+    /// Drains of jobs that were not wholly wasted at their first drain.
     pub false_drains: u64,
-    /// Capacity withheld by drains, GPU-ticks.
+    /// Capacity withheld by drains, GPU-ticks: per drained job, the GPUs of its nodes it does
+    /// not hold, from its first drain to the cycle after it leaves (see the module doc).
     pub drained_gpu_ticks: u64,
+    /// Jobs (index into the world's jobs) whose drain stands, with the tick of the drain.
+    pub drained_since: BTreeMap<u32, u32>,
     /// Cancels.
     pub cancels: u64,
     /// False cancels.
@@ -61,6 +71,9 @@ pub struct Tally {
     pub false_cancel_lost_gpu_ticks: u64,
     /// Recovered by correct cancels, GPU-ticks.
     pub recovered_gpu_ticks: u64,
+    /// Recovered by correct cancels of jobs on one node (what a per-node enforcer can
+    /// recover), GPU-ticks.
+    pub recovered_single_node_gpu_ticks: u64,
     /// Onset-to-alert latencies of true alerts, ticks.
     pub alert_latency: Vec<u32>,
     /// Onset-to-cancel latencies of correct cancels, ticks.
@@ -140,22 +153,32 @@ impl Tally {
                 self.false_alerts += 1;
             }
         }
-        if before < Verdict::Drain && v >= Verdict::Drain {
+        let left = job.end.min(world.horizon);
+        if v >= Verdict::Drain && !self.drained_since.contains_key(&j) {
+            // The enforcer's drain stands until the job leaves: counted to its end here, and
+            // cut back to the cycle after its cancel below.
+            self.drained_since.insert(j, tick);
             self.drains += 1;
             if !job.wholly_wasted_at(tick) {
                 self.false_drains += 1;
             }
-        }
-        if v >= Verdict::Drain {
-            self.drained_gpu_ticks += job.drain_extra_gpus as u64;
+            self.drained_gpu_ticks += job.drain_extra_gpus as u64 * left.saturating_sub(tick) as u64;
         }
         if v == Verdict::Cancel {
+            if self.drained_since.contains_key(&j) {
+                // Resumed on the first cycle that finds the job gone: the one after the cancel.
+                let resumed = (tick + 1).min(left);
+                self.drained_gpu_ticks -= job.drain_extra_gpus as u64 * (left - resumed) as u64;
+            }
             self.cancels += 1;
             self.cancels_by_sig[sig] += 1;
             if job.wholly_wasted_at(tick) {
                 let rec = job.gpus as u64 * job.end.min(world.horizon).saturating_sub(tick) as u64;
                 self.recovered_gpu_ticks += rec;
                 self.recovered_by_sig[sig] += rec;
+                if job.single_node() {
+                    self.recovered_single_node_gpu_ticks += rec;
+                }
                 self.cancel_latency.push(tick - job.wholly_wasted_from.unwrap_or(tick).min(tick));
             } else {
                 self.false_cancels += 1;
@@ -177,7 +200,11 @@ impl Tally {
                 t.true_alerts += 1;
                 t.alert_latency.push(0);
                 t.cancels += 1;
-                t.recovered_gpu_ticks += job.gpus as u64 * (job.end.min(world.horizon) - w) as u64;
+                let rec = job.gpus as u64 * (job.end.min(world.horizon) - w) as u64;
+                t.recovered_gpu_ticks += rec;
+                if job.single_node() {
+                    t.recovered_single_node_gpu_ticks += rec;
+                }
                 t.cancel_latency.push(0);
             }
         }
@@ -301,6 +328,7 @@ pub struct Row {
     pub recovered_gpu_h_starved: f64,
     pub recovered_gpu_h_partial: f64,
     pub recovered_gpu_h_unknown: f64,
+    pub recovered_single_node_gpu_h: f64,
 }
 
 /// The signature names of the per-signature columns, in column order.
@@ -437,7 +465,7 @@ impl Row {
     /// integral and non-negative by type (`u64`; [`crate::sweep::read_csv`] names a count that
     /// is not). Returns the first bad column.
     pub fn check_values(&self) -> Result<(), BadColumn> {
-        let hours: [(&'static str, f64); 12] = [
+        let hours: [(&'static str, f64); 13] = [
             ("wasted_gpu_h", self.wasted_gpu_h),
             ("recovered_gpu_h", self.recovered_gpu_h),
             ("oracle_recovered_gpu_h", self.oracle_recovered_gpu_h),
@@ -450,6 +478,7 @@ impl Row {
             ("recovered_gpu_h_starved", self.recovered_gpu_h_starved),
             ("recovered_gpu_h_partial", self.recovered_gpu_h_partial),
             ("recovered_gpu_h_unknown", self.recovered_gpu_h_unknown),
+            ("recovered_single_node_gpu_h", self.recovered_single_node_gpu_h),
         ];
         for (name, v) in hours {
             if !v.is_finite() || v < 0.0 {
@@ -496,7 +525,7 @@ impl Row {
     ///   recovers a wholly wasted job's GPUs from the cancel to the job's end, the oracle the
     ///   same from the onset of whole waste, and both are wasted GPU-time (each side is rounded
     ///   from GPU-ticks the same way, so rounding keeps the order);
-    /// * each `recovered_gpu_h_<sig>` ≤ `recovered_gpu_h`;
+    /// * each `recovered_gpu_h_<sig>` and `recovered_single_node_gpu_h` ≤ `recovered_gpu_h`;
     /// * `false_cancels` ≤ `cancels` ≤ `jobs` (a cancelled job is no longer judged), and
     ///   `cancels` ≤ `true_alerts + false_alerts` (a job's verdict reaches alert, counted as an
     ///   alert, no later than its cancel); `false_drains` ≤ `drains`;
@@ -536,6 +565,12 @@ impl Row {
         for (name, x) in SIG_RECOVERED_COLUMNS.iter().zip(self.by_signature()) {
             at_most(name, x.3, "recovered_gpu_h", self.recovered_gpu_h)?;
         }
+        at_most(
+            "recovered_single_node_gpu_h",
+            self.recovered_single_node_gpu_h,
+            "recovered_gpu_h",
+            self.recovered_gpu_h,
+        )?;
         at_most("false_cancels", self.false_cancels, "cancels", self.cancels)?;
         at_most("cancels", self.cancels, "jobs", self.jobs)?;
         let alerts = self.true_alerts.saturating_add(self.false_alerts);
@@ -689,6 +724,7 @@ impl Row {
             recovered_gpu_h_starved: gpu_h(by(&t.recovered_by_sig, "starved")),
             recovered_gpu_h_partial: gpu_h(by(&t.recovered_by_sig, "partial")),
             recovered_gpu_h_unknown: gpu_h(by(&t.recovered_by_sig, "unknown")),
+            recovered_single_node_gpu_h: gpu_h(t.recovered_single_node_gpu_ticks),
         }
     }
 

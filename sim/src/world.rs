@@ -119,6 +119,12 @@ impl SimJob {
         self.used < self.gpus || self.phase_at(tick).truth() != Truth::Productive
     }
 
+    /// True when every GPU of the allocation (`facts.alloc`) is on one node: a job a per-node
+    /// enforcer can drain and cancel (it holds a multi-node job at alert).
+    pub fn single_node(&self) -> bool {
+        self.facts.alloc.windows(2).all(|w| w[0].node == w[1].node)
+    }
+
     /// True when every GPU is `wasted` at `tick` and stays so until the job ends (a correct
     /// cancel or a true drain).
     pub fn wholly_wasted_at(&self, tick: u32) -> bool {

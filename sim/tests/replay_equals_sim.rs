@@ -1,27 +1,30 @@
 //! Replaying a generated trace (written to CSV and read back) gives the same findings as the
-//! in-memory simulation of the same seed: the same (time, job, verdict, signature) changes.
+//! in-memory simulation of the same seed: the same (time, job, verdict, signature, cap, cause)
+//! changes.
 
-use policy::{JobFacts, Policy, PolicyConfig, Sample, SignatureId, Verdict};
+use policy::{Cap, Cause, JobFacts, Policy, PolicyConfig, Sample, SignatureId, Verdict};
 use sim::drive::{EngineJudge, Judge, Judgement};
 use std::collections::BTreeMap;
 
-type Change = (i64, String, Verdict, Option<SignatureId>);
+type Change = (i64, String, Verdict, Option<SignatureId>, Option<Cap>, Cause);
 
-/// The sweep's engine judge, recording every change of verdict or signature per job.
+/// The sweep's engine judge, recording every change of verdict, signature, cap or cause per
+/// job (what replay's findings.csv writes a row for).
 struct Recorder {
     inner: EngineJudge,
-    last: BTreeMap<String, (Verdict, Option<SignatureId>)>,
+    last: BTreeMap<String, (Verdict, Option<SignatureId>, Option<Cap>, Cause)>,
     changes: Vec<Change>,
 }
 
 impl Judge for Recorder {
     fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>) {
         self.inner.judge(now_s, jobs, samples, out);
-        for (job, jd) in jobs.iter().zip(out.iter()) {
-            let key = (jd.verdict, jd.signature);
+        for (job, f) in jobs.iter().zip(self.inner.findings()) {
+            let key = (f.verdict, f.signature, f.cap, f.cause);
             if self.last.get(&job.job_id) != Some(&key) {
                 self.last.insert(job.job_id.clone(), key);
-                self.changes.push((now_s, job.job_id.clone(), jd.verdict, jd.signature));
+                self.changes
+                    .push((now_s, job.job_id.clone(), f.verdict, f.signature, f.cap, f.cause));
             }
         }
     }
@@ -63,6 +66,8 @@ fn replay_of_a_generated_trace_equals_the_simulation() {
                     trace.jobs[r.job as usize].facts.job_id.clone(),
                     r.finding.verdict,
                     r.finding.signature,
+                    r.finding.cap,
+                    r.finding.cause,
                 )
             })
             .collect();

@@ -72,6 +72,20 @@ fn world(mut jobs: Vec<SimJob>, horizon: u32, sampler: impl Fn(&SimJob, u32, usi
     w
 }
 
+/// The sweep row of tally `t` over world `w` (policy `test`, config `x`, 1 day).
+fn test_row(w: &World, t: &Tally) -> Row {
+    Row::new(
+        &RowParams {
+            policy: "test".into(),
+            config_id: "x".into(),
+            ..Default::default()
+        },
+        w,
+        1.0,
+        t,
+    )
+}
+
 /// Verdicts by (job id, tick) from a table of (job id, from tick, verdict), last match wins.
 struct Scripted(Vec<(&'static str, u32, Verdict)>);
 
@@ -153,16 +167,7 @@ fn scripted_verdicts_are_scored_as_worked_out_by_hand() {
     // Job-GPU-ticks: A 2 × 140 (cancelled at 140, counted through that tick: 141 ticks),
     // checked through the row below instead of by hand here.
 
-    let row = Row::new(
-        &RowParams {
-            policy: "test".into(),
-            config_id: "x".into(),
-            ..Default::default()
-        },
-        &w,
-        1.0,
-        &t,
-    );
+    let row = test_row(&w, &t);
     assert_eq!(row.recovered_gpu_h, 1.333); // 80 / 60
     assert_eq!(row.wasted_gpu_h, 4.333); // 260 / 60
     assert_eq!(row.recovered_share, Some(0.308)); // 80 / 260
@@ -174,6 +179,79 @@ fn scripted_verdicts_are_scored_as_worked_out_by_hand() {
     assert_eq!((row.cancel_latency_p50_s, row.cancel_latency_p95_s), (Some(2400), Some(2400)));
     // The row obeys every relation `sim merge` checks.
     assert_eq!(row.check_values(), Ok(()));
+}
+
+#[test]
+fn a_drain_stands_until_its_job_leaves_as_the_enforcers_does() {
+    use PhaseKind::*;
+    // The enforcer resumes our drain only once its job no longer runs on the node
+    // (enforcer/src/plan.rs, "Undrain"), not when the breach ends. Node of 8 GPUs.
+    // E (100): GPUs 0-1, [0,200), productive. Drain at 60, back to alert at 70 and healthy at
+    //   80 (its breach ended), drain again at 120, healthy at 130. Its node stays drained from
+    //   60 to its end at 200: one drain, false, withholding 6 × (200 - 60) = 840 GPU-ticks
+    //   (the verdict stood at drain for only 20 ticks: 120 by the old count, and two drains).
+    // F (101): GPU 2, [0,400), hung from 100; drained at 150, runs past the horizon (300):
+    //   a true drain, 7 × (300 - 150) = 1050 GPU-ticks.
+    // G (102): GPU 3, [0,250), hung from 100; drained at 150, cancelled at 170: resumed on the
+    //   cycle after the cancel, 7 × (171 - 150) = 147 GPU-ticks.
+    let jobs = vec![
+        job(0, &[0, 1], 2, 0, 200, &[(0, 200, Compute)]),
+        job(1, &[2], 1, 0, 400, &[(0, 100, Compute), (100, 400, Hung)]),
+        job(2, &[3], 1, 0, 250, &[(0, 100, Compute), (100, 250, Hung)]),
+    ];
+    let w = world(jobs, 300, |_, _, _| None);
+    let mut judge = Scripted(vec![
+        ("100", 50, Verdict::Alert),
+        ("100", 60, Verdict::Drain),
+        ("100", 70, Verdict::Alert),
+        ("100", 80, Verdict::Healthy),
+        ("100", 110, Verdict::Alert),
+        ("100", 120, Verdict::Drain),
+        ("100", 130, Verdict::Healthy),
+        ("101", 140, Verdict::Alert),
+        ("101", 150, Verdict::Drain),
+        ("102", 140, Verdict::Alert),
+        ("102", 150, Verdict::Drain),
+        ("102", 170, Verdict::Cancel),
+    ]);
+    let t = drive::run(&w, &mut judge);
+    assert_eq!((t.drains, t.false_drains), (3, 1));
+    assert_eq!(t.drained_gpu_ticks, 840 + 1050 + 147);
+}
+
+#[test]
+fn recovery_from_multi_node_jobs_is_left_out_of_the_single_node_column() {
+    use PhaseKind::*;
+    // H (100): GPUs 0-1 of node 0, hung from 10, cancelled at 50: recovers 2 × (100 - 50) = 100.
+    // I (101): GPU 2 of node 0 and GPU 0 of node 1, hung from 10, cancelled at 60: recovers
+    //   2 × (100 - 60) = 80, which a per-node enforcer (holding it at alert) cannot make.
+    let mut multi = job(1, &[2, 0], 2, 0, 100, &[(0, 10, Compute), (10, 100, Hung)]);
+    multi.facts.alloc[1].node = NodeId(1);
+    let jobs = vec![job(0, &[0, 1], 2, 0, 100, &[(0, 10, Compute), (10, 100, Hung)]), multi];
+    let mut w = world(jobs, 120, |_, _, _| None);
+    w.nodes.intern("node002");
+    assert!(w.jobs[0].single_node() && !w.jobs[1].single_node());
+    let mut judge = Scripted(vec![
+        ("100", 20, Verdict::Alert),
+        ("100", 40, Verdict::Drain),
+        ("100", 50, Verdict::Cancel),
+        ("101", 20, Verdict::Alert),
+        ("101", 40, Verdict::Drain),
+        ("101", 60, Verdict::Cancel),
+    ]);
+    let t = drive::run(&w, &mut judge);
+    assert_eq!((t.cancels, t.false_cancels), (2, 0));
+    assert_eq!(t.recovered_gpu_ticks, 180);
+    assert_eq!(t.recovered_single_node_gpu_ticks, 100);
+    let row = test_row(&w, &t);
+    assert_eq!((row.recovered_gpu_h, row.recovered_single_node_gpu_h), (3.0, 1.667));
+    assert_eq!(row.check_values(), Ok(()));
+    // The oracle cancels both at onset (10): 2 × 90 each, of which H's from one node.
+    let o = Tally::oracle(&w);
+    assert_eq!((o.recovered_gpu_ticks, o.recovered_single_node_gpu_ticks), (360, 180));
+    let mut bad = row.clone();
+    bad.recovered_single_node_gpu_h = 3.5;
+    assert_eq!(bad.check_values().unwrap_err().0, "recovered_single_node_gpu_h");
 }
 
 /// Verdicts and signatures by (job id, tick) from a table of (job id, from tick, verdict,

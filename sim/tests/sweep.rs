@@ -131,7 +131,7 @@ fn reports_are_written_from_rows() {
     let spec = small_spec();
     let rows = sweep::run(&spec, &|| {}).unwrap().rows;
     let dir = tempfile::tempdir().unwrap();
-    sim::cli::write_reports(dir.path(), &rows).unwrap();
+    sim::cli::write_reports(dir.path(), &rows, &[]).unwrap();
     let summary = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
     assert!(summary.contains("## Recommended configuration"));
     for p in ["jds", "reaper-v0.1", "naive-mean", "oracle"] {

@@ -9,8 +9,10 @@
 //! changes nothing). The engine runs in [`Mode::Observe`] with [`Scope::Whole`], so a drain
 //! counts as confirmed one cycle later and drain/cancel findings are hypothetical.
 //!
-//! Output: a [`FindingRow`] whenever a job's verdict or signature changes (its first cycle
-//! included), a [`JobOutcome`] per job, and a safety check: every cycle that gives `drain` or
+//! Output: a [`FindingRow`] whenever a job's verdict, signature, cap (what held the verdict
+//! below its stages: `power_unknown`, `freeze_undetectable`, `notice` …) or cause (warmup, no
+//! breach, an evidence problem by kind, short coverage, breach) changes, its first cycle
+//! included, so a hold and the reason behind a verdict never go stale in the file; a [`JobOutcome`] per job, and a safety check: every cycle that gives `drain` or
 //! `cancel` is checked for a compute reading at or above `util_threshold_pct` within one
 //! window before it, which would be a safety bug ([`SafetyViolation`]).
 
@@ -22,7 +24,7 @@ use policy::{Cause, EngineCounters, Finding, Mode, Observation, Policy, Scope, S
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// One row of `findings.csv`: a change of verdict or signature.
+/// One row of `findings.csv`: a change of verdict, signature, cap or cause.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FindingRow {
     /// Cycle time, epoch seconds.
@@ -86,7 +88,7 @@ pub struct SafetyViolation {
 /// Everything a replay produces.
 #[derive(Clone, Debug, Default)]
 pub struct ReplayResult {
-    /// Changes of verdict or signature, in cycle order, then job order.
+    /// Changes of verdict, signature, cap or cause, in cycle order, then job order.
     pub rows: Vec<FindingRow>,
     /// One per trace job, in trace order.
     pub jobs: Vec<JobOutcome>,
@@ -232,7 +234,9 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
     let mut next_job = 0usize;
     let mut running: Vec<u32> = Vec::new();
     let mut facts: Vec<JobFacts> = Vec::new();
-    let mut prev: Vec<Option<(Verdict, Option<SignatureId>)>> = vec![None; n];
+    // What a job's last row said: a new row when any of these changes (see the module doc).
+    #[allow(clippy::type_complexity)]
+    let mut prev: Vec<Option<(Verdict, Option<SignatureId>, Option<policy::Cap>, Cause)>> = vec![None; n];
     let mut out: Vec<Finding> = Vec::new();
     let mut now = first_s;
     while now <= last_end_s {
@@ -291,7 +295,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
             let j = running[f.job_index as usize] as usize;
             let o = &mut res.jobs[j];
             o.cycles += 1;
-            let key = (f.verdict, f.signature);
+            let key = (f.verdict, f.signature, f.cap, f.cause);
             let old = prev[j];
             if o.highest.is_none_or(|h| f.verdict > h) {
                 o.highest = Some(f.verdict);

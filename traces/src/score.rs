@@ -3,7 +3,8 @@
 //!
 //! * an **alert** is true when the job has a `wasted` or `starved` GPU at that tick;
 //! * a **drain** is false when the job is not wholly wasted at that tick, i.e. unless every GPU
-//!   is `wasted` then and stays so until the job's end (the cancel rule);
+//!   is `wasted` then and stays so until the job's end (the cancel rule). A job's drain stands
+//!   until it leaves, as the enforcer's does, so only its first drain is scored;
 //! * a **cancel** is correct only when every GPU of the job is `wasted` at that tick and stays
 //!   so until the job's end; any other cancel is a false cancel;
 //! * **recovered GPU-hours** of a correct cancel: GPUs × the time the job would still have
@@ -13,8 +14,8 @@
 //! A GPU's truth "at a tick" is the truth of its newest sample at or before the tick; a GPU
 //! with no sample yet, or whose sample has no truth, counts as not wasted (and not starved),
 //! so unknown truth can only make a cancel false, never correct. Only the first cancel of a
-//! job is scored (after it the job would be gone); alerts and drains are scored each time the
-//! job climbs onto that rung.
+//! job is scored (after it the job would be gone), and only its first drain (the drain stands
+//! until the job leaves); alerts are scored each time the job climbs onto alert.
 //!
 //! GPU-hours of truth are counted per sample: each sample stands for one replay interval.
 //!
@@ -36,9 +37,10 @@ pub struct JobScore {
     pub true_alerts: u32,
     /// Alerts raised while every GPU was productive (or of unknown truth).
     pub false_alerts: u32,
-    /// Drains while the job was not wholly wasted.
+    /// 1 when the job's first drain came while it was not wholly wasted (a drain stands until
+    /// the job leaves, so a job has one at most), else 0.
     pub false_drains: u32,
-    /// Drains while the job was wholly wasted.
+    /// 1 when the job's first drain came while it was wholly wasted, else 0.
     pub true_drains: u32,
     /// `Some(true)` for a correct first cancel, `Some(false)` for a false cancel, `None` when
     /// the job was never cancelled.
@@ -60,6 +62,8 @@ pub(crate) struct JobTruth {
     pub wasted_tail_onset_s: Option<i64>,
     pub score: JobScore,
     pub cancelled: bool,
+    /// Its drain stands (until it leaves).
+    pub drained: bool,
 }
 
 impl JobTruth {
@@ -70,6 +74,7 @@ impl JobTruth {
             wasted_tail_onset_s: None,
             score: JobScore::default(),
             cancelled: false,
+            drained: false,
         }
     }
 
@@ -97,7 +102,9 @@ impl JobTruth {
                     self.score.false_alerts += 1;
                 }
             }
+            Drain if self.drained => {}
             Drain => {
+                self.drained = true;
                 if self.wholly_wasted() && self.last_not_wasted_s.is_none_or(|t| t <= now_s) {
                     self.score.true_drains += 1;
                 } else {
@@ -115,5 +122,21 @@ impl JobTruth {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::Verdict;
+
+    #[test]
+    fn a_job_drained_twice_scores_one_drain_because_the_first_still_stands() {
+        let mut t = JobTruth::new(1);
+        t.current[0] = Some(Truth::Productive);
+        t.on_rung(Verdict::Drain, 600, 6000);
+        // The breach ended and came back: the enforcer's drain never left, so no new drain.
+        t.on_rung(Verdict::Drain, 1800, 6000);
+        assert_eq!((t.score.true_drains, t.score.false_drains), (0, 1));
     }
 }

@@ -250,3 +250,29 @@ fn the_summary_warns_about_jobs_holding_one_gpu_at_once() {
     );
     assert!(r.counters.unattributed_samples > 0);
 }
+
+#[test]
+fn a_hold_shows_in_findings_when_it_begins_though_the_verdict_stays_at_alert() {
+    // Job h as in `hung_and_busy` but with power unknown (an empty cell) on every sample: at
+    // the drain stage (60 m) the engine holds it at alert ("held by power_unknown"). The
+    // verdict and signature do not change then, but the cap does: findings.csv must say so.
+    let mut jobs = String::from(JOBS_HEADER);
+    jobs.push_str("h,u,a,p,q,n,,0,10800,,1,n1:0\n");
+    let mut samples = SAMPLES_HEADER.replace("sm_active\n", "sm_active,truth\n");
+    for t in (0..10800).step_by(60) {
+        samples.push_str(&format!("{t},h,n1,0,0,{},81920,,400,1,,wasted\n", 30000 + (t / 60) % 3));
+    }
+    let d = trace_dir(&jobs, &samples);
+    let t = read_trace(d.path(), false).unwrap().0;
+    let r = replay(&t, default_policy(), 60);
+    let rows: Vec<(i64, &str, &str)> = r
+        .rows
+        .iter()
+        .map(|x| (x.t_s, x.finding.verdict.as_str(), x.finding.cap.map_or("", |c| c.as_str())))
+        .collect();
+    assert!(rows.contains(&(3600, "alert", "power_unknown")), "{rows:?}");
+    let held = r.rows.iter().find(|x| x.t_s == 3600).unwrap();
+    assert!(held.reason.contains("power_unknown"), "{}", held.reason);
+    // Still one row per change: warmup, short coverage, the alert, the hold.
+    assert!(rows.len() <= 5, "{rows:?}");
+}

@@ -83,13 +83,15 @@ pub fn check_out(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn write_reports(out: &std::path::Path, rows: &[crate::score::Row]) -> anyhow::Result<()> {
+/// `workloads`: the sweep's workloads (for the trap durations in `summary.md`); empty when not
+/// at hand.
+pub fn write_reports(out: &std::path::Path, rows: &[crate::score::Row], workloads: &[crate::Workload]) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     crate::sweep::write_csv(&out.join("sweep.csv"), rows)?;
     let svg = crate::report::frontier_svg(rows)?;
     std::fs::write(out.join("frontier.svg"), svg).with_context(|| format!("writing {}", out.join("frontier.svg").display()))?;
-    std::fs::write(out.join("summary.md"), crate::report::summary_md(rows))
+    std::fs::write(out.join("summary.md"), crate::report::summary_md(rows, workloads))
         .with_context(|| format!("writing {}", out.join("summary.md").display()))?;
     Ok(())
 }

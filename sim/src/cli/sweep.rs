@@ -236,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.out.join("sweep.csv").display()
         ));
     } else {
-        super::write_reports(&args.out, &result.rows)?;
+        super::write_reports(&args.out, &result.rows, &spec.workloads)?;
         super::emit(&crate::report::short_table(&result.rows));
         super::emit(&format!(
             "reports written to {}/ (sweep.csv, frontier.svg, summary.md)\n",
