@@ -407,7 +407,9 @@ impl Policy {
             e.because(format!("GPUs at rest draw about 20-100 W, and one with no memory held and no process drawing more than {MAX_IDLE_POWER_W} W is doing work its counters do not show, which a higher value would call idle"))
         })?;
         pct("policy.mem_held_mib", c.mem_held_mib, 0.0, MAX_MEM_HELD_MIB).map_err(|e| {
-            e.because(format!("a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle"))
+            e.because(format!(
+                "a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle"
+            ))
         })?;
         for (key, list) in [
             ("policy.exempt.users", &c.exempt.users),
@@ -420,7 +422,10 @@ impl Policy {
                     return Err(err(
                         format!("{key}[{i}]"),
                         format!("{v:?}"),
-                        format!("repeats {key}[{k}] ({:?}; names are matched case-insensitively): a typo for another name?", list[k]),
+                        format!(
+                            "repeats {key}[{k}] ({:?}; names are matched case-insensitively): a typo for another name?",
+                            list[k]
+                        ),
                     ));
                 }
             }
@@ -760,12 +765,22 @@ mod tests {
             ("mem_held_frac = 1.0", "policy.mem_held_frac", "between 0 and 0.25"),
             ("mem_held_mib = 20000", "policy.mem_held_mib", "between 0 and 8192"),
             ("spin_power_cv = 5", "policy.spin_power_cv", "between 0 and 0.25"),
-            ("exempt = { qos = [\"serving\", \"Serving\"] }", "policy.exempt.qos[1]", "repeats policy.exempt.qos[0]"),
+            (
+                "exempt = { qos = [\"serving\", \"Serving\"] }",
+                "policy.exempt.qos[1]",
+                "repeats policy.exempt.qos[0]",
+            ),
         ] {
             let e = parse(&format!("[policy]\n{toml}")).unwrap_err();
             assert!(e.contains(key) && e.contains(says), "{toml}: {e}");
         }
-        for toml in ["idle_power_w = 300", "mem_held_frac = 0.25", "mem_held_mib = 8192", "spin_power_cv = 0.25", "exempt = { qos = [\"serving\", \"debug\"] }"] {
+        for toml in [
+            "idle_power_w = 300",
+            "mem_held_frac = 0.25",
+            "mem_held_mib = 8192",
+            "spin_power_cv = 0.25",
+            "exempt = { qos = [\"serving\", \"debug\"] }",
+        ] {
             assert!(parse(&format!("[policy]\n{toml}")).is_ok(), "{toml}");
         }
         let e = parse("[policy]\nidle_power_frac = 0.6").unwrap_err();

@@ -61,7 +61,11 @@ fn mig_na_utilisation_is_never_read_as_zero() {
     assert!(r.out[0].evidence.invalid_samples > 0, "[N/A] samples are counted as invalid");
     // Trial 9: and the reason says so, not "no_samples".
     assert_eq!(r.out[0].cause, policy::Cause::Evidence(policy::EvidenceProblem::NoValidSamples));
-    assert!(r.out[0].reason(&r.jobs[0]).contains("no_valid_samples"), "{}", r.out[0].reason(&r.jobs[0]));
+    assert!(
+        r.out[0].reason(&r.jobs[0]).contains("no_valid_samples"),
+        "{}",
+        r.out[0].reason(&r.jobs[0])
+    );
 }
 
 #[test]
