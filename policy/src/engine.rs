@@ -611,14 +611,20 @@ impl Engine {
                 }
                 let mut taken = false;
                 for l in &mut self.ladders[ji as usize * np..(ji as usize + 1) * np] {
-                    let Some(bs) = l.drain_level_start_s else { continue };
-                    // A drain that stood before this drain-capable breach began counts from
-                    // its start: the breach must be continuous since the confirmation it
-                    // relies on.
-                    if l.drain_confirmed_s.is_none() {
-                        l.drain_confirmed_s = Some(d.confirmed_s.max(bs));
+                    if l.drain_level_start_s.is_none() {
+                        continue;
                     }
                     taken = true;
+                    // A confirmation counts only once this breach's drain verdict has been
+                    // given, in an earlier cycle, and from the cycle that hears of it: as a
+                    // drain made for that verdict would be confirmed. A drain that already
+                    // stood (from an earlier breach of the job, or before a restart) brings no
+                    // cancel sooner (review 16: a second breach skipped the drain stage, its
+                    // confirmation and the window after it, and was cancelled where the sweep,
+                    // whose drains are confirmed one cycle after the verdict, showed none).
+                    if l.rung >= Verdict::Drain && l.drain_confirmed_s.is_none() {
+                        l.drain_confirmed_s = Some(now_s);
+                    }
                 }
                 taken
             })();

@@ -179,7 +179,8 @@ fn guard_6_enforce_mode_ignores_hypothetical_confirmations_and_needs_real_ones()
     };
     r.drains.push(elsewhere);
     r.tick(|_, _, _| Gpu::Idle);
-    // A real confirmation, once it is one window old, allows the cancel.
+    // A real confirmation, one window after the cycle that hears of it (the next, at t0 + 60:
+    // review 16), allows the cancel.
     let t0 = r.now_s;
     r.drains.push(DrainConfirmation {
         job_id: "1".into(),
@@ -189,7 +190,7 @@ fn guard_6_enforce_mode_ignores_hypothetical_confirmations_and_needs_real_ones()
     });
     r.run_until(t0 + 2 * c.window.secs(), |_, _, _| Gpu::Idle);
     let cancel = r.first_at(0, Verdict::Cancel).unwrap();
-    assert_eq!(cancel, t0 + c.window.secs());
+    assert_eq!(cancel, t0 + 60 + c.window.secs());
     assert!(!r.out[0].hypothetical);
     assert!(r.engine.counters().ignored_confirmations > 0);
 }

@@ -78,7 +78,6 @@ fn first_cancel_s(enforcer: bool) -> Option<i64> {
 /// drain it counts as standing), so the sweep's false cancels and summary.md's margins are the
 /// enforcer's: here neither cancels (or both, and the sweep counts it).
 #[test]
-#[ignore = "review16: a standing drain makes the enforcer cancel a second breach earlier than the sim and replay do"]
 fn a_standing_drain_does_not_bring_a_second_breach_s_cancel_earlier_than_the_simulator_shows() {
     let sim = first_cancel_s(false);
     let enforcer = first_cancel_s(true);
