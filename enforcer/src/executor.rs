@@ -4,7 +4,7 @@
 //! are written by the daemon for every executor alike.
 
 use crate::plan::Action;
-use crate::run::{run, RunOptions};
+use crate::run::{run, Leftovers, RunOptions};
 use crate::slurm::{CancelOutcome, SlurmClient};
 use serde::Serialize;
 use std::time::Duration;
@@ -87,6 +87,7 @@ impl Webhook {
         );
         let mut o = RunOptions::new(self.timeout);
         o.stdin = Some(cfg.into_bytes());
+        o.leftovers = Leftovers::Leave;
         let args: Vec<String> = [
             "--silent",
             "--show-error",
@@ -167,7 +168,9 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                     // Its exit status is its answer: a command that exits 0 has delivered,
                     // even when a child it left running (`mailer "$@" &`) still holds its
                     // output open (review 15).
-                    let out = run(program, &args, &RunOptions::new(self.timeout));
+                    let mut o = RunOptions::new(self.timeout);
+                    o.leftovers = Leftovers::Leave;
+                    let out = run(program, &args, &o);
                     match out.exit() {
                         Some((Some(0), _, _)) => Ok(Outcome::Done),
                         // Its own words say why (a mail relay refusing, a bad address); the

@@ -52,10 +52,28 @@ pub struct RunOptions {
     pub stdin: Option<Vec<u8>>,
     /// How a timed-out child is stopped.
     pub kill: KillMode,
+    /// What becomes of children the program left holding its output when that output is cut
+    /// off ([`RunOutcome::OutputCutOff`]).
+    pub leftovers: Leftovers,
+}
+
+/// What [`run`] does with the children a program left running with its output pipes open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leftovers {
+    /// SIGKILL to the program's process group (the children are in it unless they made a
+    /// session of their own): for commands whose output is the answer (squeue, nvidia-smi,
+    /// scontrol show), which a cut-off makes a failed read anyway. Run every cycle, such a
+    /// command would otherwise leave one more child behind each time (review 16).
+    Kill,
+    /// Leave them: for commands run for their effect, whose exit status is the answer, where a
+    /// child may be doing the work (a notify command's `mailer "$@" &`). They run once per
+    /// action, not per cycle.
+    Leave,
 }
 
 impl RunOptions {
-    /// Defaults: the given timeout, 500 ms kill grace, nothing removed, no stdin, SIGKILL.
+    /// Defaults: the given timeout, 500 ms kill grace, nothing removed, no stdin, SIGKILL on a
+    /// timeout, and leftover children killed when the output is cut off.
     pub fn new(timeout: Duration) -> RunOptions {
         RunOptions {
             timeout,
@@ -63,6 +81,7 @@ impl RunOptions {
             env_remove: Vec::new(),
             stdin: None,
             kill: KillMode::Kill,
+            leftovers: Leftovers::Kill,
         }
     }
 }
@@ -346,6 +365,14 @@ pub fn run(program: &str, args: &[String], opts: &RunOptions) -> RunOutcome {
     if out.whole && err.whole {
         RunOutcome::Exited { code, stdout, stderr }
     } else {
+        if opts.leftovers == Leftovers::Kill {
+            // SAFETY: kill(2) with a negative pid signals the process group the program led
+            // (process_group(0)); the program itself has been reaped, so the group holds only
+            // the children it left. No memory is touched.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+        }
         RunOutcome::OutputCutOff { code, stdout, stderr }
     }
 }
@@ -458,13 +485,35 @@ mod tests {
             "(sleep 1; head -c 1048576 /dev/zero && head -c 1048576 /dev/zero >&2 && touch '{}') & exit 0",
             done.display()
         );
-        let r = run("/bin/sh", &sh(&script), &RunOptions::new(Duration::from_secs(10)));
+        let mut o = RunOptions::new(Duration::from_secs(10));
+        o.leftovers = Leftovers::Leave;
+        let r = run("/bin/sh", &sh(&script), &o);
         assert_eq!(r.label(), "output_cut_off");
         let t = Instant::now();
         while !done.exists() && t.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(done.exists(), "the child left running could not finish writing");
+    }
+
+    /// Review 16: with the default (a command read for its output), the children left holding
+    /// it are ended with the program's process group, not left to pile up one per cycle.
+    #[test]
+    fn the_children_left_holding_a_reader_s_output_are_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid = dir.path().join("pid");
+        let script = format!("sleep 30 & echo $! > '{}'; echo header; exit 0", pid.display());
+        let r = run("/bin/sh", &sh(&script), &RunOptions::new(Duration::from_secs(10)));
+        assert_eq!(r.label(), "output_cut_off");
+        let pid: libc::pid_t = std::fs::read_to_string(&pid).unwrap().trim().parse().unwrap();
+        let t = Instant::now();
+        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+        while unsafe { libc::kill(pid, 0) } == 0 && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A killed child not yet reaped by its parent (init) could still answer; a zombie
+        // left by a dead shell is reaped by init quickly.
+        assert!(unsafe { libc::kill(pid, 0) } != 0, "the sleep left holding the output is alive");
     }
 
     #[test]

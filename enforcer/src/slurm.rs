@@ -5,7 +5,7 @@
 
 use crate::parse::scontrol_node::{self, NodeState};
 use crate::parse::{squeue_format, squeue_json, JobsRead};
-use crate::run::{run, RunOptions, RunOutcome};
+use crate::run::{run, Leftovers, RunOptions, RunOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -108,6 +108,9 @@ impl SlurmCli {
     fn exec(&self, program: &str, args: Vec<String>, env_remove: &[&str], purpose: Purpose) -> Result<(String, String), CommandError> {
         let mut o = RunOptions::new(self.timeout);
         o.env_remove = env_remove.iter().map(|s| s.to_string()).collect();
+        if purpose == Purpose::Act {
+            o.leftovers = Leftovers::Leave;
+        }
         let command = format!("{} {}", program, args.first().map(String::as_str).unwrap_or(""));
         let out = run(program, &args, &o);
         let exit = match (&out, purpose) {
@@ -222,6 +225,7 @@ impl SlurmClient for SlurmCli {
         }
         let mut o = RunOptions::new(self.timeout);
         o.env_remove = vec!["SCANCEL_*".into()];
+        o.leftovers = Leftovers::Leave;
         let gone = |s: &str| s.contains("already completing or completed") || s.contains("Invalid job id");
         // `--verbose`: without it scancel says nothing and exits 0 for a job that already
         // ended, or an id it does not know (seen on Slurm 22.05.8), and a cancel that did

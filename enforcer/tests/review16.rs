@@ -32,7 +32,6 @@ use enforcer::telemetry::Telemetry;
 /// What should happen: as promised (state.rs, commit 6d8f3fa), any key this binary does not
 /// know, wherever it is, stops the start.
 #[test]
-#[ignore = "review16: a key a newer release adds inside engine or nodes passes check_not_newer and is dropped"]
 fn a_key_a_newer_release_adds_inside_the_engine_stops_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -97,7 +96,6 @@ fn a_key_a_newer_release_adds_inside_the_engine_stops_the_start() {
 /// output keeps its program from starting again while it lives (a `hung_child` read), or is
 /// ended with its process group: at most one such child at a time.
 #[test]
-#[ignore = "review16: children a program leaves holding its output are untracked and pile up one per cycle"]
 fn children_left_holding_nvidia_smi_s_output_do_not_pile_up() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
@@ -125,6 +123,13 @@ fn children_left_holding_nvidia_smi_s_output_do_not_pile_up() {
         .filter_map(|l| l.trim().parse().ok())
         // SAFETY: kill(2) with signal 0 only checks that the process exists.
         .filter(|&pid| unsafe { libc::kill(pid, 0) } == 0)
+        // A killed child its new parent has not reaped yet is a zombie: it holds nothing.
+        .filter(|&pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| st.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+                .unwrap_or(false)
+        })
         .collect();
     let tracked = enforcer::run::abandoned_alive(Some(&program.display().to_string()));
     for &pid in &alive {

@@ -190,6 +190,7 @@ struct Routed {
 
 /// Per-job window state kept across cycles, shared by every policy of the engine.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct JobState {
     job_id: String,
     #[serde(skip)]
@@ -264,6 +265,7 @@ struct Look {
 /// not the escalation: every job starts again below the first alert (see [`Engine::restore`]).
 /// Windows are kept only under the same window and ingest thresholds they were built with.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EngineSnapshot {
     /// Time the snapshot was taken, epoch seconds.
     pub taken_s: i64,

@@ -11,6 +11,7 @@ pub struct NodeId(pub u32);
 /// One allocated GPU: a node and the GPU's index on that node as Slurm numbers it in the
 /// allocation (`GRES_IDX` / `alloc`), not necessarily NVML's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuRef {
     /// The node.
     pub node: NodeId,
@@ -256,6 +257,7 @@ pub struct Observation<'a> {
 
 /// Interns node names into dense [`NodeId`]s. A plain data structure; drivers own it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NodeTable {
     names: Vec<String>,
     #[serde(skip)]

@@ -53,6 +53,7 @@ const LANES: [u128; 16] = {
 /// power is kept in tenths of a watt (decisions use full precision at ingest; only the
 /// evidence's mean and the spin CV see the rounding).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Entry {
     t_off: u32,
     util_milli: u32,
@@ -416,6 +417,7 @@ pub(crate) struct GpuWindow {
 
 /// The serialised form of a [`GpuWindow`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WindowRepr {
     entries: Vec<Entry>,
     invalid: Vec<i64>,
@@ -425,6 +427,11 @@ struct WindowRepr {
     #[serde(default = "never_present")]
     last_bits: [u64; FROZEN_FIELDS],
     late: u32,
+    /// The freeze check's old 64-bit mix, which `last_bits` replaced: read (and dropped) so
+    /// that a file of that time still loads; never written. Any other key is unknown and
+    /// refused (a newer release's: see the enforcer's `state::check_not_newer`).
+    #[serde(default, rename = "prev_raw", skip_serializing)]
+    _prev_raw: Option<serde::de::IgnoredAny>,
 }
 
 impl From<GpuWindow> for WindowRepr {
@@ -437,6 +444,7 @@ impl From<GpuWindow> for WindowRepr {
             last_valid_t_s: w.last_valid_t_s,
             last_bits: w.last_bits,
             late: w.late,
+            _prev_raw: None,
         }
     }
 }

@@ -25,7 +25,6 @@ use traces::import::{self, ImportReport};
 /// (as a header with a misspelt field does), or at least no row is read by the `--query`
 /// order while the log had a header of its own.
 #[test]
-#[ignore = "review16: a damaged header line is skipped as a bad row under --lenient and the rows are read in --query order"]
 fn a_damaged_header_line_is_not_skipped_as_a_bad_row_under_lenient() {
     let mut log: Vec<u8> = Vec::new();
     log.extend_from_slice(

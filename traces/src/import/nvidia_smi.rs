@@ -269,6 +269,24 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
             problem: typo_problem(bad, meant),
         });
     }
+    // A damaged line is a bad row, skipped under --lenient; a damaged header is not: the rows
+    // below it would be read under another header's columns, or by --query's order (review
+    // 16). The import stops at it, whatever --lenient says.
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        if std::str::from_utf8(line).is_ok() {
+            continue;
+        }
+        let lossy = String::from_utf8_lossy(line);
+        if lossy.split(',').any(|h| HEADER_FIELDS.contains(&field_name(h).as_str())) {
+            return Err(TraceError::Row(RowProblem {
+                file: path.into(),
+                line: i as u64 + 1,
+                column: "-".into(),
+                column_number: 0,
+                problem: "a header line that is not valid UTF-8 (is the file damaged?): the columns of the rows below it cannot be known, so none is read; repair or remove the line".into(),
+            }));
+        }
+    }
     let mut log = RowLog::new(opts.lenient);
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
