@@ -413,6 +413,11 @@ pub(crate) struct GpuWindow {
     invalid: Option<Box<VecDeque<i64>>>,
     /// Samples dropped as late over the GPU's life.
     pub(crate) late: u32,
+    /// Offset from `base_t_s` of the newest entry whose readings changed (flag `CHANGED`), or
+    /// `u32::MAX` for none; kept by `push`, so a restored window rebuilds it from its entries.
+    last_change_off: u32,
+    /// The newest entry carried a power reading.
+    newest_power_known: bool,
 }
 
 /// The serialised form of a [`GpuWindow`].
@@ -486,6 +491,8 @@ impl Default for GpuWindow {
             last_bits: never_present(),
             invalid: None,
             late: 0,
+            last_change_off: u32::MAX,
+            newest_power_known: false,
         }
     }
 }
@@ -549,6 +556,10 @@ impl GpuWindow {
         self.len += 1;
         self.in_max_milli = self.in_max_milli.max(e.util_milli);
         self.count::<true>(&e);
+        if e.flags & CHANGED != 0 {
+            self.last_change_off = e.t_off;
+        }
+        self.newest_power_known = e.flags & POWER_KNOWN != 0;
     }
 
     /// Adds (`ADD`) or removes an entry's flag counts and sums.
@@ -723,6 +734,19 @@ impl GpuWindow {
         self.in_max_milli = 0;
     }
 
+    /// True when the window's newest readings, power included, have repeated bit for bit for
+    /// longer than `max_sample_gap`: a collector that froze partway through the window (trial
+    /// 10: a job was cancelled on a window whose newest 36 of 40 samples were one copy). Such
+    /// samples are no newer than the first of them, so the window is as stale as that one.
+    /// Without power on the newest sample a quiet GPU looks the same, and this does not apply
+    /// (`hung` and `idle` hold at alert without power anyway, see `Cap::PowerUnknown`).
+    #[inline(always)]
+    fn frozen_tail(&self, cyc: &Cycle, th: &IngestThresholds) -> bool {
+        self.newest_power_known
+            && self.last_change_off != u32::MAX
+            && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(self.last_change_off as i64)) > th.max_gap_s
+    }
+
     /// Highest util in the window, thousandths of a percent.
     #[inline(always)]
     fn peak_milli(&self) -> u32 {
@@ -816,7 +840,7 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::Gap)
         } else if self.lane(ZERO_OR_MISSING) == n && self.lane(ALL_ZERO) > 0 {
             Coverage::Broken(EvidenceProblem::AllZero)
-        } else if identical && power_known >= 2 {
+        } else if (identical && power_known >= 2) || self.frozen_tail(cyc, th) {
             Coverage::Broken(EvidenceProblem::Frozen)
         } else if first_t > cyc.short_after_s {
             Coverage::Short

@@ -187,6 +187,42 @@ proptest! {
         }
     }
 
+    /// Guard 3 (trial 10): a collector that freezes at some tick (every later sample of the
+    /// frozen GPUs a bit-for-bit copy of that tick's, power included, freshly stamped) gives
+    /// no drain or cancel, and no alert either, once the copies span more than
+    /// `max_sample_gap`: they are no newer than the first of them.
+    #[test]
+    fn prop_guard_3_a_collector_frozen_partway_is_stale(spec in scenario(), freeze_tick in 20i64..200, every_gpu in any::<bool>()) {
+        let gap = test_cfg().max_sample_gap.secs();
+        let mut kept: std::collections::BTreeMap<(u32, u16), Sample> = std::collections::BTreeMap::new();
+        let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Whole, |tick, s| {
+            for x in s.iter_mut().filter(|x| every_gpu || x.gpu == 0) {
+                if tick == freeze_tick {
+                    kept.insert((x.node.0, x.gpu), *x);
+                } else if tick > freeze_tick {
+                    if let Some(k) = kept.get(&(x.node.0, x.gpu)) {
+                        *x = Sample { t_s: x.t_s, ..*k };
+                    }
+                }
+            }
+        });
+        let jobs = jobs_of(&spec);
+        for (now, f, _) in &h {
+            if *now <= freeze_tick * 60 + gap {
+                continue;
+            }
+            for x in f {
+                // Only GPUs whose frozen copy carried power are told apart from a quiet GPU.
+                let frozen_with_power = jobs[x.job_index as usize].alloc.iter().any(|r| {
+                    kept.get(&(r.node.0, r.gpu)).is_some_and(|k| k.power_w.get().is_some_and(|p| p > 0.0))
+                });
+                if frozen_with_power {
+                    prop_assert!(x.verdict <= Verdict::InsufficientEvidence, "{} at {now} (frozen at {})", x.verdict, freeze_tick * 60);
+                }
+            }
+        }
+    }
+
     /// Guard 4: if every GPU of a job had a sample at or above the threshold in the window,
     /// no low-utilisation signature names it. Samples stamped before the job started are the
     /// GPU's earlier history, not the job's evidence (they count as invalid), so they do not

@@ -269,3 +269,44 @@ fn a_sentinel_in_one_field_leaves_the_rest_of_the_sample_usable() {
     assert_eq!(r.out[0].signature_name(), "hung");
     assert!(r.out[0].evidence.invalid_samples > 0, "the sentinel samples are still counted");
 }
+
+/// Trial 10: a collector that freezes partway through a window. The job is hung (a real
+/// breach) until 90 minutes in; from then on every sample repeats the 90-minute one bit for
+/// bit, power included (a stuck exporter re-serving its last answer, freshly stamped). The
+/// whole-window freeze check needed the entire window to repeat, so for the next 20 minutes
+/// the job was judged, drained and could be cancelled on readings up to 20 minutes old. Now
+/// the window is stale from the moment the copies span more than `max_sample_gap`.
+#[test]
+fn a_collector_that_freezes_partway_through_a_window_is_stale_evidence() {
+    let cfg = cfg_with_cancel(2 * 3600);
+    let gap_s = cfg.max_sample_gap.secs();
+    let mut r = Run::new(cfg, Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
+    let freeze_s = 90 * 60;
+    let frozen = sample(Gpu::Hung, freeze_s, policy::GpuRef { node: NodeId(0), gpu: 0 }).unwrap();
+    while r.now_s < 4 * 3600 {
+        let t = r.now_s + r.interval_s;
+        let s = if t < freeze_s {
+            sample(Gpu::Hung, t, policy::GpuRef { node: NodeId(0), gpu: 0 }).unwrap()
+        } else {
+            policy::Sample { t_s: t, ..frozen }
+        };
+        r.tick_samples(vec![s]);
+    }
+    assert!(
+        r.first_at(0, Verdict::Drain).is_some_and(|t| t < freeze_s),
+        "control: drained before the freeze"
+    );
+    for (now, f) in &r.history {
+        if *now > freeze_s + gap_s {
+            assert_eq!(
+                (f[0].verdict, f[0].cause),
+                (
+                    Verdict::InsufficientEvidence,
+                    policy::Cause::Evidence(policy::EvidenceProblem::Frozen)
+                ),
+                "at {now}: {}",
+                f[0].reason(&r.jobs[0])
+            );
+        }
+    }
+}
