@@ -686,8 +686,32 @@ impl Config {
                 warnings.push(format!("{key}: {why}; {then}"));
             }
         }
+        if let Some(why) = proc_root_problem(&e.proc_root) {
+            warnings.push(format!(
+                "enforcer.proc_root = {:?}: {why}; no process nvidia-smi lists can be tied to its Slurm job, so jobs are placed only by elimination, and never by Slurm's device index (which a job's processes must confirm first): most shared nodes stay unjudged",
+                e.proc_root.display().to_string()
+            ));
+        }
         (errors, warnings)
     }
+}
+
+/// Why `root` cannot be the proc filesystem the daemon reads processes' cgroups from (trial
+/// 10: a wrong `proc_root` left every job `ambiguous_attribution`, with a reason that pointed
+/// elsewhere), or `None` when it looks like one: a directory with a process directory (a
+/// decimal name) holding a `cgroup` file.
+pub fn proc_root_problem(root: &std::path::Path) -> Option<String> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(d) => d,
+        Err(e) => return Some(format!("cannot be read ({e})")),
+    };
+    let has_process = entries.filter_map(Result::ok).any(|d| {
+        d.file_name()
+            .to_str()
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            && d.path().join("cgroup").is_file()
+    });
+    (!has_process).then(|| "holds no process directory with a cgroup file".to_string())
 }
 
 /// True when `s` can be a Slurm node name as slurm.conf's NodeName and `scontrol show node`
@@ -1073,6 +1097,28 @@ mod tests {
             "{e}"
         );
         assert!(Config::from_text(&fmt.replace("\"enforce\"", "\"observe\""), "t").is_ok());
+    }
+
+    /// Trial 10: a proc_root that is not a proc filesystem is named, with what it costs.
+    #[test]
+    fn a_proc_root_without_processes_is_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(proc_root_problem(&dir.path().join("nope")).is_some_and(|w| w.contains("cannot be read")));
+        assert!(proc_root_problem(dir.path()).is_some_and(|w| w.contains("no process directory")));
+        std::fs::create_dir_all(dir.path().join("4242")).unwrap();
+        std::fs::write(dir.path().join("4242/cgroup"), "0::/\n").unwrap();
+        assert_eq!(proc_root_problem(dir.path()), None);
+        assert_eq!(proc_root_problem(std::path::Path::new("/proc")), None, "the real /proc");
+        let cfg = Config::from_text(
+            &format!("[enforcer]\nnode = \"n\"\nproc_root = \"{}/nope\"\n", dir.path().display()),
+            "t",
+        )
+        .unwrap();
+        let (_, warnings) = cfg.program_checks(None);
+        assert!(
+            warnings.iter().any(|w| w.contains("enforcer.proc_root") && w.contains("nope")),
+            "{warnings:?}"
+        );
     }
 
     #[test]

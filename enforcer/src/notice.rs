@@ -104,6 +104,15 @@ pub fn text_keeping(
     // The reason line without what held the verdict down (`held by one_rung`, say): those are
     // the engine's terms for the log, and the rest of the notice says what may follow.
     let mut out = policy::Finding { cap: None, ..f.clone() }.reason(view.job);
+    // The reason opens with the engine's verdict ("job 401: drain hung on ..."), which a user
+    // reads as done, though the drain may be held or made by nobody yet (trial 10): the
+    // notice says what the job looks like, and the rest says what gpu-reaper does about it.
+    if f.cause == policy::Cause::Breach {
+        let opening = format!("job {}: {} ", view.job.job_id, f.verdict);
+        if let Some(rest) = out.strip_prefix(&opening) {
+            out = format!("job {}: looks {rest}", view.job.job_id);
+        }
+    }
     // What the daemon says may follow (budgets and the node's state included), at most what
     // the policy allows.
     let top = reachable(policy, f, alert_only).min(view.reachable);
@@ -232,6 +241,19 @@ mod tests {
 
     const NOW: i64 = 1_800_000_000; // 2027-01-15 08:00 UTC
 
+    fn notice_of(p: &Policy, f: &Finding) -> String {
+        let (j, nodes) = (job(), vec!["gpu001".to_string()]);
+        let view = JobView {
+            job: &j,
+            finding: f,
+            nodes: &nodes,
+            reachable: reachable(p, f, false),
+            alert_only: false,
+            level_dwells_s: (None, None),
+        };
+        text(p, &view, NOW, false, None, None).0
+    }
+
     fn notice(p: &Policy, sig: &str, dwell_s: i64, alert_only: bool, earlier: Option<i64>) -> String {
         let (j, f, nodes) = (job(), finding(sig, dwell_s), vec!["gpu001".to_string()]);
         let view = JobView {
@@ -294,6 +316,21 @@ mod tests {
             let (t, _) = text(&p, &view, NOW, false, None, None);
             assert!(t.contains(says) && t.contains("does not drain the node or cancel"), "{sig}: {t}");
             assert!(!t.contains("may drain"), "{sig}: {t}");
+        }
+    }
+
+    /// Trial 10: a notice opened "job 401: drain hung on ..." while nothing was drained; it
+    /// says what the job looks like, whatever the verdict.
+    #[test]
+    fn the_notice_does_not_open_with_the_engine_s_verdict() {
+        let p = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }]");
+        for v in [Verdict::Alert, Verdict::Drain, Verdict::Cancel] {
+            let f = Finding {
+                verdict: v,
+                ..finding("hung", 5940)
+            };
+            let t = notice_of(&p, &f);
+            assert!(t.starts_with("job 202: looks hung on "), "{v}: {t}");
         }
     }
 

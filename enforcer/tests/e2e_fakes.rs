@@ -149,7 +149,9 @@ fn check_config(cfg: &Path) -> std::process::Output {
 fn env_with_job(id: &str, raw: &str, user: &str, name: &str, comment: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let e = Env { dir };
-    std::fs::create_dir_all(e.fake_dir().join("proc")).unwrap();
+    // A proc filesystem as check-config expects one: a process outside any Slurm job.
+    std::fs::create_dir_all(e.fake_dir().join("proc/1")).unwrap();
+    std::fs::write(e.fake_dir().join("proc/1/cgroup"), "0::/init.scope\n").unwrap();
     let start = T0 - 7200;
     let (arr, task) = id.split_once('_').unwrap_or(("0", "0"));
     e.set(
@@ -1603,7 +1605,7 @@ fn the_notice_says_what_may_follow_and_when_and_a_new_breach_says_so() {
     let notify = e.argv("notify");
     assert_eq!(notify.len(), 1, "{log}");
     let msg = &notify[0][3];
-    assert!(msg.starts_with("job 4242: alert idle"), "{msg}");
+    assert!(msg.starts_with("job 4242: looks idle"), "{msg}");
     assert!(
         msg.contains("If this continues, gpu-reaper may drain the node")
             && msg.contains("and cancel the job in about")
