@@ -349,19 +349,18 @@ impl Config {
                         DurationS(alert_at)
                     )
                 } else {
-                    // Guard 6 counts the drain's standing from its confirmation: a drain of ours
-                    // still standing from an earlier breach of the same job has stood long
-                    // enough already, and then only the stage and notice hold the cancel back.
+                    // Guard 6 counts the drain's standing from its confirmation after the
+                    // breach's own drain verdict, even for a drain of ours still standing from
+                    // an earlier breach (review 16).
                     let on_its_way = if stage_after_s(&self.policy, Verdict::Drain).is_none() {
                         ", made on its way to the cancel as there is no drain stage,"
                     } else {
                         ""
                     };
                     format!(
-                        "the drain{on_its_way} (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first (only a drain of ours still standing from an earlier breach of the same job lets it come sooner, at about {})",
+                        "the drain{on_its_way} (earliest about {} into the breach) must be confirmed and stand one policy.window (\"{}\") first, even when a drain of ours still stands from an earlier breach of the same job",
                         DurationS(earliest_drain_s(&self.policy).unwrap_or(0)),
                         c.window,
-                        DurationS(after.max(alert_at + c.notice.secs()))
                     )
                 };
                 out.push(format!(
@@ -1514,7 +1513,7 @@ mod tests {
             w[1].contains("cancel after \"1h\" is not when the cancel comes")
                 && w[1].contains("about 1h21m")
                 && w[1].contains("policy.window")
-                && w[1].contains("earlier breach of the same job lets it come sooner, at about 1h)"),
+                && w[1].contains("even when a drain of ours still stands from an earlier breach"),
             "{}",
             w[1]
         );

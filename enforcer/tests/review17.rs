@@ -84,7 +84,6 @@ fn first_cancel_dwell_with_a_standing_drain(cfg: &Config) -> Option<i64> {
 /// cancel sooner), as ARCHITECTURE now does. Code: enforcer/src/config.rs, `Config::warnings`
 /// (the `on_its_way` branch), and its unit test `c06`, which pins the old text.
 #[test]
-#[ignore = "review17: check-config still promises a sooner cancel from a standing drain, which d43ead2 removed"]
 fn check_config_promises_no_sooner_cancel_from_a_standing_drain() {
     let cfg = Config::from_text(CONFIG, "t").expect("valid config");
     let dwell = first_cancel_dwell_with_a_standing_drain(&cfg).expect("the hung job is cancelled");

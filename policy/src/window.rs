@@ -416,8 +416,8 @@ pub(crate) struct GpuWindow {
     /// Offset from `base_t_s` of the newest entry whose readings changed (flag `CHANGED`), or
     /// `u32::MAX` for none; kept by `push`, so a restored window rebuilds it from its entries.
     last_change_off: u32,
-    /// The newest entry carried a power reading.
-    newest_power_known: bool,
+    /// Entries pushed since that one: each repeated the readings before it.
+    copies_since_change: u16,
 }
 
 /// The serialised form of a [`GpuWindow`].
@@ -492,7 +492,7 @@ impl Default for GpuWindow {
             invalid: None,
             late: 0,
             last_change_off: u32::MAX,
-            newest_power_known: false,
+            copies_since_change: 0,
         }
     }
 }
@@ -558,8 +558,10 @@ impl GpuWindow {
         self.count::<true>(&e);
         if e.flags & CHANGED != 0 {
             self.last_change_off = e.t_off;
+            self.copies_since_change = 0;
+        } else {
+            self.copies_since_change = self.copies_since_change.saturating_add(1);
         }
-        self.newest_power_known = e.flags & POWER_KNOWN != 0;
     }
 
     /// Adds (`ADD`) or removes an entry's flag counts and sums.
@@ -734,15 +736,22 @@ impl GpuWindow {
         self.in_max_milli = 0;
     }
 
-    /// True when the window's newest readings, power included, have repeated bit for bit for
-    /// longer than `max_sample_gap`: a collector that froze partway through the window (trial
-    /// 10: a job was cancelled on a window whose newest 36 of 40 samples were one copy). Such
-    /// samples are no newer than the first of them, so the window is as stale as that one.
-    /// Without power on the newest sample a quiet GPU looks the same, and this does not apply
-    /// (`hung` and `idle` hold at alert without power anyway, see `Cap::PowerUnknown`).
+    /// True when the window's newest new information is older than `max_sample_gap`: its
+    /// newest samples, at least two of them, repeat the readings before them bit for bit, and
+    /// the newest sample whose readings changed is more than `max_sample_gap` before now. A
+    /// collector that froze partway through the window (trial 10: a job was cancelled on a
+    /// window whose newest 36 of 40 samples were one copy) sends samples no newer than the
+    /// first copy. An unknown reading is no new value, so a copy whose power reads `[N/A]` is as
+    /// frozen as one whose power repeats (review 17). One repeat alone is not enough: a live
+    /// GPU's two-decimal power repeats now and then, and with a collector that lags by most
+    /// of `max_sample_gap` one repeat would already reach it (review 17). Only where the
+    /// window has power on at least two samples: a GPU that never reports power looks the
+    /// same when quiet, and is held at alert instead (`freeze_undetectable`,
+    /// `Cap::PowerUnknown`).
     #[inline(always)]
-    fn frozen_tail(&self, cyc: &Cycle, th: &IngestThresholds) -> bool {
-        self.newest_power_known
+    fn frozen_tail(&self, cyc: &Cycle, power_known: u32, th: &IngestThresholds) -> bool {
+        power_known >= 2
+            && self.copies_since_change >= 2
             && self.last_change_off != u32::MAX
             && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(self.last_change_off as i64)) > th.max_gap_s
     }
@@ -840,7 +849,7 @@ impl GpuWindow {
             Coverage::Broken(EvidenceProblem::Gap)
         } else if self.lane(ZERO_OR_MISSING) == n && self.lane(ALL_ZERO) > 0 {
             Coverage::Broken(EvidenceProblem::AllZero)
-        } else if (identical && power_known >= 2) || self.frozen_tail(cyc, th) {
+        } else if (identical && power_known >= 2) || self.frozen_tail(cyc, power_known, th) {
             Coverage::Broken(EvidenceProblem::Frozen)
         } else if first_t > cyc.short_after_s {
             Coverage::Short

@@ -200,8 +200,10 @@ proptest! {
                 if tick == freeze_tick {
                     kept.insert((x.node.0, x.gpu), *x);
                 } else if tick > freeze_tick {
+                    // Re-served and freshly stamped by the collector's clock (a sample the
+                    // scenario stamped in the future is stamped now here).
                     if let Some(k) = kept.get(&(x.node.0, x.gpu)) {
-                        *x = Sample { t_s: x.t_s, ..*k };
+                        *x = Sample { t_s: tick * 60, ..*k };
                     }
                 }
             }

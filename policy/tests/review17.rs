@@ -54,7 +54,6 @@ fn hung_then_frozen_without_power(freeze_s: Option<i64>) -> Run {
 /// is no new value (as `ingest`'s own freeze check says), so it cannot make copies fresh.
 /// Code: policy/src/window.rs, `GpuWindow::frozen_tail` (`newest_power_known`).
 #[test]
-#[ignore = "review17: a freeze whose copies read power [N/A] is never frozen_tail and is cancelled on copies"]
 fn a_frozen_copy_without_power_on_its_newest_sample_is_not_acted_on() {
     let control = hung_then_frozen_without_power(None);
     let cancel_s = control.first_at(0, Verdict::Cancel).expect("control: the hung job is cancelled");
@@ -98,7 +97,6 @@ fn a_frozen_copy_without_power_on_its_newest_sample_is_not_acted_on() {
 /// goes on. Code: policy/src/window.rs, `GpuWindow::frozen_tail` (`cyc.now_s − change`
 /// rather than `last_valid_t_s − change`).
 #[test]
-#[ignore = "review17: with a lagging collector two equal consecutive readings make the window frozen"]
 fn two_repeats_from_a_lagging_collector_are_not_a_frozen_window() {
     let lag_s = 150;
     let mut r = Run::new(cfg(), Mode::Observe, vec![job("1", 0, &[(0, 1)])]);
