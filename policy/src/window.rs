@@ -737,21 +737,22 @@ impl GpuWindow {
     }
 
     /// True when the window's newest new information is older than `max_sample_gap`: its
-    /// newest samples, at least two of them, repeat the readings before them bit for bit, and
-    /// the newest sample whose readings changed is more than `max_sample_gap` before now. A
-    /// collector that froze partway through the window (trial 10: a job was cancelled on a
-    /// window whose newest 36 of 40 samples were one copy) sends samples no newer than the
-    /// first copy. An unknown reading is no new value, so a copy whose power reads `[N/A]` is as
-    /// frozen as one whose power repeats (review 17). One repeat alone is not enough: a live
-    /// GPU's two-decimal power repeats now and then, and with a collector that lags by most
-    /// of `max_sample_gap` one repeat would already reach it (review 17). Only where the
+    /// newest samples repeat the readings before them bit for bit, and the newest sample whose
+    /// readings changed is more than `max_sample_gap` before now. A repeated sample is no
+    /// evidence that the GPU still reads so: a collector that froze partway through the window
+    /// (trial 10: a job was cancelled on a window whose newest 36 of 40 samples were one copy)
+    /// re-serves its last answer. An unknown reading is no new value, so a copy whose power
+    /// reads `[N/A]` is as frozen as one whose power repeats (review 17). One repeat is
+    /// enough when the newest change is that old (a copy followed by an outage, or a
+    /// collector lagging by most of the gap: review 17; the property
+    /// `prop_guard_3_a_collector_frozen_partway_is_stale` found the outage). Only where the
     /// window has power on at least two samples: a GPU that never reports power looks the
     /// same when quiet, and is held at alert instead (`freeze_undetectable`,
     /// `Cap::PowerUnknown`).
     #[inline(always)]
     fn frozen_tail(&self, cyc: &Cycle, power_known: u32, th: &IngestThresholds) -> bool {
         power_known >= 2
-            && self.copies_since_change >= 2
+            && self.copies_since_change >= 1
             && self.last_change_off != u32::MAX
             && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(self.last_change_off as i64)) > th.max_gap_s
     }
