@@ -767,9 +767,13 @@ pub fn attribute(
             short.retain(|p| *p != pos);
         }
     } else {
+        // Not whole comes first: then the rule is off this cycle whatever its state (trial
+        // 10: a MIG node's jobs read "not yet confirmed", as if waiting would place them).
         let why = match report.state {
-            DeviceIndexState::Trusted => "the node's GPU list or job list is not whole this cycle",
             DeviceIndexState::Contradicted => "off on this node since the processes contradicted it",
+            _ if !complete => {
+                "not used this cycle: the node's GPU list or job list is not whole, or MIG slices are in use (see the cycle's log)"
+            }
             DeviceIndexState::Untrusted => "not yet confirmed on this node by any job's processes",
             _ => "minor numbers or the process list unknown",
         };
@@ -1403,6 +1407,11 @@ mod tests {
         let b_only = pass(&[&b], &g, Some(&[]), true, &BTreeMap::new(), &mut trust);
         assert!(matches!(b_only.jobs["30"], Attributed::Ambiguous(_)));
         assert!(trust.confirmed.is_none());
+        // The list not whole this cycle (MIG slices in use, say): the rule is off whatever its
+        // state, and the reason says so, not that confirmation is awaited.
+        let r = pass(&[&a, &b], &g, Some(&[(0, 100), (1, 100)]), false, &BTreeMap::new(), &mut trust);
+        let why = ambiguous_why(&r, "30");
+        assert!(why.contains("not used this cycle") && !why.contains("not yet confirmed"), "{why}");
     }
 
     /// A job's process on a GPU whose minor number is outside its Slurm indices switches the

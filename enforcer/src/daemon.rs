@@ -31,6 +31,9 @@ pub struct FindingLine {
     pub signature: &'static str,
     /// One-line reason.
     pub reason: String,
+    /// The job is younger than `warmup`: the engine did not judge it (its verdict is
+    /// `healthy` all the same).
+    pub in_warmup: bool,
 }
 
 /// What one cycle saw and did.
@@ -125,6 +128,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The runs (job id, start time) whose ambiguous attribution was logged at INFO; later
     /// cycles log it at DEBUG (the cycle line counts it every cycle). Not persisted.
     ambiguous_logged: BTreeSet<(String, Option<i64>)>,
+    /// The runs (job id, start time) whose start time was logged as later than now. Not
+    /// persisted.
+    future_start_logged: BTreeSet<(String, i64)>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -271,6 +277,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             last_node_hostname: remembered.1,
             unlisted: Default::default(),
             ambiguous_logged: BTreeSet::new(),
+            future_start_logged: BTreeSet::new(),
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -785,6 +792,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 rep.jobs_skipped.push((j.job_id.clone(), "no_start_time"));
                 continue;
             };
+            // A running job that starts later than now (beyond the skew the policy allows)
+            // means this node's clock and slurmctld's disagree. The job is still evaluated (it
+            // stays in warmup longer, and samples before its start are invalid evidence: the
+            // safe side), but every time this daemon states is off by the difference.
+            let skew_s = self.cfg.policy.config().clock_skew.secs();
+            if start_s > now_s.saturating_add(skew_s) && self.future_start_logged.insert((j.job_id.clone(), start_s)) {
+                tracing::warn!(job_id = %j.job_id, start_s, now_s, ahead_s = start_s.saturating_sub(now_s), "squeue gives the running job a start time later than this node's clock (beyond policy.clock_skew): the node's clock and slurmctld's disagree; the job stays in warmup until its start plus warmup by this clock. Check NTP on both");
+            }
             // The engine names each GPU by its UUID's slot, never by its index.
             let slots: Option<Vec<u16>> = gpus
                 .iter()
@@ -816,6 +831,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             unknown_facts.push(exemption_fields_unknown(&self.cfg.policy.config().exempt, j));
         }
         self.ambiguous_logged.retain(|(id, _)| on_node.iter().any(|j| j.job_id == *id));
+        self.future_start_logged.retain(|(id, _)| on_node.iter().any(|j| j.job_id == *id));
         let start_of: BTreeMap<&str, i64> = on_node.iter().filter_map(|j| Some((j.job_id.as_str(), j.start_s?))).collect();
         self.kept = attributed
             .into_iter()
@@ -979,6 +995,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 verdict: f.verdict,
                 signature: f.signature_name(),
                 reason: f.reason(job),
+                in_warmup: f.cause == policy::Cause::Warmup,
             };
             if f.verdict >= self.cfg.log_findings_from {
                 tracing::info!(target: "gpu_reaper::finding", job_id = %line.job_id, verdict = %line.verdict, signature = line.signature, reason = %line.reason, "finding");
@@ -1239,8 +1256,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 /// squeue and on this node, and of those on this node how many were evaluated and how many
 /// skipped, with why (`ambiguous_attribution=2 no_start_time=1`), GPUs read, the
 /// device-index rule's state and the jobs it placed this cycle, findings per
-/// verdict (`healthy=3 watching=1`, verdicts in rung order), and actions done, would-do,
-/// failed and skipped.
+/// verdict (`healthy=3 watching=1`, verdicts in rung order) with how many of the healthy ones
+/// are only too young to judge (`jobs_in_warmup`: the engine says `healthy` for a job in
+/// warmup, which has not been judged at all; trial 10), and actions done, would-do, failed
+/// and skipped.
 fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, gpus_read: usize) {
     let mut per: BTreeMap<Verdict, usize> = BTreeMap::new();
     for f in &rep.findings {
@@ -1251,6 +1270,7 @@ fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, g
     } else {
         per.iter().map(|(v, n)| format!("{}={n}", v.as_str())).collect::<Vec<_>>().join(" ")
     };
+    let in_warmup = rep.findings.iter().filter(|f| f.in_warmup).count();
     let count = |o: &str| rep.actions.iter().filter(|(_, out)| out.as_str() == o).count();
     let mut why: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, w) in &rep.jobs_skipped {
@@ -1269,6 +1289,7 @@ fn log_cycle_summary(rep: &CycleReport, jobs_seen: usize, jobs_on_node: usize, g
         placed_by_device_index = rep.placed_by_device_index.len(),
         telemetry_no_data = rep.telemetry_no_data.as_deref().unwrap_or(""),
         verdicts = %verdicts,
+        jobs_in_warmup = in_warmup,
         actions_done = count("done") + count("already_gone"),
         actions_would = count("would"),
         actions_failed = count("failed"),

@@ -169,6 +169,22 @@ fn plain() -> Env {
     env_with_job("4242", "4242", "alice", "train", "")
 }
 
+/// Two one-GPU jobs on gpu001 (`4242`-style ids with their start times), each with one
+/// process (pid 5001, 5002) in its Slurm cgroup.
+fn two_one_gpu_jobs(e: &Env, jobs: [(&str, &str, i64); 2]) {
+    let row = |(id, user, start): (&str, &str, i64)| {
+        format!("{id}\t{id}\t0\t0\t0\t0\tRUNNING\t{user}\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=1\t{user}\t\n")
+    };
+    e.set("jobs.tsv", &format!("{}{}", row(jobs[0]), row(jobs[1])));
+    for (pid, (job, _, _)) in [(5001, jobs[0]), (5002, jobs[1])] {
+        std::fs::create_dir_all(e.fake_dir().join(format!("proc/{pid}"))).unwrap();
+        e.set(
+            &format!("proc/{pid}/cgroup"),
+            &format!("0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"),
+        );
+    }
+}
+
 fn kinds(a: &[serde_json::Value], record: &str) -> Vec<String> {
     a.iter()
         .filter(|l| l["record"] == record)
@@ -873,6 +889,55 @@ fn every_cycle_logs_a_one_line_summary_even_when_nothing_alerts() {
     assert_eq!(f["t_s"], T0, "{f}");
     assert_eq!(f["actions_done"], 0, "{f}");
     assert_eq!(f["actions_skipped"], 0, "{f}");
+}
+
+/// Trial 10: a job in warmup was counted `healthy=1` in the cycle line, as if it had been
+/// judged. The line now says how many of those are only too young to judge.
+#[test]
+fn the_cycle_line_counts_jobs_in_warmup_apart() {
+    let e = plain();
+    two_one_gpu_jobs(&e, [("4242", "alice", T0 - 300), ("4243", "bob", T0 - 7200)]);
+    // Both GPUs busy: the old job is judged healthy, the young one is not judged.
+    e.set("gpus.txt", "0 GPU-0 90 5 30000 81920 300 400\n1 GPU-1 90 5 30000 81920 301 400\n");
+    e.set("apps.csv", "GPU-0, 5001, 30000\nGPU-1, 5002, 30000\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 2);
+    assert!(ok, "{log}");
+    let cycles = log_lines(&log, |v| v["fields"]["message"] == "cycle");
+    assert_eq!(cycles.len(), 2, "{log}");
+    for c in &cycles {
+        let f = &c["fields"];
+        assert_eq!(f["jobs_evaluated"], 2, "{f}");
+        assert_eq!(f["verdicts"], "healthy=2", "{f}");
+        assert_eq!(f["jobs_in_warmup"], 1, "{f}");
+    }
+}
+
+/// Trial 10: a running job whose start time is later than the node's clock got no warning,
+/// though it means the node's clock and slurmctld's disagree. Warned once per run of the job.
+#[test]
+fn a_start_time_later_than_the_clock_is_warned_once() {
+    let e = plain();
+    let ahead = T0 + 900;
+    e.set(
+        "jobs.tsv",
+        &format!("4242\t4242\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{ahead}\tgpu001\tcpu=8,gres/gpu=2\ttrain\t\n"),
+    );
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 3);
+    assert!(ok, "{log}");
+    let warned = log_lines(&log, |v| {
+        v["level"] == "WARN"
+            && v["fields"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("later than this node's clock")
+    });
+    assert_eq!(warned.len(), 1, "{log}");
+    assert_eq!(warned[0]["fields"]["job_id"], "4242");
+    assert_eq!(warned[0]["fields"]["ahead_s"], 900);
+    // A start in the past: nothing to say.
+    let e = plain();
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 2);
+    assert!(ok && !log.contains("later than this node's clock"), "{log}");
 }
 
 impl Env {
@@ -1665,21 +1730,7 @@ fn processes_of_jobs_squeue_does_not_list_are_warned_about() {
 #[test]
 fn ambiguous_attribution_is_logged_once_per_job_run_at_info() {
     let e = plain();
-    let start = T0 - 7200;
-    e.set(
-        "jobs.tsv",
-        &format!(
-            "501\t501\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=1\ta\t\n\
-             502\t502\t0\t0\t0\t0\tRUNNING\tbob\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=1\tb\t\n"
-        ),
-    );
-    for (pid, job) in [(5001, 501), (5002, 502)] {
-        std::fs::create_dir_all(e.fake_dir().join(format!("proc/{pid}"))).unwrap();
-        e.set(
-            &format!("proc/{pid}/cgroup"),
-            &format!("0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"),
-        );
-    }
+    two_one_gpu_jobs(&e, [("501", "alice", T0 - 7200), ("502", "bob", T0 - 7200)]);
     // Both jobs' processes on GPU 0: neither can be placed.
     e.set("apps.csv", "GPU-0, 5001, 100\nGPU-0, 5002, 100\n");
     let (ok, log) = e.run(&e.config("observe", ""), T0, 5);
