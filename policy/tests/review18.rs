@@ -206,9 +206,9 @@ fn random_walks_keep_guard_6_and_the_frozen_rule_across_restarts() {
 }
 
 /// Hung throughout, except that from 21m to 24m the GPU truly works (a busy spell); drain
-/// stage at 10m. `collector`: what the engine is handed for 21m..=24m: `None` = nothing
-/// (an outage), `Some(())` = the collector frozen on its 20m answer (fresh stamps, readings
-/// of 20m). Returns the first drain-or-higher verdict's time after 24m.
+/// stage at 10m. What the engine is handed for 21m..=24m: with `frozen`, the collector's 20m
+/// answer re-served with fresh stamps; otherwise nothing (an outage). Returns the first
+/// drain-or-higher verdict's time after 24m.
 fn first_drain_around_a_hidden_busy_spell(frozen: bool) -> Option<i64> {
     let mut c = cfg_with_cancel(3 * 3600);
     c.stages[1].after = policy::DurationS(10 * 60);
