@@ -130,12 +130,20 @@ pub fn text_keeping(
         .map(|after| (after - drain_dwell).max(interval));
     let window = c.window.secs();
     match (top, drain_in) {
-        (Verdict::Cancel, Some(_)) if drained_since_s.is_some() => {
-            // The engine counts the drain from the later of its confirmation and the start of
-            // the cancel-capable level; it must have stood one window. No interval is added:
-            // earlier is the safe side of "at the earliest".
-            let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(cancel_dwell));
-            let drain_part = since.saturating_add(window).saturating_sub(now_s).max(0);
+        (Verdict::Cancel, Some(d)) if drained_since_s.is_some() => {
+            // A drain that stands counts for this breach only from the cycle after the
+            // breach's own drain verdict (the engine's rule since review 16): before that
+            // verdict, the cancel is as far off as with no drain at all (review 18: a new
+            // breach was told a cancel 16 minutes early). After it, the engine counts the
+            // drain from the later of its confirmation and the start of the cancel-capable
+            // level; it must have stood one window. No interval is added: earlier is the safe
+            // side of "at the earliest".
+            let drain_part = if f.verdict < Verdict::Drain {
+                d.max(not_before(kept.drain_at_s)) + interval + window
+            } else {
+                let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(cancel_dwell));
+                since.saturating_add(window).saturating_sub(now_s).max(0)
+            };
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - cancel_dwell);
             let cancel_in = staged_in.max(drain_part).max(c.notice.secs()).max(not_before(kept.cancel_at_s));
             announced.cancel_at_s = Some(now_s.saturating_add(cancel_in));
@@ -171,8 +179,13 @@ pub fn text_keeping(
         _ if f.evidence.power_unknown && sig == "idle" => out.push_str(
             ". This is an alert only while the GPUs' power cannot be read: zero utilisation with nothing in memory looks idle, but only the power draw tells an idle GPU from one doing work its counters miss, so gpu-reaper does not drain the node or cancel the job on it",
         ),
-        _ if f.evidence.power_unknown => out.push_str(
+        _ if f.evidence.power_unknown && sig == "hung" => out.push_str(
             ". This is an alert only while the GPUs' power cannot be read: zero utilisation with memory held looks hung, but only the power draw tells a deadlock from a utilisation counter that is wrong, so gpu-reaper does not drain the node or cancel the job on it",
+        ),
+        // `partial` and `unknown` carry the same hold for GPUs that look idle or hung (review
+        // 18), where a site raised their ceilings.
+        _ if f.evidence.power_unknown => out.push_str(
+            ". This is an alert only while the GPUs' power cannot be read: zero utilisation looks like waste, but only the power draw tells an idle or deadlocked GPU from one doing work its counters miss, so gpu-reaper does not drain the node or cancel the job on it",
         ),
         _ if f.evidence.freeze_undetectable_gpus > 0 => out.push_str(
             ". This is an alert only while the GPUs' power cannot be read: their readings repeat unchanged, which a stuck collector shows too, so gpu-reaper does not drain the node or cancel the job on them",
@@ -302,7 +315,12 @@ mod tests {
     fn power_unknown_is_explained_in_the_signature_s_terms() {
         let p = policy("stages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drain\" }]");
         let (j, nodes) = (job(), vec!["gpu001".to_string()]);
-        for (sig, says) in [("idle", "nothing in memory looks idle"), ("hung", "memory held looks hung")] {
+        for (sig, says) in [
+            ("idle", "nothing in memory looks idle"),
+            ("hung", "memory held looks hung"),
+            ("partial", "an idle or deadlocked GPU"),
+            ("unknown", "an idle or deadlocked GPU"),
+        ] {
             let mut f = finding(sig, 0);
             f.evidence.power_unknown = true;
             let view = JobView {

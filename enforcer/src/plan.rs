@@ -677,7 +677,12 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         let sig = f.signature_name().to_string();
         // Records made before this breach began belong to an earlier breach that ended (the
         // engine ends a breach on recovery, broken evidence or a restart): they count for
-        // nothing here, so each breach is alerted and noticed on its own.
+        // nothing here, so each breach is alerted and noticed on its own. This rests on the
+        // engine: whatever ended the earlier breach (a busy sample, a hole, a stretch of
+        // frozen copies, a clock step) stays in the window until it has left it, so the new
+        // breach's start, `now − dwell_s`, comes after it (review 18: before frozen copies
+        // counted as a hole once they ended, a breach resumed a minute after a freeze with its
+        // start backdated past the earlier notice, and was not noticed again).
         let breach_start_s = inp.now_s.saturating_sub(f.dwell_s.max(0));
         let in_breach = |t: Option<&i64>| t.copied().filter(|t| *t >= breach_start_s);
         let alerted = st.alerted.get(id).filter(|_| in_breach(st.alerted_s.get(id)).is_some());

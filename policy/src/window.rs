@@ -709,6 +709,18 @@ impl GpuWindow {
         if self.last_valid_t_s != NO_TIME && s.t_s.saturating_sub(self.last_valid_t_s) > th.max_gap_s {
             flags |= GAP_BEFORE;
         }
+        // Copies are no newer than the reading they repeat: a stretch of them longer than
+        // the gap is a hole, once it has ended as while it lasts (`frozen_tail`). Flagged on
+        // the first sample with new readings after it (review 18: a collector that re-served
+        // one answer through a busy spell made the spell vanish; the same spell lost to an
+        // outage was a gap).
+        if changed
+            && self.copies_since_change >= 1
+            && self.last_change_off != u32::MAX
+            && s.t_s.saturating_sub(self.base_t_s.saturating_add(self.last_change_off as i64)) > th.max_gap_s
+        {
+            flags |= GAP_BEFORE;
+        }
         self.last_valid_t_s = s.t_s;
         // Offsets beyond u32 (136 years) cannot occur for one running job; saturate anyway.
         let t_off = s.t_s.saturating_sub(self.base_t_s).clamp(0, u32::MAX as i64) as u32;

@@ -228,6 +228,48 @@ proptest! {
         }
     }
 
+    /// Guard 3 (review 18): a freeze that has ended is a hole while its copies lie in the
+    /// window. A collector re-serves one tick's sample for longer than `max_sample_gap`, then
+    /// recovers; until the last copy has left the window, no job that ran on a frozen GPU
+    /// (with power on the frozen sample) through the freeze reaches alert: the copies say
+    /// nothing about what the GPU did, as an outage of the same length would not.
+    #[test]
+    fn prop_guard_3_a_freeze_that_ended_is_a_hole_while_in_the_window(
+        spec in scenario(), freeze_tick in 20i64..200, extra_ticks in 1i64..8, every_gpu in any::<bool>(),
+    ) {
+        let c = test_cfg();
+        let (gap, w) = (c.max_sample_gap.secs(), c.window.secs());
+        let thaw_tick = freeze_tick + gap / 60 + extra_ticks;
+        let mut kept: std::collections::BTreeMap<(u32, u16), Sample> = std::collections::BTreeMap::new();
+        let h = run_with(&spec, test_cfg(), Mode::Observe, Scope::Whole, |tick, s| {
+            for x in s.iter_mut().filter(|x| every_gpu || x.gpu == 0) {
+                if tick == freeze_tick && x.t_s == tick * 60 {
+                    kept.insert((x.node.0, x.gpu), *x);
+                } else if tick > freeze_tick && tick < thaw_tick {
+                    if let Some(k) = kept.get(&(x.node.0, x.gpu)) {
+                        *x = Sample { t_s: tick * 60, ..*k };
+                    }
+                }
+            }
+        });
+        let last_copy_s = (thaw_tick - 1) * 60;
+        let jobs = jobs_of(&spec);
+        for (now, f, _) in &h {
+            if *now < thaw_tick * 60 || *now >= last_copy_s + w {
+                continue;
+            }
+            for x in f {
+                let job = &jobs[x.job_index as usize];
+                let through = job.start_s <= freeze_tick * 60 && job.alloc.iter().any(|r| {
+                    kept.get(&(r.node.0, r.gpu)).is_some_and(|k| k.power_w.get().is_some_and(|p| p > 0.0))
+                });
+                if through {
+                    prop_assert!(x.verdict < Verdict::Alert, "{} at {now} (frozen {}..{})", x.verdict, freeze_tick * 60, last_copy_s);
+                }
+            }
+        }
+    }
+
     /// Guard 4: if every GPU of a job had a sample at or above the threshold in the window,
     /// no low-utilisation signature names it. Samples stamped before the job started are the
     /// GPU's earlier history, not the job's evidence (they count as invalid), so they do not

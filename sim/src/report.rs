@@ -985,7 +985,7 @@ fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate]) {
             "no swept cancel stage was free of them".to_string()
         } else {
             format!(
-                "cancel stages of {} (longer than the serving jobs' quiet periods plus window, drain and notice) made none",
+                "cancel stages of {} made none (the cancel stage counts from the start of a quiet period, and no serving job's quiet period in these worlds lasted that long; the window, drain and notice run alongside it, not after it)",
                 list(&safe_without)
             )
         }

@@ -111,8 +111,10 @@ pub fn gpu_is_low(g: &GpuStats, cfg: &PolicyConfig) -> bool {
 
 /// True when one GPU's window had a power reading on fewer than half of its samples: too
 /// little to tell an idle GPU or a deadlock from work its util counter does not show
-/// (`power.draw` `[N/A]`, a sentinel, 0 W). `hung` and `idle` set [`Match::power_unknown`]
-/// from it.
+/// (`power.draw` `[N/A]`, a sentinel, 0 W). Every signature whose match counts a GPU that
+/// looks `hung` or `idle` sets [`Match::power_unknown`] from it (`hung`, `idle`, `partial` for
+/// its wasted GPUs, `unknown`); the property `power_hold_reaches_every_signature` checks the
+/// registry.
 pub fn power_mostly_unknown(g: &GpuStats) -> bool {
     g.power_known.saturating_mul(2) < g.samples
 }
@@ -188,6 +190,54 @@ mod tests {
             proptest::prop_assert!(stats.iter().all(|g| !gpu_is_low(g, &cfg)));
             proptest::prop_assert!(!stats.iter().all(spin_candidate));
             proptest::prop_assert_eq!(classify(&stats, &cfg), None);
+        }
+    }
+
+    proptest::proptest! {
+        /// Guard 3's power hold, registry-wide (review 18: `partial` escaped it): whatever
+        /// signature names a breach, a GPU that looks idle or hung with power on fewer than
+        /// half its samples makes the match `power_unknown`, so the engine holds it at alert.
+        #[test]
+        fn power_hold_reaches_every_signature(
+            gpus in proptest::collection::vec(
+                (1u32..40, 0u32..=100_000, proptest::array::uniform12(0u32..=40), 0u64..2_000_000, 0u64..40_000_000_000),
+                1..6,
+            ),
+            held in 0usize..6,
+        ) {
+            let cfg = PolicyConfig::default();
+            let mut stats: Vec<GpuStats> = gpus.iter().map(|&(n, peak, c, pw, sq)| {
+                let k = |i: usize| c[i].min(n);
+                GpuStats {
+                    samples: n,
+                    // Half the GPUs idle or hung often enough to matter.
+                    peak_util_milli: if c[11] % 2 == 0 { peak % 500 } else { peak },
+                    sum_util_milli: (peak % 500) as u64 * n as u64,
+                    mem_known: k(0), mem_held: k(1), mem_free: k(2), procs_pos: k(3), procs_zero: k(4),
+                    power_known: k(5), power_idle: k(6), power_spin_low: k(7), util_spin: k(8),
+                    sum_power_dw: pw, sum_power_sq: sq, sum_mem_mib: 0, invalid: k(9),
+                    first_t_s: 0, last_t_s: 0,
+                }
+            }).collect();
+            // One GPU made to look idle or hung with power on fewer than half its samples.
+            let i = held % stats.len();
+            let g = &mut stats[i];
+            g.peak_util_milli = 0;
+            g.sum_util_milli = 0;
+            g.power_known = g.samples.saturating_sub(1) / 2;
+            g.power_idle = g.power_known;
+            g.power_spin_low = g.power_known;
+            g.procs_zero = 0;
+            if gpus[i].2[10] % 2 == 0 {
+                (g.mem_held, g.mem_free, g.procs_pos) = (0, g.samples, 0);
+            } else {
+                (g.mem_held, g.mem_free) = (g.samples, 0);
+            }
+            proptest::prop_assert!(gpu_is_idle(&stats[i], &cfg) || gpu_is_hung(&stats[i], &cfg));
+            proptest::prop_assert!(power_mostly_unknown(&stats[i]));
+            if let Some((id, m)) = classify(&stats, &cfg) {
+                proptest::prop_assert!(m.power_unknown, "{} matched without the power hold: {:?}", id.name(), stats);
+            }
         }
     }
 

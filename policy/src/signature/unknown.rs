@@ -2,7 +2,7 @@
 //! it (for example memory held while the process count is known to be 0, or memory unknown).
 //! A breach nonetheless, so it alerts; default ceiling: alert.
 
-use super::{gpu_is_low, Match, Signature};
+use super::{gpu_is_low, power_mostly_unknown, Match, Signature};
 use crate::config::PolicyConfig;
 use crate::verdict::Verdict;
 use crate::window::GpuStats;
@@ -22,7 +22,9 @@ impl Signature for Unknown {
             wasted_gpus: gpus.len() as u32,
             waste_frac: 1.0,
             procs_unknown: gpus.iter().all(|g| g.procs_pos == 0 && g.procs_zero == 0),
-            power_unknown: false,
+            // Under a ceiling raised above alert, the same power hold as `hung` and `idle`
+            // (review 18): zero compute without power is no evidence of waste.
+            power_unknown: gpus.iter().any(power_mostly_unknown),
         })
     }
 }
