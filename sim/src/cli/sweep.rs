@@ -27,7 +27,8 @@ pub struct Args {
     /// Simulated span per seed, days.
     #[arg(long, allow_negative_numbers = true, default_value_t = 7.0)]
     pub days: f64,
-    /// Worker threads (default: all cores; at most 1024).
+    /// Worker threads (default: `RAYON_NUM_THREADS` when set to a positive count, else all
+    /// cores; at most 1024). The output does not depend on it.
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Output folder.
@@ -187,15 +188,33 @@ pub fn timing_baselines(baselines: bool) -> &'static str {
     }
 }
 
+/// The thread count `RAYON_NUM_THREADS` asks for: `None` when unset, empty or 0 (rayon's own
+/// reading: its default), an error naming the value when it is not a count (review 19: it was
+/// ignored, and the timing line named another count than the one asked for).
+fn threads_from_env(v: Option<std::ffi::OsString>) -> anyhow::Result<Option<usize>> {
+    let Some(v) = v else { return Ok(None) };
+    let text = v.to_str().map(str::trim).unwrap_or("\u{fffd}");
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match text.parse::<usize>() {
+        Ok(0) => Ok(None),
+        Ok(n) => Ok(Some(n)),
+        Err(_) => bail!("RAYON_NUM_THREADS={text:?}: not a thread count (give a whole number, or use --threads)"),
+    }
+}
+
 /// Runs `sim sweep`.
 ///
 /// # Errors
 /// Bad input or output errors, with context.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.spec()?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = match args.threads {
+        Some(n) => n,
+        None => threads_from_env(std::env::var_os("RAYON_NUM_THREADS"))?
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
     if threads == 0 {
         bail!("--threads 0: need at least one thread");
     }
@@ -259,4 +278,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         gticks / result.run_s.max(1e-9) / threads as f64 / 1e6
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_from_env;
+
+    #[test]
+    fn rayon_num_threads_is_read_as_rayon_reads_it() {
+        let of = |v: &str| threads_from_env(Some(v.into()));
+        assert_eq!(threads_from_env(None).unwrap(), None);
+        assert_eq!(of("").unwrap(), None);
+        assert_eq!(of("0").unwrap(), None);
+        assert_eq!(of("3").unwrap(), Some(3));
+        assert_eq!(of(" 2 ").unwrap(), Some(2));
+        let e = of("two").unwrap_err().to_string();
+        assert!(e.contains("RAYON_NUM_THREADS=\"two\""), "{e}");
+        assert!(of("-1").is_err());
+    }
 }
