@@ -65,6 +65,12 @@ pub struct EnforcerConfig {
     pub nvidia_smi_timeout: DurationS,
     /// Root of the proc filesystem, for PID → cgroup. Default `/proc`; must be absolute.
     pub proc_root: PathBuf,
+    /// Directory of the node lock that enforce mode takes for as long as it runs
+    /// (`gpu-reaper-enforce-<node>.lock`, flock(2)): one enforcing daemon per node, whatever
+    /// its state_dir (trial 11: a second one with its own state_dir doubled every notice and
+    /// cancel budget). Default `/run/gpu-reaper` (the unit's `RuntimeDirectory=`, writable
+    /// under its `ProtectSystem=strict`); must be absolute. Observe mode takes no node lock.
+    pub enforce_lock_dir: PathBuf,
     /// Most drains (or would-drains) per rolling hour. Default 2.
     pub max_drains_per_hour: u32,
     /// Most cancels (or would-cancels) per rolling hour. Default 1.
@@ -120,6 +126,7 @@ impl Default for EnforcerConfig {
             command_timeout: DurationS(20),
             nvidia_smi_timeout: DurationS(10),
             proc_root: PathBuf::from("/proc"),
+            enforce_lock_dir: PathBuf::from("/run/gpu-reaper"),
             max_drains_per_hour: 2,
             max_cancels_per_hour: 1,
             suspect_min_jobs: 3,
@@ -876,7 +883,11 @@ impl Config {
         }
         // A relative directory would follow the working directory (`/` under systemd, read-only
         // with ProtectSystem=strict), so the state file and the audit log would go astray.
-        for (k, p) in [("enforcer.state_dir", &c.state_dir), ("enforcer.proc_root", &c.proc_root)] {
+        for (k, p) in [
+            ("enforcer.state_dir", &c.state_dir),
+            ("enforcer.proc_root", &c.proc_root),
+            ("enforcer.enforce_lock_dir", &c.enforce_lock_dir),
+        ] {
             if !p.is_absolute() {
                 return Err(e(k, format!("{:?} must be an absolute path", p.display().to_string())));
             }
@@ -1146,6 +1157,7 @@ mod tests {
             ("state_dir = \"./var/lib/gpu-reaper\"", "enforcer.state_dir"),
             ("proc_root = \"\"", "enforcer.proc_root"),
             ("proc_root = \"proc\"", "enforcer.proc_root"),
+            ("enforce_lock_dir = \"run/lock\"", "enforcer.enforce_lock_dir"),
             ("squeue = \"./squeue\"", "enforcer.squeue"),
             ("scancel = \"bin/scancel\"", "enforcer.scancel"),
             ("curl = \"\"\nwebhook_url_env = \"HOOK\"", "enforcer.curl"),

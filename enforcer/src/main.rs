@@ -248,6 +248,12 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
     // Held for the whole run (dropped when this function returns; the kernel releases it if
     // the process dies). A second `run` on the same state_dir, `--once` included, stops here.
     let lock = enforcer::state::lock_state_dir(&e.state_dir)?;
+    // Enforce mode: one enforcing daemon per node, whatever its state_dir (trial 11). Taken
+    // after the state_dir lock, so a second run on the same state_dir is told about that.
+    let node_lock = match e.mode {
+        RunMode::Enforce => Some(enforcer::state::lock_node_for_enforce(&e.enforce_lock_dir, &cfg.node)?),
+        RunMode::Observe => None,
+    };
     enforcer::state::check_readable(&e.state_dir.join("state.json"))?;
     enforcer::state::check_not_newer(&e.state_dir.join("state.json"))?;
     check_state_clock(
@@ -322,6 +328,12 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
             anyhow::bail!(
                 "the state_dir lock file {} was removed or replaced, or the state_dir moved: another enforcer could now take this state_dir, so this one stops; restart it",
                 lock.path().display()
+            );
+        }
+        if let Some(l) = node_lock.as_ref().filter(|l| !l.is_current()) {
+            anyhow::bail!(
+                "the node's enforce lock file {} was removed or replaced: another enforcer could now enforce this node too, so this one stops; restart it",
+                l.path().display()
             );
         }
         d.cycle(clock(i)?);

@@ -219,12 +219,65 @@ impl StateDirLock {
     }
 }
 
+/// The node lock of enforce mode: `<enforce_lock_dir>/gpu-reaper-enforce-<node>.lock`.
+pub fn enforce_lock_path(enforce_lock_dir: &Path, node: &str) -> std::path::PathBuf {
+    enforce_lock_dir.join(format!("gpu-reaper-enforce-{node}.lock"))
+}
+
+/// Takes enforce mode's node lock (see [`enforce_lock_path`]), creating `enforce_lock_dir` if
+/// needed: one enforcing daemon per node, whatever its state_dir (trial 11: a second daemon
+/// with its own state_dir, as the state_dir lock's message then advised, sent every notice
+/// twice, took the first one's drain for its own and cancelled within its own budget).
+///
+/// Errors: [`LockError::NodeHeld`] when another process holds it; [`LockError::Io`] when the
+/// directory or file cannot be made or locked.
+pub fn lock_node_for_enforce(enforce_lock_dir: &Path, node: &str) -> Result<StateDirLock, LockError> {
+    let lock = enforce_lock_path(enforce_lock_dir, node);
+    let io = |source| LockError::Io {
+        dir: format!("enforcer.enforce_lock_dir {}", enforce_lock_dir.display()),
+        lock: lock.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(enforce_lock_dir).map_err(io)?;
+    flock_exclusive(&lock).map_err(|e| match e {
+        Some(source) => io(source),
+        None => LockError::NodeHeld {
+            node: node.to_string(),
+            lock: lock.display().to_string(),
+        },
+    })
+}
+
+/// An exclusive, non-blocking flock(2) on `path`, creating the file if needed; `Err(None)`
+/// when another open file holds it.
+fn flock_exclusive(path: &Path) -> Result<StateDirLock, Option<std::io::Error>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(Some)?;
+    // flock(2) directly rather than `File::try_lock` (the same call, stable only since Rust
+    // 1.89; the workspace's rust-version is older).
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor owned by `file`, which outlives the call.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(StateDirLock {
+            file,
+            path: path.to_path_buf(),
+        });
+    }
+    let e = std::io::Error::last_os_error();
+    Err((e.kind() != std::io::ErrorKind::WouldBlock).then_some(e))
+}
+
 /// Why a state_dir could not be locked.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process (another enforcer) holds the lock.
     #[error(
-        "state_dir {dir} is held by another enforcer (lock on {lock}); two enforcers on one state_dir would both alert, notify, drain and cancel and overrun the hourly budgets. Stop the other one (systemctl status gpu-reaper-enforcer; or `fuser {lock}` finds it), or give this one its own state_dir"
+        "state_dir {dir} is held by another enforcer (lock on {lock}); two enforcers on one state_dir would both alert, notify, drain and cancel and overrun the hourly budgets. Stop the other one (systemctl status gpu-reaper-enforcer; or `fuser {lock}` finds it), or, to run one beside it, give this one its own state_dir in observe mode (enforce mode allows one daemon per node)"
     )]
     Held {
         /// The state_dir.
@@ -232,10 +285,20 @@ pub enum LockError {
         /// The lock file.
         lock: String,
     },
+    /// Another process (another enforcer in enforce mode) holds the node's enforce lock.
+    #[error(
+        "node {node} is already enforced by another enforcer (lock on {lock}): two enforcing daemons for one node would each notify, drain and cancel within their own hourly budgets, and each take the other's drains for its own. Stop the other one (systemctl status gpu-reaper-enforcer; or `fuser {lock}` finds it), or run this one in observe mode"
+    )]
+    NodeHeld {
+        /// The node.
+        node: String,
+        /// The lock file.
+        lock: String,
+    },
     /// The lock file could not be opened or locked.
-    #[error("state_dir {dir}: cannot lock {lock}: {source}")]
+    #[error("{dir}: cannot lock {lock}: {source}")]
     Io {
-        /// The state_dir.
+        /// What was being locked: the state_dir, or the enforce_lock_dir.
         dir: String,
         /// The lock file.
         lock: String,
@@ -253,34 +316,17 @@ pub enum LockError {
 /// never inherits the lock and an abandoned child never keeps it.
 pub fn lock_state_dir(state_dir: &Path) -> Result<StateDirLock, LockError> {
     let lock = state_dir.join(LOCK_FILE);
-    let io = |source| LockError::Io {
-        dir: state_dir.display().to_string(),
-        lock: lock.display().to_string(),
-        source,
-    };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock)
-        .map_err(io)?;
-    // flock(2) directly rather than `File::try_lock` (the same call, stable only since Rust
-    // 1.89; the workspace's rust-version is older).
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a file descriptor owned by `file`, which outlives the call.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r == 0 {
-        return Ok(StateDirLock { file, path: lock });
-    }
-    let e = std::io::Error::last_os_error();
-    if e.kind() == std::io::ErrorKind::WouldBlock {
-        Err(LockError::Held {
+    flock_exclusive(&lock).map_err(|e| match e {
+        Some(source) => LockError::Io {
+            dir: format!("state_dir {}", state_dir.display()),
+            lock: lock.display().to_string(),
+            source,
+        },
+        None => LockError::Held {
             dir: state_dir.display().to_string(),
             lock: lock.display().to_string(),
-        })
-    } else {
-        Err(io(e))
-    }
+        },
+    })
 }
 
 /// Moves an unreadable state file at `path` aside to `<path>.corrupt-<now_s>` (with `-2`,

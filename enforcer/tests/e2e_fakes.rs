@@ -33,6 +33,10 @@ impl Env {
             .map(|r| r.split('\u{1f}').filter(|a| !a.is_empty()).map(str::to_string).collect())
             .collect()
     }
+    /// The enforce-mode node lock's directory: per test, so tests in parallel do not meet.
+    fn enforce_lock_dir(&self) -> PathBuf {
+        self.dir.path().join("run-lock")
+    }
     fn config(&self, mode: &str, extra: &str) -> PathBuf {
         let p = self.dir.path().join("config.toml");
         let overridden: Vec<&str> = extra.lines().filter_map(|l| l.split('=').next()).map(str::trim).collect();
@@ -54,10 +58,12 @@ proc_root = "{}"
 command_timeout = "5s"
 nvidia_smi_timeout = "2s"
 notify_command = ["notify", "--site-mail"]
+enforce_lock_dir = "{}"
 {extra}
 "#,
             self.state_dir().display(),
-            self.fake_dir().join("proc").display()
+            self.fake_dir().join("proc").display(),
+            self.enforce_lock_dir().display()
         );
         let text: String = text
             .lines()
@@ -938,6 +944,31 @@ fn a_start_time_later_than_the_clock_is_warned_once() {
     let e = plain();
     let (ok, log) = e.run(&e.config("observe", ""), T0, 2);
     assert!(ok && !log.contains("later than this node's clock"), "{log}");
+}
+
+/// Trial 11: a second enforcer in enforce mode for the same node, given its own state_dir as
+/// the state_dir lock's message advised, sent every notice twice and cancelled within its own
+/// budget. Enforce mode now takes a node lock; observe mode beside it is still allowed.
+#[test]
+fn a_second_enforcing_daemon_for_one_node_is_refused_whatever_its_state_dir() {
+    let e = plain();
+    // The lock held by another process's open file (here: this test's).
+    let held = enforcer::state::lock_node_for_enforce(&e.enforce_lock_dir(), "gpu001").unwrap();
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 1);
+    assert!(!ok, "{log}");
+    assert!(
+        log.contains("node gpu001 is already enforced by another enforcer") && log.contains("gpu-reaper-enforce-gpu001.lock"),
+        "{log}"
+    );
+    assert!(!e.state_dir().join("state.json").exists(), "it stopped before its first cycle");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 1);
+    assert!(ok, "observe mode takes no node lock: {log}");
+    // Another node's lock does not stand in the way, and a released one is taken.
+    let other = enforcer::state::lock_node_for_enforce(&e.enforce_lock_dir(), "gpu002").unwrap();
+    drop(held);
+    let (ok, log) = e.run(&e.config("enforce", ""), T0 + 60, 1);
+    assert!(ok, "{log}");
+    drop(other);
 }
 
 impl Env {
