@@ -304,11 +304,11 @@ fn number(column: &str, s: &str) -> Field<f64> {
     let suffix = &t[digits.len()..];
     let bare = digits.trim_end();
     let unit = unit_of(column);
-    if !bare.is_empty() && !suffix.is_empty() && Some(suffix) != unit {
-        let want = unit.map_or("no unit".to_string(), |u| format!("{u:?}"));
-        return Err(format!("{column} {t:?} has the unit {suffix:?}, but {column} is read in {want}"));
-    }
     match bare.parse::<f64>() {
+        Ok(_) if !suffix.is_empty() && Some(suffix) != unit => {
+            let want = unit.map_or("no unit".to_string(), |u| format!("{u:?}"));
+            Err(format!("{column} {t:?} has the unit {suffix:?}, but {column} is read in {want}"))
+        }
         Ok(v) if v.is_finite() => Ok(Some(v)),
         Ok(_) => Err(format!("{column} {t:?} is not a finite number")),
         Err(_) => Err(format!("{column} {t:?} is not a number")),
@@ -790,6 +790,7 @@ mod tests {
             ("0, 97, 30000, 70 kW", "power.draw", "70 kW"),
             ("0, 97 W, 30000, 300", "utilization.gpu", "97 W"),
             ("0, 97, 30000 %, 300", "memory.used", "30000 %"),
+            ("0, 97, 12abc, 300", "memory.used", "12abc"),
         ] {
             let t = parse_gpus(&format!("{head}{row}\n"), None).unwrap();
             assert_eq!(t.gpus[0].unreadable, [column], "{row}");
