@@ -26,7 +26,8 @@ pub struct TelemetryRead {
     /// nvidia-smi's own words when `no_data` is set and it printed any: the first two
     /// non-blank lines of stderr (else stdout), one line, at most 240 characters (e.g. `Unable
     /// to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to
-    /// recover this GPU`). For the log only, never a metric label.
+    /// recover this GPU`); for a `bad_header` whose unit or repeated column was refused, the
+    /// parser's reason naming the column. For the log only, never a metric label.
     pub no_data_detail: Option<String>,
     /// Other problems: `--query-gpu` rows that could not be read, the compute-apps query
     /// failing. (Unreadable compute-apps rows are in `apps`' own `row_errors`.)
@@ -253,6 +254,11 @@ impl Telemetry for NvidiaSmi {
                 }
                 Err(smi::SmiError::BadHeader(_)) => {
                     r.no_data = Some("bad_header".into());
+                    return r;
+                }
+                Err(e @ smi::SmiError::BadColumn { .. }) => {
+                    r.no_data = Some("bad_header".into());
+                    r.no_data_detail = Some(e.to_string());
                     return r;
                 }
             },

@@ -318,7 +318,7 @@ fn squeue_json_v0040_shape() {
     // a start time, whatever its `number` says.
     for (set, inf) in [(false, false), (true, true), (false, true)] {
         let t = format!(
-            r#"{{"jobs": [{{"job_id": 8, "job_state": ["RUNNING"], "nodes": "n1", "start_time": {{"set": {set}, "infinite": {inf}, "number": 1700000000}}}}]}}"#
+            r#"{{"jobs": [{{"job_id": 8, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "gres/gpu=1", "start_time": {{"set": {set}, "infinite": {inf}, "number": 1700000000}}}}]}}"#
         );
         assert_eq!(squeue_json::parse(&t).unwrap().jobs[0].start_s, None, "set {set}, infinite {inf}");
     }

@@ -734,3 +734,114 @@ fn nvidia_smi_headerless_log_of_another_width_says_there_is_no_header() {
     let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &o, &mut ImportReport::default()).unwrap();
     assert_eq!(raw[0].sample.mem_used_mib, Some(1000.0));
 }
+
+/// Review: a header unit was dropped unread, so `memory.used [GiB]` with 1 imported as 1 MiB
+/// and `power.draw [mW]` with 65100 as 65100 W; and any of ` %`, ` MiB`, ` W` was stripped
+/// from any field.
+#[test]
+fn nvidia_smi_header_units_must_be_nvidia_smis_own_and_values_carry_only_their_fields_unit() {
+    let head = |mem: &str, power: &str| {
+        format!(
+            "timestamp, index, uuid, utilization.gpu [%], memory.used [{mem}], memory.total [MiB], power.draw [{power}], power.limit [W]\n"
+        )
+    };
+    let row = "2026/11/29 10:00:00.000, 0, GPU-a, 97, 1, 81920, 65100, 400\n";
+    let raw = import::nvidia_smi::parse(
+        &format!("{}{row}", head("MiB", "W")),
+        Path::new("smi.csv"),
+        &smi_opts("UTC"),
+        &mut ImportReport::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        (raw[0].sample.mem_used_mib.get(), raw[0].sample.power_w.get()),
+        (Some(1.0), Some(65100.0))
+    );
+    for lenient in [false, true] {
+        let mut o = smi_opts("UTC");
+        o.lenient = lenient;
+        for (mem, power, says) in [
+            (
+                "GiB",
+                "W",
+                r#"line 1, column 5 (memory.used): "memory.used [GiB]" gives the unit "GiB""#,
+            ),
+            (
+                "MiB",
+                "mW",
+                r#"line 1, column 7 (power.draw): "power.draw [mW]" gives the unit "mW""#,
+            ),
+        ] {
+            // Also as a repeated header below rows read under a good one.
+            for text in [
+                format!("{}{row}", head(mem, power)),
+                format!("{}{row}{}{row}", head("MiB", "W"), head(mem, power)),
+            ] {
+                let e = import::nvidia_smi::parse(&text, Path::new("smi.csv"), &o, &mut ImportReport::default());
+                let e = e.expect_err(&format!("{mem} {power} lenient={lenient}")).to_string();
+                let says = if text.matches("timestamp").count() == 2 {
+                    says.replace("line 1", "line 3")
+                } else {
+                    says.to_string()
+                };
+                assert!(e.contains(&says), "{e}");
+            }
+        }
+    }
+    // A value may carry only its own field's unit.
+    let log = format!(
+        "{}2026/11/29 10:00:00.000, 0, GPU-a, 97 %, 30000 MiB, 81920 MiB, 300.12 W, 400 W\n",
+        head("MiB", "W")
+    );
+    let raw = import::nvidia_smi::parse(&log, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default()).unwrap();
+    assert_eq!(
+        (raw[0].sample.util_pct.get(), raw[0].sample.power_w.get()),
+        (Some(97.0), Some(300.12))
+    );
+    for (bad, column) in [
+        ("97 W, 30000", "column 4 (utilization.gpu): \"97 W\""),
+        ("97, 30000 W", "column 5 (memory.used): \"30000 W\""),
+    ] {
+        let log = format!("{}2026/11/29 10:00:00.000, 0, GPU-a, {bad}, 81920, 300, 400\n", head("MiB", "W"));
+        let e = import::nvidia_smi::parse(&log, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("line 2, {column}")), "{e}");
+    }
+}
+
+/// Review: a field named twice in the header was read from one of its columns, unnoticed.
+#[test]
+fn nvidia_smi_a_field_named_twice_is_an_error_naming_both_columns() {
+    for lenient in [false, true] {
+        let mut o = smi_opts("UTC");
+        o.lenient = lenient;
+        let log = "timestamp, index, utilization.gpu [%], utilization.gpu [%]\n2026/11/29 10:00:00.000, 0, 97, 0\n";
+        let e = import::nvidia_smi::parse(log, Path::new("smi.csv"), &o, &mut ImportReport::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 1, column 4 (utilization.gpu)") && e.contains("columns 3 and 4"),
+            "{e}"
+        );
+        let log = "timestamp, index, uuid, gpu_uuid\n2026/11/29 10:00:00.000, 0, GPU-a, GPU-b\n";
+        let e = import::nvidia_smi::parse(log, Path::new("smi.csv"), &o, &mut ImportReport::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("uuid is named twice (columns 3 and 4)"), "{e}");
+    }
+    let mut o = smi_opts("UTC");
+    o.query = "timestamp,index,power.draw,power.draw".into();
+    let e = import::nvidia_smi::parse(
+        "2026/11/29 10:00:00.000, 0, 300, 60\n",
+        Path::new("s.csv"),
+        &o,
+        &mut ImportReport::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--query") && e.contains("power.draw is named twice (columns 3 and 4)"),
+        "{e}"
+    );
+}

@@ -8,7 +8,11 @@
 //! [`GpuReading::unreadable`]). Bracketed text in `index`, `uuid` or `name` is missing. A value that is neither missing nor readable (`abc`, `nan`, `inf`,
 //! `1e999`, an index that is not an integer) is also `None`, and its row gets a
 //! [`RowError`] naming the column and the text. Columns are mapped by the header's names
-//! (`utilization.gpu [%]` is `utilization.gpu`); headerless text needs the column names of the
+//! (`utilization.gpu [%]` is `utilization.gpu`); a column this parser reads must carry the unit
+//! nvidia-smi prints for it ([`unit_of`]) or none, and may be named once: a header with
+//! `memory.used [GiB]` or two `utilization.gpu` columns is refused ([`SmiError::BadColumn`]),
+//! and a value may carry only its column's own unit (`30000 MiB`; `1 GiB` is unreadable, never
+//! 1 MiB). Headerless text needs the column names of the
 //! query that produced it, and a headerless row that does not fit them (wrong field count, or
 //! a value of the wrong type, as when `name` text lands in `utilization.gpu`) is rejected
 //! whole: a wrong column list must never be read as data.
@@ -145,6 +149,16 @@ pub enum SmiError {
     /// The header line names no column this parser knows.
     #[error("nvidia-smi header {0:?} names no known column")]
     BadHeader(String),
+    /// A column this parser reads cannot be read safely: its unit (`memory.used [GiB]`) is not
+    /// the one nvidia-smi prints for that field ([`unit_of`]), so every value would be misread
+    /// by a factor; or the field is named in two columns, so which one holds it is unknown.
+    #[error("nvidia-smi {place}: {problem}")]
+    BadColumn {
+        /// Where: `header line N, column M` or `column list, column M` (1-based).
+        place: String,
+        /// What is wrong, naming the column as given.
+        problem: String,
+    },
 }
 
 /// The error texts nvidia-smi prints on stdout when it has no data, with their short names.
@@ -177,11 +191,85 @@ pub fn no_data(text: &str) -> Option<SmiError> {
 
 /// Strips a unit suffix from a header name: `utilization.gpu [%]` → `utilization.gpu`.
 fn header_name(h: &str) -> String {
+    header_unit(h).0.to_string()
+}
+
+/// A header name and its unit: `utilization.gpu [%]` → (`utilization.gpu`, `Some("%")`).
+/// A bracket that does not close at the end is kept as the unit's text (`[GiB` → `GiB`).
+fn header_unit(h: &str) -> (&str, Option<&str>) {
     let h = h.trim();
     match h.find(" [") {
-        Some(i) => h[..i].to_string(),
-        None => h.to_string(),
+        Some(i) => {
+            let u = h[i + 2..].trim();
+            (&h[..i], Some(u.strip_suffix(']').unwrap_or(u).trim()))
+        }
+        None => (h, None),
     }
+}
+
+/// The unit nvidia-smi prints for a field this module reads, in the header
+/// (`memory.used [MiB]`) and after each value without `nounits` (`300 MiB`); `None` for a field
+/// printed without a unit (`index`, `uuid`, `name`, `minor_number`, `pid`, ...).
+pub fn unit_of(field: &str) -> Option<&'static str> {
+    match field {
+        "utilization.gpu" => Some("%"),
+        "memory.used" | "memory.total" | "used_memory" | "used_gpu_memory" => Some("MiB"),
+        "power.draw" | "power.limit" => Some("W"),
+        _ => None,
+    }
+}
+
+/// The value a column name stands for: `used_gpu_memory` is `used_memory` and
+/// `process_name` is `name` (both fill the same reading of a compute app).
+fn same_field(c: &str) -> &str {
+    match c {
+        "used_gpu_memory" => "used_memory",
+        "process_name" => "name",
+        c => c,
+    }
+}
+
+/// Checks the columns a table is read by: each column the caller reads (`known`) carries the
+/// unit nvidia-smi prints for it, or none, and no field the caller reads is named twice.
+/// Columns the caller does not read are not checked. `line` is the header's line, `None` for
+/// a column list given for headerless text.
+fn check_columns(raw: &[&str], line: Option<usize>, known: &dyn Fn(&str) -> bool) -> Result<(), SmiError> {
+    let place = |i: usize| match line {
+        Some(n) => format!("header line {n}, column {}", i + 1),
+        None => format!("column list, column {}", i + 1),
+    };
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, r) in raw.iter().enumerate() {
+        let (name, unit) = header_unit(r);
+        if !known(name) {
+            continue;
+        }
+        if let Some(u) = unit {
+            if Some(u) != unit_of(name) {
+                let want = unit_of(name).map_or("no unit".to_string(), |w| format!("[{w}]"));
+                return Err(SmiError::BadColumn {
+                    place: place(i),
+                    problem: format!(
+                        "{:?} gives the unit {u:?}, but nvidia-smi prints {name} with {want}; its values would be misread",
+                        r.trim()
+                    ),
+                });
+            }
+        }
+        if let Some(first) = seen.insert(same_field(name), i) {
+            return Err(SmiError::BadColumn {
+                place: place(i),
+                problem: format!(
+                    "{:?} names {} again (columns {} and {}): which column holds it cannot be told",
+                    r.trim(),
+                    same_field(name),
+                    first + 1,
+                    i + 1
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A field value, or `None` for the missing markers (`[N/A]`, `[Not Supported]`, any other
@@ -202,15 +290,25 @@ type Field<T> = Result<Option<T>, String>;
 /// the GPU: for a reading, it is unreadable, not missing.
 const MISSING_MARKERS: [&str; 3] = ["[N/A]", "[Not Supported]", "[Insufficient Permissions]"];
 
-/// A finite number, tolerating a unit left in (a query without `nounits`: `300.00 W`, `45 %`).
+/// A finite number, tolerating the column's own unit left in (a query without `nounits`:
+/// `300.00 W`, `45 %`, `30000 MiB`; see [`unit_of`]). Any other unit after the number
+/// (`1 GiB`, `65 mW`, `70 kW`) makes the value unreadable: it is never read as the column's
+/// unit.
 fn number(column: &str, s: &str) -> Field<f64> {
     let raw = s.trim();
     if raw.starts_with('[') && raw.ends_with(']') && !MISSING_MARKERS.contains(&raw) {
         return Err(format!("{column} {raw:?} is an error, not a reading"));
     }
     let Some(t) = value(s) else { return Ok(None) };
-    let bare = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%').trim_end();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
+    let suffix = &t[digits.len()..];
+    let bare = digits.trim_end();
+    let unit = unit_of(column);
     match bare.parse::<f64>() {
+        Ok(_) if !suffix.is_empty() && Some(suffix) != unit => {
+            let want = unit.map_or("no unit".to_string(), |u| format!("{u:?}"));
+            Err(format!("{column} {t:?} has the unit {suffix:?}, but {column} is read in {want}"))
+        }
         Ok(v) if v.is_finite() => Ok(Some(v)),
         Ok(_) => Err(format!("{column} {t:?} is not a finite number")),
         Err(_) => Err(format!("{column} {t:?} is not a number")),
@@ -302,15 +400,19 @@ fn read_table<R: Default>(
         Some(c) => c.iter().map(|s| header_name(s)).collect(),
         None => match it.next() {
             None => return Err(SmiError::Empty),
-            Some((_, line, f)) => {
+            Some((n, line, f)) => {
                 let c: Vec<String> = f.iter().map(|s| header_name(s)).collect();
                 if !c.iter().any(|c| known(c)) {
                     return Err(SmiError::BadHeader(line.chars().take(200).collect()));
                 }
+                check_columns(&f, Some(n), known)?;
                 c
             }
         },
     };
+    if let Some(c) = columns {
+        check_columns(c, None, known)?;
+    }
     let (mut out, mut errors) = (Vec::new(), Vec::new());
     for (n, line, f) in it {
         if skip(line.trim()) {
@@ -625,6 +727,106 @@ mod tests {
         assert!(t.gpus[0].index.is_none() && t.row_errors[0].problem.contains("index"));
         let a = parse_apps("gpu_uuid, pid, used_memory [MiB]\nGPU-a, -3, 10\n", None).unwrap();
         assert!(a.apps[0].pid.is_none() && a.row_errors[0].problem.contains("pid"), "{a:?}");
+    }
+
+    #[test]
+    fn a_header_unit_other_than_nvidia_smis_own_is_refused_naming_column_and_unit() {
+        let rows = "\n0, GPU-a, 97, 1, 80, 65100, 400\n";
+        let head = [
+            "index",
+            "uuid",
+            "utilization.gpu [%]",
+            "memory.used [MiB]",
+            "memory.total [MiB]",
+            "power.draw [W]",
+            "power.limit [W]",
+        ];
+        let t = parse_gpus(&format!("{}{rows}", head.join(", ")), None).unwrap();
+        assert_eq!((t.gpus[0].mem_used_mib, t.gpus[0].power_w), (Some(1.0), Some(65100.0)));
+        for (col, bad, unit) in [
+            (4, "memory.used [GiB]", "GiB"),
+            (6, "power.draw [mW]", "mW"),
+            (7, "power.limit [kW]", "kW"),
+            (3, "utilization.gpu [ratio]", "ratio"),
+            (5, "memory.total [MB]", "MB"),
+            (1, "index [n]", "n"),
+        ] {
+            let mut h = head;
+            h[col - 1] = bad;
+            let e = parse_gpus(&format!("# a comment\n{}{rows}", h.join(", ")), None).unwrap_err();
+            let SmiError::BadColumn { place, problem } = &e else {
+                panic!("{bad}: {e:?}")
+            };
+            assert_eq!(place, &format!("header line 2, column {col}"), "{bad}");
+            assert!(problem.contains(bad) && problem.contains(&format!("{unit:?}")), "{bad}: {e}");
+        }
+        // Headerless, a column list with a wrong unit is refused the same way.
+        let e = parse_gpus("0, 1\n", Some(&["index", "memory.used [GiB]"])).unwrap_err();
+        assert!(
+            e.to_string().contains("column list, column 2") && e.to_string().contains("GiB"),
+            "{e}"
+        );
+        // A column this parser does not read keeps whatever unit it has.
+        assert!(parse_gpus("index, clocks.sm [MHz], temperature.gpu [C]\n0, 1410, 40\n", None).is_ok());
+        let e = parse_apps("gpu_uuid, pid, used_memory [KiB]\nGPU-a, 7, 10\n", None).unwrap_err();
+        assert!(
+            e.to_string().contains("used_memory [KiB]") && e.to_string().contains("column 3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_value_whose_unit_is_not_its_columns_own_is_unreadable_never_stripped() {
+        let head = "index, utilization.gpu [%], memory.used [MiB], power.draw [W]\n";
+        let t = parse_gpus(&format!("{head}0, 97 %, 30000 MiB, 300.12 W\n1, 97%, 1, 65\n"), None).unwrap();
+        assert!(t.row_errors.is_empty(), "{t:?}");
+        assert_eq!(
+            (t.gpus[0].util_pct, t.gpus[0].mem_used_mib, t.gpus[0].power_w),
+            (Some(97.0), Some(30000.0), Some(300.12))
+        );
+        for (row, column, value) in [
+            ("0, 97, 1 GiB, 300", "memory.used", "1 GiB"),
+            ("0, 97, 30000, 65 mW", "power.draw", "65 mW"),
+            ("0, 97, 30000, 70 kW", "power.draw", "70 kW"),
+            ("0, 97 W, 30000, 300", "utilization.gpu", "97 W"),
+            ("0, 97, 30000 %, 300", "memory.used", "30000 %"),
+            ("0, 97, 12abc, 300", "memory.used", "12abc"),
+        ] {
+            let t = parse_gpus(&format!("{head}{row}\n"), None).unwrap();
+            assert_eq!(t.gpus[0].unreadable, [column], "{row}");
+            assert_eq!(t.row_errors.len(), 1, "{row}");
+            let e = &t.row_errors[0];
+            assert!(e.line == 2 && e.problem.contains(&format!("{column} {value:?}")), "{row}: {e:?}");
+        }
+        let g = |row: &str| parse_gpus(&format!("{head}{row}\n"), None).unwrap().gpus[0].clone();
+        assert_eq!(g("0, 97, 1 GiB, 300").mem_used_mib, None);
+        assert_eq!(g("0, 97, 30000, 65 mW").power_w, None);
+        let a = parse_apps("gpu_uuid, pid, used_memory [MiB]\nGPU-a, 7, 10 GiB\nGPU-b, 8, 10 MiB\n", None).unwrap();
+        assert_eq!(a.apps.iter().map(|a| a.used_memory_mib).collect::<Vec<_>>(), [None, Some(10.0)]);
+        assert!(a.row_errors[0].problem.contains("used_memory \"10 GiB\""), "{a:?}");
+    }
+
+    #[test]
+    fn a_header_naming_a_field_twice_is_refused_naming_both_columns() {
+        let e = parse_gpus("index, uuid, utilization.gpu [%], utilization.gpu [%]\n0, GPU-a, 97, 0\n", None).unwrap_err();
+        let SmiError::BadColumn { place, problem } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(place, "header line 1, column 4");
+        assert!(problem.contains("utilization.gpu") && problem.contains("columns 3 and 4"), "{e}");
+        let e = parse_gpus("0, 1, 2\n", Some(&["index", "power.draw", "power.draw"])).unwrap_err();
+        assert!(
+            e.to_string().contains("column list, column 3") && e.to_string().contains("columns 2 and 3"),
+            "{e}"
+        );
+        // Two names for one reading of a compute app are the same field named twice.
+        let e = parse_apps("gpu_uuid, used_memory [MiB], used_gpu_memory [MiB]\nGPU-a, 10, 20\n", None).unwrap_err();
+        assert!(
+            e.to_string().contains("used_memory") && e.to_string().contains("columns 2 and 3"),
+            "{e}"
+        );
+        // A column this parser does not read may repeat.
+        assert!(parse_gpus("index, temperature.gpu, temperature.gpu\n0, 40, 40\n", None).is_ok());
     }
 
     #[test]

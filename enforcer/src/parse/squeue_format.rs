@@ -106,8 +106,11 @@ pub fn own_columns() -> Vec<&'static str> {
 
 /// Reads the enforcer's own `squeue --Format=` output ([`format_arg`], header kept) and says
 /// whether it positively shows the queue. The header line (every title as in [`TITLES`], see
-/// [`is_own_header`]) must come before any row; rows after it are read by [`parse`] with
-/// [`own_columns`], keeping line numbers.
+/// [`is_own_header`]) must come before any row; rows after it are read as by [`parse`] with
+/// [`own_columns`], keeping line numbers, except that every row must end with the `|` after
+/// its last field (TRES_ALLOC), as squeue prints it: a row without it (output cut inside the
+/// TRES, `gres/gpu=1` of `gres/gpu=16`) is a row error naming its line, never a job with a
+/// wrong GPU count. Blanks or a CR after that `|` are no field.
 ///
 /// One `CLUSTER: NAME` line before the header (squeue prints it with `-M`, which the enforcer
 /// never passes, so a site wrapper added it) is skipped and its name returned for a note: the
@@ -173,7 +176,7 @@ pub fn parse_own(text: &str, tz: &dyn LocalTime) -> Result<(JobsRead, Option<Str
             None => "no header line: the queue was not read".to_string(),
         });
     }
-    Ok((parse(&body, &cols, tz), cluster))
+    Ok((parse_rows(&body, &cols, tz, true), cluster))
 }
 
 /// Converts a wall-clock time with no offset to epoch seconds in some time zone.
@@ -214,6 +217,12 @@ pub fn start_time(text: &str, tz: &dyn LocalTime) -> Result<Option<i64>, String>
 /// dropped and the field count must match exactly. Blank lines are skipped. `tz` converts StartTime. A job id on several lines
 /// that disagree is a row error on each of them (the job is unknown).
 pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
+    parse_rows(text, columns, tz, false)
+}
+
+/// [`parse`]; with `closed`, a row whose last field is not followed by `|` (before any
+/// trailing blanks or CR) is a row error (see [`parse_own`]).
+fn parse_rows(text: &str, columns: &[&str], tz: &dyn LocalTime, closed: bool) -> JobsRead {
     let cols: Vec<String> = columns.iter().map(|c| c.to_ascii_lowercase()).collect();
     let name_last = cols.last().is_some_and(|c| c == "name");
     let mut out = JobsRead::default();
@@ -228,7 +237,25 @@ pub fn parse(text: &str, columns: &[&str], tz: &dyn LocalTime) -> JobsRead {
             line
         } else {
             let line = line.trim_end_matches([' ', '\t', '\r']);
-            line.strip_suffix('|').unwrap_or(line)
+            match line.strip_suffix('|') {
+                Some(body) => body,
+                None if closed => {
+                    let last = line.rsplit('|').next().unwrap_or(line);
+                    out.row_errors.push(JobRowError {
+                        row: i + 1,
+                        job_id: None,
+                        problem: format!(
+                            "line {}: no closing \"|\" after the last field ({} {:?}): the row was cut short, so that field may be cut too: {:?}",
+                            i + 1,
+                            columns.last().unwrap_or(&"-"),
+                            last.chars().take(60).collect::<String>(),
+                            line.chars().take(120).collect::<String>()
+                        ),
+                    });
+                    continue;
+                }
+                None => line,
+            }
         };
         let fields: Vec<&str> = if name_last {
             body.splitn(cols.len(), '|').collect()
@@ -439,6 +466,37 @@ mod tests {
         let tz = FixedOffset::east_opt(0).unwrap();
         let line = format!("9|9|N/A|N/A|{state}|u|a|p|q|N/A|{nodes}|gres/gpu=1|");
         parse(&line, &own_columns(), &tz)
+    }
+
+    /// Review: the last row cut inside the TRES field (`gres/gpu=1` of `gres/gpu=16`) was read
+    /// with a wrong GPU count, since the closing `|` was optional.
+    #[test]
+    fn an_own_format_row_without_its_closing_bar_is_a_row_error_naming_its_line() {
+        let tz = FixedOffset::east_opt(0).unwrap();
+        let row = "9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|cpu=8,gres/gpu=16|";
+        let cut = "10|10|N/A|N/A|RUNNING|u|a|p|q|N/A|n2|cpu=8,gres/gpu=1";
+        let (r, _) = parse_own(&format!("{}\n{row}\n{cut}\n", own_header()), &tz).unwrap();
+        assert_eq!(
+            r.jobs.iter().map(|j| (j.job_id.as_str(), j.gpus)).collect::<Vec<_>>(),
+            [("9", 16)],
+            "{r:?}"
+        );
+        assert_eq!(r.row_errors.len(), 1, "{r:?}");
+        let e = &r.row_errors[0];
+        assert_eq!(e.row, 3);
+        assert!(
+            e.problem.contains("line 3") && e.problem.contains(r#"tres-alloc "cpu=8,gres/gpu=1""#),
+            "{}",
+            e.problem
+        );
+        // Blanks or a CR after the closing `|` are no field.
+        for end in ["|", "|  ", "|\r", "| \t\r"] {
+            let text = format!("{}\r\n9|9|N/A|N/A|RUNNING|u|a|p|q|N/A|n1|gres/gpu=16{end}\n", own_header());
+            let (r, _) = parse_own(&text, &tz).unwrap();
+            assert!(r.row_errors.is_empty() && r.jobs[0].gpus == 16, "{end:?}: {r:?}");
+        }
+        // A site's own columns (`parse`) keep the closing `|` optional.
+        assert!(parse(cut, &own_columns(), &tz).row_errors.is_empty());
     }
 
     #[test]

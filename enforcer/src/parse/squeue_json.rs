@@ -47,7 +47,8 @@ fn string(v: Option<&Value>) -> String {
 }
 
 /// Parses `squeue --json` output. A job that cannot be read (no `job_id`, bad hostlist, bad
-/// TRES, or listed twice with different fields) is a row error; the others still count.
+/// TRES, a `tres_alloc_str` that is not a string or, for a judged RUNNING job, absent, or
+/// listed twice with different fields) is a row error; the others still count.
 pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
     let v: Value = serde_json::from_str(text).map_err(|e| SqueueJsonError::NotJson(e.to_string()))?;
     if let Some(errs) = v.get("errors").and_then(Value::as_array) {
@@ -202,7 +203,7 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
             )))
         }
     };
-    let tres_text = string(j.get("tres_alloc_str"));
+    let tres_text = tres_text(j, &state, &state_flags, &nodes_text).map_err(fail)?;
     let tres = tres::parse(&tres_text).map_err(|e| fail(e.to_string()))?;
     let gpus = gpus_of(&tres, j.get("gres_detail"), nodes.len()).map_err(fail)?;
     let gres_idx = gres_indices(j.get("gres_detail"));
@@ -239,6 +240,33 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
             || matches!(j.get("gres_detail"), Some(Value::Array(items)) if items.iter().any(|i| i.as_str().is_some_and(gres_detail::names_mig))),
         job_id,
     })
+}
+
+/// The job's `tres_alloc_str`, which carries its GPU count. Text that is not a string
+/// (a number, a list, an object) is an error, whatever the state, as for `comment`. An absent
+/// or `null` one is an error for a job that would be judged (RUNNING, not CONFIGURING or
+/// STOPPED): its GPU count is unknown, and [`SlurmJob::gpus`] has no "unknown", so it is never
+/// read as 0 GPUs. For any other job it is empty text, as before (the v0.0.40 sample's
+/// CONFIGURING row has none).
+fn tres_text(j: &Value, state: &str, flags: &[String], nodes: &str) -> Result<String, String> {
+    match j.get("tres_alloc_str") {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Null) | None => {
+            let judged = state == "RUNNING" && !flags.iter().any(|f| super::NOT_JUDGED_FLAGS.contains(&f.as_str()));
+            if judged {
+                let given = j.get("tres_alloc_str").map_or("absent", |_| "null");
+                Err(format!(
+                    "tres_alloc_str {given} for a RUNNING job on {nodes:?}: its GPU count is unknown (never read as 0)"
+                ))
+            } else {
+                Ok(String::new())
+            }
+        }
+        Some(other) => Err(format!(
+            "tres_alloc_str is not a string: {}",
+            policy::one_line(&other.to_string(), 120)
+        )),
+    }
 }
 
 /// The GPU indices per node from `gres_detail` (see [`SlurmJob::gres_idx`]): empty when the
@@ -316,7 +344,7 @@ mod tests {
     fn never_a_base_or_raw_id_for_an_array_task_or_het_component() {
         let one = |fields: &str| {
             parse(&format!(
-                r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], "nodes": "n1", {fields}}}]}}"#
+                r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "gres/gpu=1", {fields}}}]}}"#
             ))
             .unwrap()
         };
@@ -447,19 +475,59 @@ mod tests {
     #[test]
     fn exemption_fields_not_given_as_text_are_unknown_not_empty() {
         let r = parse(r#"{"jobs": [
-            {"job_id": 1, "job_state": ["RUNNING"], "nodes": "n1", "user_name": "a", "account": "", "partition": "p", "qos": "q", "name": "x", "comment": ""},
-            {"job_id": 2, "job_state": ["RUNNING"], "nodes": "n1", "user_name": "a", "account": null, "partition": "p", "name": "x", "qos": 7}
+            {"job_id": 1, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "gres/gpu=1", "user_name": "a", "account": "", "partition": "p", "qos": "q", "name": "x", "comment": ""},
+            {"job_id": 2, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "gres/gpu=1", "user_name": "a", "account": null, "partition": "p", "name": "x", "qos": 7}
         ]}"#)
         .unwrap();
         assert!(r.jobs[0].unknown_fields.is_empty(), "{:?}", r.jobs[0]);
         assert_eq!(r.jobs[1].unknown_fields, ["account", "qos", "comment"]);
     }
 
+    /// Review: a RUNNING job whose `tres_alloc_str` was absent or not a string read as 0 GPUs.
+    #[test]
+    fn a_tres_alloc_str_that_cannot_be_read_is_a_row_error_never_zero_gpus() {
+        let one = |state: &str, tres: &str| {
+            parse(&format!(
+                r#"{{"jobs": [{{"job_id": 5, "job_state": {state}, "nodes": "gpu001"{tres}}}]}}"#
+            ))
+            .unwrap()
+        };
+        assert_eq!(one(r#"["RUNNING"]"#, r#", "tres_alloc_str": "cpu=8,gres/gpu=4""#).jobs[0].gpus, 4);
+        for (tres, says) in [
+            ("", "tres_alloc_str absent for a RUNNING job"),
+            (r#", "tres_alloc_str": null"#, "tres_alloc_str null for a RUNNING job"),
+            (r#", "tres_alloc_str": 4"#, "tres_alloc_str is not a string: 4"),
+            (
+                r#", "tres_alloc_str": ["gres/gpu=4"]"#,
+                r#"tres_alloc_str is not a string: ["gres/gpu=4"]"#,
+            ),
+            (r#", "tres_alloc_str": {"gres/gpu": 4}"#, "tres_alloc_str is not a string"),
+        ] {
+            for state in [r#"["RUNNING"]"#, r#""RUNNING""#] {
+                let r = one(state, tres);
+                assert!(r.jobs.is_empty(), "{state}{tres}: {r:?}");
+                assert_eq!(r.row_errors[0].job_id.as_deref(), Some("5"));
+                assert!(
+                    r.row_errors[0].problem.starts_with("jobs[0]: ") && r.row_errors[0].problem.contains(says),
+                    "{state}{tres}: {r:?}"
+                );
+            }
+        }
+        // Not a string is an error in any state, as for `comment`.
+        assert!(one(r#"["PENDING"]"#, r#", "tres_alloc_str": 4"#).jobs.is_empty());
+        // A job that is not judged may come without one (the v0.0.40 sample's CONFIGURING
+        // row), and so may one that holds nothing.
+        for state in [r#"["RUNNING", "CONFIGURING"]"#, r#"["PENDING"]"#, r#"["COMPLETED"]"#] {
+            let r = one(state, "");
+            assert!(r.row_errors.is_empty() && r.jobs.len() == 1, "{state}: {r:?}");
+        }
+    }
+
     #[test]
     fn a_comment_that_cannot_be_read_is_a_row_error_not_an_empty_comment() {
         let one = |c: &str| {
             parse(&format!(
-                r#"{{"jobs": [{{"job_id": 5, "job_state": "RUNNING", "nodes": "n1", "comment": {c}}}]}}"#
+                r#"{{"jobs": [{{"job_id": 5, "job_state": "RUNNING", "nodes": "n1", "tres_alloc_str": "gres/gpu=1", "comment": {c}}}]}}"#
             ))
             .unwrap()
         };
@@ -473,7 +541,12 @@ mod tests {
 
     #[test]
     fn a_running_job_without_nodes_is_a_row_error_and_a_flag_alone_an_unknown_state() {
-        let one = |state: &str, nodes: &str| parse(&format!(r#"{{"jobs": [{{"job_id": 5, "job_state": {state}{nodes}}}]}}"#)).unwrap();
+        let one = |state: &str, nodes: &str| {
+            parse(&format!(
+                r#"{{"jobs": [{{"job_id": 5, "tres_alloc_str": "gres/gpu=1", "job_state": {state}{nodes}}}]}}"#
+            ))
+            .unwrap()
+        };
         for nodes in [
             r#", "nodes": """#,
             r#", "nodes": null"#,
@@ -511,7 +584,7 @@ mod tests {
 
     fn try_id(id: &str) -> Result<JobsRead, SqueueJsonError> {
         parse(&format!(
-            r#"{{"jobs": [{{"job_id": 3, "job_state": ["RUNNING"], "nodes": "n0"}}, {{"job_id": {id}, "job_state": ["RUNNING"], "nodes": "n1"}}]}}"#
+            r#"{{"jobs": [{{"job_id": 3, "job_state": ["RUNNING"], "nodes": "n0", "tres_alloc_str": "gres/gpu=1"}}, {{"job_id": {id}, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "gres/gpu=1"}}]}}"#
         ))
     }
 
@@ -553,7 +626,7 @@ mod tests {
     fn array_and_het_ids_are_read_as_strictly_as_the_job_id() {
         let one = |fields: &str| {
             parse(&format!(
-                r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], "nodes": "n1", {fields}}}]}}"#
+                r#"{{"jobs": [{{"job_id": 1230, "job_state": ["RUNNING"], "nodes": "n1", "tres_alloc_str": "gres/gpu=1", {fields}}}]}}"#
             ))
             .unwrap()
         };

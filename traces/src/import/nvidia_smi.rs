@@ -5,7 +5,15 @@
 //!   (`utilization.gpu [%]`); columns are found by name, so any order and extra fields work.
 //!   A log written with `noheader` is read with the field list given as `query` (default:
 //!   the list above). A header line repeated later (the logger restarted) is skipped.
-//! * **Units.** ` %`, ` MiB` and ` W` after a value are removed; `nounits` logs work too.
+//! * **Units.** A header unit of a field the importer reads must be the one nvidia-smi prints
+//!   for it ([`unit_of`]: `[%]`, `[MiB]`, `[W]`); any other (`memory.used [GiB]`,
+//!   `power.draw [mW]`) is an error naming the line, column and unit, whatever `--lenient`
+//!   says, since every value below it would be misread. After a value only that field's own
+//!   unit is removed (` %`, ` MiB`, ` W`); another (`65100 mW`, `97 W` in `utilization.gpu`)
+//!   is a bad row. `nounits` logs work too.
+//! * **Columns named twice.** A header (or `--query`) naming a field the importer reads twice
+//!   (`uuid` and `gpu_uuid` count as one) is an error naming the field and both columns,
+//!   whatever `--lenient` says: which column holds the reading cannot be told.
 //! * **Missing.** `[N/A]`, `[Not Supported]`, `[Insufficient Permissions]`, `[Unknown Error]`,
 //!   `[GPU is lost]` or any other bracketed text, and `N/A`, are missing (counted as
 //!   `missing_<field>`), never 0.
@@ -236,6 +244,56 @@ fn field_name(h: &str) -> String {
     }
 }
 
+/// The unit in brackets after a header name (`memory.used [MiB]` → `MiB`), if any.
+fn field_unit(h: &str) -> Option<&str> {
+    let h = h.trim();
+    h.find(" [").map(|i| {
+        let u = h[i + 2..].trim();
+        u.strip_suffix(']').unwrap_or(u).trim()
+    })
+}
+
+/// The unit nvidia-smi prints for a field the importer reads, in the header
+/// (`utilization.gpu [%]`) and after each value without `nounits` (`97 %`); `None` for
+/// `timestamp`, `index` and `uuid`, printed without one.
+pub fn unit_of(field: &str) -> Option<&'static str> {
+    match field {
+        "utilization.gpu" => Some("%"),
+        "memory.used" | "memory.total" => Some("MiB"),
+        "power.draw" | "power.limit" => Some("W"),
+        _ => None,
+    }
+}
+
+/// The field a name the importer reads stands for (`gpu_uuid` is `uuid`); `None` for a name
+/// it does not read.
+fn read_field(name: &str) -> Option<&str> {
+    match name {
+        "gpu_uuid" | "uuid" => Some("uuid"),
+        "timestamp" | "index" => Some(name),
+        n if POLICY_FIELDS.contains(&n) => Some(name),
+        _ => None,
+    }
+}
+
+/// The first field the importer reads that `names` gives twice: (field, first column, second
+/// column), 0-based.
+fn named_twice<S: AsRef<str>>(names: &[S]) -> Option<(&str, usize, usize)> {
+    names.iter().enumerate().find_map(|(j, n)| {
+        let f = read_field(n.as_ref())?;
+        let i = names[..j].iter().position(|m| read_field(m.as_ref()) == Some(f))?;
+        Some((f, i, j))
+    })
+}
+
+fn twice_problem(field: &str, first: usize, second: usize) -> String {
+    format!(
+        "{field} is named twice (columns {} and {}): which column holds it cannot be told",
+        first + 1,
+        second + 1
+    )
+}
+
 /// Imports an nvidia-smi CSV log. See the module docs for the rules.
 pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> Result<(Trace, ImportReport), TraceError> {
     let bytes = std::fs::read(log_path).map_err(|e| TraceError::io(log_path, e))?;
@@ -269,6 +327,12 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
             problem: typo_problem(bad, meant),
         });
     }
+    if let Some((f, i, j)) = named_twice(&query) {
+        return Err(TraceError::Option {
+            option: "--query".into(),
+            problem: twice_problem(f, i, j),
+        });
+    }
     // A damaged line is a bad row, skipped under --lenient; a damaged header is not: the rows
     // below it would be read under another header's columns, or by --query's order (review
     // 16). The import stops at it, whatever --lenient says.
@@ -299,8 +363,11 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
     let mut absent_noted = false;
     let mut first_data_line: Option<u64> = None;
     let mut span = super::ImportSpan::default();
-    each_record(&mut rdr, path, &mut log, |rec, line| {
-        if rec.len() == 1 && rec[0].is_empty() {
+    // A header whose unit or repeated column is refused stops the import, whatever --lenient
+    // says: skipped, the rows below it would be read under the previous header or --query.
+    let mut refused_header: Option<RowProblem> = None;
+    let read = each_record(&mut rdr, path, &mut log, |rec, line| {
+        if refused_header.is_some() || (rec.len() == 1 && rec[0].is_empty()) {
             return Ok(());
         }
         let raw_fields: Vec<String> = rec.iter().map(str::to_string).collect();
@@ -315,6 +382,17 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                 .collect();
             if let Some((i, meant)) = named.iter().enumerate().find_map(|(i, n)| typo_of_needed_field(n).map(|m| (i, m))) {
                 return Err(problem_at(path, &named, line, i, typo_problem(&named[i], meant)));
+            }
+            let wrong_unit = raw_fields.iter().enumerate().find_map(|(i, h)| {
+                let (name, unit) = (read_field(&named[i])?, field_unit(h)?);
+                (Some(unit) != unit_of(name)).then(|| {
+                    let want = unit_of(name).map_or("no unit".to_string(), |w| format!("[{w}]"));
+                    (i, format!("{h:?} gives the unit {unit:?}, but nvidia-smi prints {name} with {want}; every value in the column would be misread"))
+                })
+            });
+            if let Some((i, what)) = wrong_unit.or_else(|| named_twice(&named).map(|(f, a, b)| (b, twice_problem(f, a, b)))) {
+                refused_header = Some(problem_at(path, &named, line, i, what));
+                return Ok(());
             }
             if header_line.is_none() {
                 note_unknown(report, &named.iter().map(String::as_str).collect::<Vec<_>>(), "header");
@@ -406,10 +484,14 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                     report.bump(missing_key);
                     return Ok(None);
                 }
-                let num = [" %", " MiB", " W"].iter().find_map(|u| v.strip_suffix(u)).unwrap_or(v).trim();
+                let unit = unit_of(name).unwrap_or_default();
+                let num = v.strip_suffix(&format!(" {unit}")).unwrap_or(v).trim();
                 match num.parse::<f64>() {
                     Ok(x) if x.is_finite() => Ok(Some(x)),
-                    _ => Err(problem(i, format!("{v:?} is not a number, a unit-suffixed number or [N/A]"))),
+                    _ => Err(problem(
+                        i,
+                        format!("{v:?} is not a number, a number in {name}'s unit ({unit:?}) or [N/A]"),
+                    )),
                 }
             };
             let r = RawSample {
@@ -430,7 +512,11 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
             out.push(r);
             Ok(())
         }
-    })?;
+    });
+    if let Some(p) = refused_header {
+        return Err(TraceError::Row(p));
+    }
+    read?;
     span.check()?;
     report.skipped.extend(log.skipped);
     super::identify_gpus(&mut out, report);
