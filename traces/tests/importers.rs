@@ -671,6 +671,65 @@ fn dcgm_gpus_are_their_uuids_through_a_renumbering() {
     );
 }
 
+/// Two GPU indices carrying one UUID on one page is a broken page, not a renumbering: a bad
+/// row naming the UUID, both indices and both lines (the import fails; with --lenient it is
+/// skipped, warned about, and neither index's reading is kept as that GPU's).
+#[test]
+fn dcgm_one_uuid_at_two_indices_on_one_page_is_a_broken_page_not_a_renumbering() {
+    let line = |g: u16, u: &str, util: u32| format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"{g}\",UUID=\"{u}\",Hostname=\"n1\"}} {util}\n");
+    let p1 = format!("{}{}", line(0, "GPU-d0", 99), line(1, "GPU-d1", 98));
+    // GPU 0 busy, but index 1 also claims GPU-d0 (and reads 0 %): which is GPU-d0 is unknown.
+    let p2 = format!(
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n{}{}DCGM_FI_DEV_FB_USED{{gpu=\"1\",UUID=\"GPU-d0\",Hostname=\"n1\"}} 0\n",
+        line(0, "GPU-d0", 97),
+        line(1, "GPU-d0", 0)
+    );
+    let p3 = format!("{}{}", line(0, "GPU-d0", 96), line(1, "GPU-d1", 95));
+    let pages = [
+        (1000, "1000.prom", p1.as_str()),
+        (1060, "1060.prom", p2.as_str()),
+        (1120, "1120.prom", p3.as_str()),
+    ];
+    let e = import::dcgm::parse_pages(&pages, None, false, &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "1060.prom: line 3, column 1 (-): GPU UUID GPU-d0 at gpu index 1, but 1060.prom line 2 gave it index 0 at the same time (1060"
+        ) && e.contains("two GPUs cannot share a UUID"),
+        "{e}"
+    );
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&pages, None, true, &mut r).unwrap();
+    // GPU-d0 has no sample at 1060, at either index; GPU-d1 has none there either (its index
+    // read another UUID); nothing was renumbered.
+    let got: Vec<(i64, u16, Option<&str>, Option<f64>)> = raw
+        .iter()
+        .map(|r| (r.sample.t_s, r.gpu, r.uuid.as_deref(), r.sample.util_pct.get()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1000, 0, Some("GPU-d0"), Some(99.0)),
+            (1000, 1, Some("GPU-d1"), Some(98.0)),
+            (1120, 0, Some("GPU-d0"), Some(96.0)),
+            (1120, 1, Some("GPU-d1"), Some(95.0)),
+        ]
+    );
+    assert_eq!(r.count("renumbered_samples"), 0);
+    assert_eq!(r.count("samples_of_a_uuid_at_two_indices"), 2);
+    // One bad row per UUID and time, not one per series line.
+    assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
+    assert_eq!(r.skipped[0].line, 3);
+    let w = r.warnings.join("\n");
+    assert!(!w.contains("renumbered"), "{w}");
+    assert!(
+        w.contains("n1: a GPU UUID read at two indices at one time")
+            && w.contains("GPU-d0 at index 0 (1060.prom line 2) and at index 1 (1060.prom line 3) at 1060"),
+        "{w}"
+    );
+}
+
 /// One byte that is not UTF-8 is a bad row naming file and line (skipped and counted with
 /// --lenient), in an nvidia-smi log and in a dcgm page, not a failure of the whole source.
 #[test]
