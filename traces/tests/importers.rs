@@ -617,6 +617,81 @@ fn nvidia_smi_gpus_are_their_uuids_through_a_renumbering() {
     assert_eq!(power_of("2"), vec![Some(60.0), Some(61.0), Some(62.0)]);
 }
 
+/// The same GPU read twice at one time: identical copies are kept once; copies that disagree
+/// are all dropped (which is right is unknown), with a warning naming the GPU, the time and
+/// the lines. A GPU is its UUID, so one UUID at two indices at one time conflicts too.
+#[test]
+fn nvidia_smi_conflicting_readings_of_one_gpu_at_one_time_are_dropped_with_a_warning() {
+    let log = "timestamp, index, uuid, utilization.gpu [%], power.draw [W]
+2026/11/29 10:00:00.100, 0, GPU-a, 97 %, 300.00 W
+2026/11/29 10:00:00.200, 1, GPU-b, 95 %, 290.00 W
+2026/11/29 10:00:00.900, 0, GPU-a, 0 %, 60.00 W
+2026/11/29 10:01:00.000, 0, GPU-a, 97 %, 301.00 W
+2026/11/29 10:01:00.000, 1, GPU-b, 95 %, 291.00 W
+2026/11/29 10:01:00.000, 1, GPU-b, 95 %, 291.00 W
+2026/11/29 10:02:00.000, 0, GPU-a, 97 %, 302.00 W
+2026/11/29 10:02:00.000, 1, GPU-b, 95 %, 292.00 W
+2026/11/29 10:02:00.000, 2, GPU-a, 3 %, 62.00 W
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert_eq!(
+        gpus_read(&raw),
+        vec![
+            (0, 1, Some("GPU-b"), Some(290.0)),
+            (60, 0, Some("GPU-a"), Some(301.0)),
+            (60, 1, Some("GPU-b"), Some(291.0)),
+            (120, 1, Some("GPU-b"), Some(292.0)),
+        ]
+    );
+    assert_eq!(r.count("conflicting_duplicate_samples"), 4);
+    assert_eq!(r.count("exact_duplicate_samples"), 1);
+    assert_eq!(r.count("renumbered_samples"), 0);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    let w = &r.warnings[0];
+    assert!(
+        w.starts_with("node001: 4 samples dropped: the same GPU read with different values at one time")
+            && w.contains("GPU-a (index 0) at 1795946400 (2026-11-29 10:00:00 UTC) (lines 2, 4)")
+            && w.contains("GPU-a (at indices 0, 2) at 1795946520 (2026-11-29 10:02:00 UTC) (lines 8, 10)")
+            && !w.contains("repeated when clocks went back"),
+        "{w}"
+    );
+
+    // Without UUIDs a GPU is its index.
+    let log = "timestamp, index, utilization.gpu [%]
+2026/11/29 10:00:00.000, 2, 5 %
+2026/11/29 10:00:00.500, 2, 90 %
+2026/11/29 10:00:00.000, 3, 7 %
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert_eq!(raw.iter().map(|r| r.gpu).collect::<Vec<_>>(), vec![3]);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("index 2 at 1795946400 (2026-11-29 10:00:00 UTC) (lines 2, 3)")),
+        "{:?}",
+        r.warnings
+    );
+
+    // The hour repeated when clocks go back: both passes read as its earlier instant, so the
+    // second pass's readings collide with the first's; the warning says why.
+    let log = "timestamp, index, uuid, utilization.gpu [%]
+2026/10/25 02:30:00.000, 0, GPU-a, 97 %
+2026/10/25 02:30:00.000, 0, GPU-a, 4 %
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("Europe/Berlin"), &mut r).unwrap();
+    assert!(raw.is_empty());
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("(lines 2, 3)") && w.contains("1 of these times are in the hour repeated when clocks went back")),
+        "{:?}",
+        r.warnings
+    );
+}
+
 /// Without a uuid column GPUs are their indices, and the summary says so.
 #[test]
 fn nvidia_smi_without_uuid_identifies_gpus_by_index_and_says_so() {
