@@ -473,6 +473,21 @@ mod tests {
             ),
             (|r| r.false_drains = 3, "column false_drains is 3: must not exceed drains (2)"),
             (
+                |r| r.drains_single_node = 3,
+                "column drains_single_node is 3: must not exceed drains (2)",
+            ),
+            (
+                |r| r.false_drains_single_node = 1,
+                "column false_drains_single_node is 1: must not exceed drains_single_node (0)",
+            ),
+            (
+                |r| {
+                    r.drains_single_node = 2;
+                    r.false_drains_single_node = 2;
+                },
+                "column false_drains_single_node is 2: must not exceed false_drains (1)",
+            ),
+            (
                 |r| r.false_cancels_serving = 2,
                 "column false_cancels_serving is 2: must not exceed false_cancels (1)",
             ),

@@ -45,6 +45,10 @@ pub struct Aggregate {
     pub cancels: u64,
     /// Recovered GPU-hours from single-node jobs, summed.
     pub recovered_single_node_gpu_h: f64,
+    /// Drains of single-node jobs, summed.
+    pub drains_single_node: u64,
+    /// False drains of single-node jobs, summed.
+    pub false_drains_single_node: u64,
 }
 
 impl Aggregate {
@@ -68,6 +72,8 @@ impl Aggregate {
         self.false_alerts += r.false_alerts;
         self.cancels += r.cancels;
         self.recovered_single_node_gpu_h += r.recovered_single_node_gpu_h;
+        self.drains_single_node += r.drains_single_node;
+        self.false_drains_single_node += r.false_drains_single_node;
     }
 
     /// False drains as a share of drains, as `"12.3 %"`; `"–"` without drains.
@@ -355,7 +361,7 @@ fn trap_margin_section(s: &mut String, configs: &[&Aggregate], workloads: &[Work
 
 /// One configuration's headline figures over all rows: recovery (and the part from
 /// single-node jobs, next to the oracle's single-node part `oracle_single_node_gpu_h` when the
-/// oracle ran), false cancels, drains, alerts.
+/// oracle ran), false cancels, drains (and those of single-node jobs), alerts.
 fn headline(a: &Aggregate, oracle_single_node_gpu_h: Option<f64>) -> String {
     let oracle_single = oracle_single_node_gpu_h.map_or(String::new(), |o| {
         format!(
@@ -365,7 +371,8 @@ fn headline(a: &Aggregate, oracle_single_node_gpu_h: Option<f64>) -> String {
     });
     format!(
         "it recovers {:.1} GPU-hours of the oracle's {:.1} ({}), with {} false cancels; {} drains, {} of them false ({} \
-         false-drain rate), withholding {:.1} GPU-hours of their nodes' other GPUs; {} true and {} false alerts. Of the \
+         false-drain rate; {} of the drains and {} of the false ones were of single-node jobs, the only drains a per-node \
+         enforcer makes), withholding {:.1} GPU-hours of their nodes' other GPUs; {} true and {} false alerts. Of the \
          recovered GPU-hours {:.1} ({} of the oracle's {:.1}{oracle_single}) come from single-node jobs: the simulator \
          judges whole allocations, but a per-node enforcer holds a multi-node job at alert, so only these are cancels it \
          can make.",
@@ -376,6 +383,8 @@ fn headline(a: &Aggregate, oracle_single_node_gpu_h: Option<f64>) -> String {
         a.drains,
         a.false_drains,
         a.false_drain_rate(),
+        a.drains_single_node,
+        a.false_drains_single_node,
         a.drained_gpu_h,
         a.true_alerts,
         a.false_alerts,
@@ -1178,10 +1187,16 @@ mod tests {
         rec.recovered_single_node_gpu_h = 60.0;
         rec.drains = 8;
         rec.false_drains = 2;
+        rec.drains_single_node = 5;
+        rec.false_drains_single_node = 1;
         let mut deploy = row("c037", 900, 80.0, 0, 20);
         deploy.exempt_qos = "serving".into();
         deploy.cancels = 2;
         deploy.recovered_single_node_gpu_h = 50.0;
+        deploy.drains = 6;
+        deploy.false_drains = 3;
+        deploy.drains_single_node = 4;
+        deploy.false_drains_single_node = 2;
         let rows = [rec, deploy];
         let md = summary_md(&rows, &[Workload::builtin_traps()]);
         let head = md.split("## Recommended configuration next to").next().unwrap();
@@ -1192,7 +1207,18 @@ mod tests {
             head.contains("Of the recovered GPU-hours 50.0 (33.3 % of the oracle's 150.0) come from single-node jobs"),
             "{head}"
         );
-        assert!(head.contains("8 drains, 2 of them false (25.0 % false-drain rate)"), "{head}");
+        assert!(
+            head.contains(
+                "8 drains, 2 of them false (25.0 % false-drain rate; 5 of the drains and 1 of the false ones were of \
+                 single-node jobs, the only drains a per-node enforcer makes), withholding"
+            ),
+            "{head}"
+        );
+        // The deploy variant's own single-node drains.
+        assert!(
+            head.contains("6 drains, 3 of them false (50.0 % false-drain rate; 4 of the drains and 2 of the false ones"),
+            "{head}"
+        );
         assert!(head.contains("| traps | long_staging | normal | 30–120 |"), "{head}");
         assert!(
             head.contains("longest trap it could cancel: staging of `long_staging` (workload traps), up to 120 min; margin **0 min**"),

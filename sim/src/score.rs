@@ -14,7 +14,8 @@
 //! * Recovered GPU-hours: per correct cancel, GPUs × the time the job would otherwise have held
 //!   them (to its end, within the simulated span). `recovered_single_node_gpu_h`: the part
 //!   from jobs on one node, the only cancels a per-node enforcer makes (it holds a multi-node
-//!   job at alert).
+//!   job at alert). `drains_single_node` and `false_drains_single_node`: likewise the drains
+//!   (and false drains) of jobs on one node, the only drains a per-node enforcer makes.
 //! * Latency: onset of the non-productive episode to the alert (true alerts), onset of whole
 //!   waste to the cancel (correct cancels).
 //! * By signature: a cancel (and its recovery or loss) counts under the signature its
@@ -58,6 +59,10 @@ pub struct Tally {
     pub drains: u64,
     /// Drains of jobs that were not wholly wasted at their first drain.
     pub false_drains: u64,
+    /// Drains of jobs on one node (the only drains a per-node enforcer makes).
+    pub drains_single_node: u64,
+    /// False drains of jobs on one node.
+    pub false_drains_single_node: u64,
     /// Capacity withheld by drains, GPU-ticks: per drained job, the GPUs of its nodes it does
     /// not hold, from its first drain to the cycle after it leaves (see the module doc).
     pub drained_gpu_ticks: u64,
@@ -159,8 +164,11 @@ impl Tally {
             // cut back to the cycle after its cancel below.
             self.drained_since.insert(j, tick);
             self.drains += 1;
+            let single = job.single_node();
+            self.drains_single_node += u64::from(single);
             if !job.wholly_wasted_at(tick) {
                 self.false_drains += 1;
+                self.false_drains_single_node += u64::from(single);
             }
             self.drained_gpu_ticks += job.drain_extra_gpus as u64 * left.saturating_sub(tick) as u64;
         }
@@ -329,6 +337,8 @@ pub struct Row {
     pub recovered_gpu_h_partial: f64,
     pub recovered_gpu_h_unknown: f64,
     pub recovered_single_node_gpu_h: f64,
+    pub drains_single_node: u64,
+    pub false_drains_single_node: u64,
 }
 
 /// The signature names of the per-signature columns, in column order.
@@ -529,6 +539,8 @@ impl Row {
     /// * `false_cancels` ≤ `cancels` ≤ `jobs` (a cancelled job is no longer judged), and
     ///   `cancels` ≤ `true_alerts + false_alerts` (a job's verdict reaches alert, counted as an
     ///   alert, no later than its cancel); `false_drains` ≤ `drains`;
+    /// * `false_drains_single_node` ≤ `drains_single_node` ≤ `drains`, and
+    ///   `false_drains_single_node` ≤ `false_drains`;
     /// * `false_cancels_serving` and the sum of `false_cancels_<sig>` ≤ `false_cancels`; each
     ///   `false_cancels_<sig>` ≤ `cancels_<sig>` ≤ `alerts_<sig>` (see [`Tally::alerts_by_sig`]); the sum of `cancels_<sig>` ≤ `cancels`; the
     ///   sum of `alerts_<sig>` ≤ `true_alerts + false_alerts` (a finding with no signature
@@ -576,6 +588,19 @@ impl Row {
         let alerts = self.true_alerts.saturating_add(self.false_alerts);
         at_most("cancels", self.cancels, "true_alerts + false_alerts", alerts)?;
         at_most("false_drains", self.false_drains, "drains", self.drains)?;
+        at_most(
+            "false_drains_single_node",
+            self.false_drains_single_node,
+            "drains_single_node",
+            self.drains_single_node,
+        )?;
+        at_most("drains_single_node", self.drains_single_node, "drains", self.drains)?;
+        at_most(
+            "false_drains_single_node",
+            self.false_drains_single_node,
+            "false_drains",
+            self.false_drains,
+        )?;
         at_most(
             "false_cancels_serving",
             self.false_cancels_serving,
@@ -725,6 +750,8 @@ impl Row {
             recovered_gpu_h_partial: gpu_h(by(&t.recovered_by_sig, "partial")),
             recovered_gpu_h_unknown: gpu_h(by(&t.recovered_by_sig, "unknown")),
             recovered_single_node_gpu_h: gpu_h(t.recovered_single_node_gpu_ticks),
+            drains_single_node: t.drains_single_node,
+            false_drains_single_node: t.false_drains_single_node,
         }
     }
 

@@ -254,6 +254,73 @@ fn recovery_from_multi_node_jobs_is_left_out_of_the_single_node_column() {
     assert_eq!(bad.check_values().unwrap_err().0, "recovered_single_node_gpu_h");
 }
 
+#[test]
+fn drains_of_multi_node_jobs_are_left_out_of_the_single_node_drain_columns() {
+    use PhaseKind::*;
+    // The per-node enforcer holds a multi-node job at alert and never drains it: only the
+    // drains of single-node jobs are drains it would make.
+    // H (100): GPUs 0-1 of node 0, hung from 10, drained at 40: a true single-node drain.
+    // I (101): GPU 2 of node 0 and GPU 0 of node 1, productive, drained at 40: a false drain
+    //   the per-node enforcer would not make.
+    // J (102): GPU 3 of node 0, productive, drained at 50 (and again at 70, after a healthy
+    //   spell: the drain stands, one drain): a false single-node drain.
+    // K (103): GPU 4 of node 0 and GPU 1 of node 1, hung from 10, drained at 40: a true
+    //   multi-node drain.
+    let mut multi = job(1, &[2, 0], 2, 0, 100, &[(0, 100, Compute)]);
+    multi.facts.alloc[1].node = NodeId(1);
+    let mut multi_hung = job(3, &[4, 1], 2, 0, 100, &[(0, 10, Compute), (10, 100, Hung)]);
+    multi_hung.facts.alloc[1].node = NodeId(1);
+    let jobs = vec![
+        job(0, &[0, 1], 2, 0, 100, &[(0, 10, Compute), (10, 100, Hung)]),
+        multi,
+        job(2, &[3], 1, 0, 100, &[(0, 100, Compute)]),
+        multi_hung,
+    ];
+    let mut w = world(jobs, 120, |_, _, _| None);
+    w.nodes.intern("node002");
+    let mut judge = Scripted(vec![
+        ("100", 20, Verdict::Alert),
+        ("100", 40, Verdict::Drain),
+        ("101", 20, Verdict::Alert),
+        ("101", 40, Verdict::Drain),
+        ("102", 30, Verdict::Alert),
+        ("102", 50, Verdict::Drain),
+        ("102", 60, Verdict::Healthy),
+        ("102", 70, Verdict::Drain),
+        ("103", 20, Verdict::Alert),
+        ("103", 40, Verdict::Drain),
+    ]);
+    let t = drive::run(&w, &mut judge);
+    assert_eq!((t.drains, t.false_drains), (4, 2));
+    assert_eq!((t.drains_single_node, t.false_drains_single_node), (2, 1));
+    let row = test_row(&w, &t);
+    assert_eq!((row.drains, row.false_drains), (4, 2));
+    assert_eq!((row.drains_single_node, row.false_drains_single_node), (2, 1));
+    assert_eq!(row.check_values(), Ok(()));
+    // The oracle drains nothing.
+    let o = Tally::oracle(&w);
+    assert_eq!((o.drains_single_node, o.false_drains_single_node), (0, 0));
+    // The relations a row read back from a sweep.csv must obey.
+    let bad = |edit: fn(&mut Row)| {
+        let mut r = row.clone();
+        edit(&mut r);
+        r.check_values().unwrap_err()
+    };
+    let e = bad(|r| r.false_drains_single_node = 3);
+    assert_eq!((e.0, e.1.as_str()), ("false_drains_single_node", "3"));
+    assert_eq!(e.2, "must not exceed drains_single_node (2)");
+    let e = bad(|r| r.drains_single_node = 5);
+    assert_eq!((e.0, e.2.as_str()), ("drains_single_node", "must not exceed drains (4)"));
+    let e = bad(|r| {
+        r.drains_single_node = 3;
+        r.false_drains_single_node = 3;
+    });
+    assert_eq!(
+        (e.0, e.2.as_str()),
+        ("false_drains_single_node", "must not exceed false_drains (2)")
+    );
+}
+
 /// Verdicts and signatures by (job id, tick) from a table of (job id, from tick, verdict,
 /// signature name), last match wins.
 struct SignedScript(Vec<(&'static str, u32, Verdict, &'static str)>);
@@ -540,6 +607,9 @@ mod properties {
             prop_assert!(t.oracle_gpu_ticks <= t.wasted_gpu_ticks);
             prop_assert_eq!(t.alert_latency.len() as u64, t.true_alerts);
             prop_assert!(t.false_drains <= t.drains);
+            prop_assert!(t.false_drains_single_node <= t.drains_single_node);
+            prop_assert!(t.drains_single_node <= t.drains);
+            prop_assert!(t.false_drains_single_node <= t.false_drains);
             let row = Row::new(&RowParams::default(), &w, 1.0, &t);
             prop_assert_eq!(row.check_values(), Ok(()));
         }

@@ -46,6 +46,15 @@ fn same_seeds_and_config_give_byte_identical_csv_with_1_and_2_threads() {
     assert!(text.starts_with(
         "policy,config_id,workload,seed,util_threshold_pct,window_s,warmup_s,max_sample_gap_s,drain_after_s,cancel_after_s,jobs,wasted_gpu_h,recovered_gpu_h,recovered_share,oracle_recovered_gpu_h,false_cancels,false_cancel_lost_gpu_h,false_drains,drained_gpu_h,true_alerts,false_alerts,alert_latency_p50_s,alert_latency_p95_s,cancel_latency_p50_s,cancel_latency_p95_s,"
     ));
+    // The columns added since end the header, in the order reports/README.md documents them.
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with(",recovered_gpu_h_unknown,recovered_single_node_gpu_h,drains_single_node,false_drains_single_node"),
+        "{}",
+        text.lines().next().unwrap()
+    );
     for p in ["gpu-reaper", "jds", "reaper-v0.1", "naive-mean", "oracle"] {
         assert!(text.lines().any(|l| l.starts_with(&format!("{p},"))), "no {p} row");
     }

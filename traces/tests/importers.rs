@@ -617,6 +617,81 @@ fn nvidia_smi_gpus_are_their_uuids_through_a_renumbering() {
     assert_eq!(power_of("2"), vec![Some(60.0), Some(61.0), Some(62.0)]);
 }
 
+/// The same GPU read twice at one time: identical copies are kept once; copies that disagree
+/// are all dropped (which is right is unknown), with a warning naming the GPU, the time and
+/// the lines. A GPU is its UUID, so one UUID at two indices at one time conflicts too.
+#[test]
+fn nvidia_smi_conflicting_readings_of_one_gpu_at_one_time_are_dropped_with_a_warning() {
+    let log = "timestamp, index, uuid, utilization.gpu [%], power.draw [W]
+2026/11/29 10:00:00.100, 0, GPU-a, 97 %, 300.00 W
+2026/11/29 10:00:00.200, 1, GPU-b, 95 %, 290.00 W
+2026/11/29 10:00:00.900, 0, GPU-a, 0 %, 60.00 W
+2026/11/29 10:01:00.000, 0, GPU-a, 97 %, 301.00 W
+2026/11/29 10:01:00.000, 1, GPU-b, 95 %, 291.00 W
+2026/11/29 10:01:00.000, 1, GPU-b, 95 %, 291.00 W
+2026/11/29 10:02:00.000, 0, GPU-a, 97 %, 302.00 W
+2026/11/29 10:02:00.000, 1, GPU-b, 95 %, 292.00 W
+2026/11/29 10:02:00.000, 2, GPU-a, 3 %, 62.00 W
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert_eq!(
+        gpus_read(&raw),
+        vec![
+            (0, 1, Some("GPU-b"), Some(290.0)),
+            (60, 0, Some("GPU-a"), Some(301.0)),
+            (60, 1, Some("GPU-b"), Some(291.0)),
+            (120, 1, Some("GPU-b"), Some(292.0)),
+        ]
+    );
+    assert_eq!(r.count("conflicting_duplicate_samples"), 4);
+    assert_eq!(r.count("exact_duplicate_samples"), 1);
+    assert_eq!(r.count("renumbered_samples"), 0);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    let w = &r.warnings[0];
+    assert!(
+        w.starts_with("node001: 4 samples dropped: the same GPU read with different values at one time")
+            && w.contains("GPU-a (index 0) at 1795946400 (2026-11-29 10:00:00 UTC) (lines 2, 4)")
+            && w.contains("GPU-a (at indices 0, 2) at 1795946520 (2026-11-29 10:02:00 UTC) (lines 8, 10)")
+            && !w.contains("repeated when clocks went back"),
+        "{w}"
+    );
+
+    // Without UUIDs a GPU is its index.
+    let log = "timestamp, index, utilization.gpu [%]
+2026/11/29 10:00:00.000, 2, 5 %
+2026/11/29 10:00:00.500, 2, 90 %
+2026/11/29 10:00:00.000, 3, 7 %
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert_eq!(raw.iter().map(|r| r.gpu).collect::<Vec<_>>(), vec![3]);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("index 2 at 1795946400 (2026-11-29 10:00:00 UTC) (lines 2, 3)")),
+        "{:?}",
+        r.warnings
+    );
+
+    // The hour repeated when clocks go back: both passes read as its earlier instant, so the
+    // second pass's readings collide with the first's; the warning says why.
+    let log = "timestamp, index, uuid, utilization.gpu [%]
+2026/10/25 02:30:00.000, 0, GPU-a, 97 %
+2026/10/25 02:30:00.000, 0, GPU-a, 4 %
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("Europe/Berlin"), &mut r).unwrap();
+    assert!(raw.is_empty());
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("(lines 2, 3)") && w.contains("1 of these times are in the hour repeated when clocks went back")),
+        "{:?}",
+        r.warnings
+    );
+}
+
 /// Without a uuid column GPUs are their indices, and the summary says so.
 #[test]
 fn nvidia_smi_without_uuid_identifies_gpus_by_index_and_says_so() {
@@ -668,6 +743,65 @@ fn dcgm_gpus_are_their_uuids_through_a_renumbering() {
         r.notes.iter().any(|n| n.contains("n1: the source has no GPU UUID")),
         "{:?}",
         r.notes
+    );
+}
+
+/// Two GPU indices carrying one UUID on one page is a broken page, not a renumbering: a bad
+/// row naming the UUID, both indices and both lines (the import fails; with --lenient it is
+/// skipped, warned about, and neither index's reading is kept as that GPU's).
+#[test]
+fn dcgm_one_uuid_at_two_indices_on_one_page_is_a_broken_page_not_a_renumbering() {
+    let line = |g: u16, u: &str, util: u32| format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"{g}\",UUID=\"{u}\",Hostname=\"n1\"}} {util}\n");
+    let p1 = format!("{}{}", line(0, "GPU-d0", 99), line(1, "GPU-d1", 98));
+    // GPU 0 busy, but index 1 also claims GPU-d0 (and reads 0 %): which is GPU-d0 is unknown.
+    let p2 = format!(
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n{}{}DCGM_FI_DEV_FB_USED{{gpu=\"1\",UUID=\"GPU-d0\",Hostname=\"n1\"}} 0\n",
+        line(0, "GPU-d0", 97),
+        line(1, "GPU-d0", 0)
+    );
+    let p3 = format!("{}{}", line(0, "GPU-d0", 96), line(1, "GPU-d1", 95));
+    let pages = [
+        (1000, "1000.prom", p1.as_str()),
+        (1060, "1060.prom", p2.as_str()),
+        (1120, "1120.prom", p3.as_str()),
+    ];
+    let e = import::dcgm::parse_pages(&pages, None, false, &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "1060.prom: line 3, column 1 (-): GPU UUID GPU-d0 at gpu index 1, but 1060.prom line 2 gave it index 0 at the same time (1060"
+        ) && e.contains("two GPUs cannot share a UUID"),
+        "{e}"
+    );
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&pages, None, true, &mut r).unwrap();
+    // GPU-d0 has no sample at 1060, at either index; GPU-d1 has none there either (its index
+    // read another UUID); nothing was renumbered.
+    let got: Vec<(i64, u16, Option<&str>, Option<f64>)> = raw
+        .iter()
+        .map(|r| (r.sample.t_s, r.gpu, r.uuid.as_deref(), r.sample.util_pct.get()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1000, 0, Some("GPU-d0"), Some(99.0)),
+            (1000, 1, Some("GPU-d1"), Some(98.0)),
+            (1120, 0, Some("GPU-d0"), Some(96.0)),
+            (1120, 1, Some("GPU-d1"), Some(95.0)),
+        ]
+    );
+    assert_eq!(r.count("renumbered_samples"), 0);
+    assert_eq!(r.count("samples_of_a_uuid_at_two_indices"), 2);
+    // One bad row per UUID and time, not one per series line.
+    assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
+    assert_eq!(r.skipped[0].line, 3);
+    let w = r.warnings.join("\n");
+    assert!(!w.contains("renumbered"), "{w}");
+    assert!(
+        w.contains("n1: a GPU UUID read at two indices at one time")
+            && w.contains("GPU-d0 at index 0 (1060.prom line 2) and at index 1 (1060.prom line 3) at 1060"),
+        "{w}"
     );
 }
 

@@ -20,6 +20,12 @@
 //! * **Duplicated series** (the `hpc_job` label duplicates a shared GPU's series once per job,
 //!   each with the whole GPU's value) collapse when equal; when they disagree the field is
 //!   missing (`conflicting_series`).
+//! * **One UUID at two indices at one time** (a broken page: two GPUs cannot share a UUID,
+//!   and which reading is that GPU's is unknown) is a bad row naming the UUID, both indices
+//!   and both lines: it fails the import, or with `--lenient` is skipped, and then every
+//!   reading of that UUID at that time, at either index, is dropped
+//!   (`samples_of_a_uuid_at_two_indices`, with a warning), so its GPU has a gap there
+//!   (insufficient evidence). It is not a renumbering, which moves a GPU between pages.
 //! * A line that is not a metric sample (or not valid UTF-8) is a bad row (file, line, column): a failed scrape
 //!   (an HTTP 500 body) thus fails the import, or with `--lenient` is skipped and counted.
 
@@ -178,6 +184,64 @@ fn field_of(name: &str) -> Field {
 /// A value per (time, host, GPU index, UUID, field): `Some(v)` agreed, `None` conflicting.
 type Readings = BTreeMap<(i64, String, u16, Option<String>), BTreeMap<Field, Option<f64>>>;
 
+/// Where a UUID was read at one time: its index, the page and the line.
+type UuidAt = (u16, PathBuf, u64);
+
+/// Per (time, host, UUID): where it was first read, and, when it was also read at another
+/// index at that time (a broken page), where.
+#[derive(Default)]
+struct UuidsAt {
+    first: BTreeMap<(i64, String, String), UuidAt>,
+    /// Keyed as `first`; the value is where it was first read at another index.
+    conflicts: BTreeMap<(i64, String, String), UuidAt>,
+}
+
+/// `file line L`.
+fn at_line((_, file, line): &UuidAt) -> String {
+    format!("{} line {line}", file.display())
+}
+
+/// Drops every reading of a UUID read at two indices at one time (both indices), counting
+/// them as `samples_of_a_uuid_at_two_indices`, with a warning per host naming the UUIDs, the
+/// indices, the times and the lines.
+fn drop_uuid_conflicts(readings: &mut Readings, uuids: &UuidsAt, report: &mut ImportReport) {
+    if uuids.conflicts.is_empty() {
+        return;
+    }
+    let conflicted: std::collections::BTreeSet<(i64, &str, &str)> =
+        uuids.conflicts.keys().map(|(t, h, u)| (*t, h.as_str(), u.as_str())).collect();
+    let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
+    readings.retain(|(t, h, _, u), _| {
+        let hit = u.as_deref().is_some_and(|u| conflicted.contains(&(*t, h.as_str(), u)));
+        if hit {
+            *dropped.entry(h.clone()).or_default() += 1;
+        }
+        !hit
+    });
+    let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (key @ (t_s, host, uuid), other) in &uuids.conflicts {
+        let first = &uuids.first[key];
+        by_host.entry(host.as_str()).or_default().push(format!(
+            "{uuid} at index {} ({}) and at index {} ({}) at {}",
+            first.0,
+            at_line(first),
+            other.0,
+            at_line(other),
+            super::when(*t_s)
+        ));
+    }
+    for (host, cases) in by_host {
+        let dropped = dropped.get(host).copied().unwrap_or(0);
+        report.add("samples_of_a_uuid_at_two_indices", dropped);
+        report.warnings.push(format!(
+            "{host}: a GPU UUID read at two indices at one time (a broken page: two GPUs cannot share a UUID, and which \
+             reading is that GPU's is unknown): {}; its {dropped} samples at those times, at every index it was read at, \
+             dropped (its jobs have a gap there: insufficient evidence, never idle)",
+            super::listed(&cases, 8)
+        ));
+    }
+}
+
 /// Parses one page's text taken at `file_t_s` into `readings`. `path` is for errors. A line
 /// that is not valid UTF-8 is a bad row (file, line).
 fn parse_page(
@@ -187,7 +251,7 @@ fn parse_page(
     node: Option<&str>,
     log: &mut RowLog,
     report: &mut ImportReport,
-    (readings, span): (&mut Readings, &mut super::ImportSpan),
+    (readings, span, uuids): (&mut Readings, &mut super::ImportSpan, &mut UuidsAt),
 ) -> Result<(), TraceError> {
     for (n, line) in text.split(|&b| b == b'\n').enumerate() {
         let bad = |col: usize, what: String| RowProblem {
@@ -253,6 +317,23 @@ fn parse_page(
             .map(str::trim)
             .filter(|u| !u.is_empty())
             .map(str::to_string);
+        if let Some(u) = &uuid {
+            let key = (t_s, host.clone(), u.clone());
+            let first = uuids.first.entry(key.clone()).or_insert_with(|| (gpu, path.into(), n as u64 + 1));
+            // Reported once per UUID and time; its readings there, at every index, are kept
+            // until the pages are read and then dropped (`drop_uuid_conflicts`).
+            if first.0 != gpu && !uuids.conflicts.contains_key(&key) {
+                let problem = format!(
+                    "GPU UUID {u} at gpu index {gpu}, but {} gave it index {} at the same time ({}): two GPUs cannot \
+                     share a UUID, so this page is broken and which reading is {u}'s is unknown",
+                    at_line(first),
+                    first.0,
+                    super::when(t_s)
+                );
+                uuids.conflicts.insert(key, (gpu, path.into(), n as u64 + 1));
+                log.bad_row(bad(1, problem))?;
+            }
+        }
         let entry = readings.entry((t_s, host, gpu, uuid)).or_default();
         let field = field_of(&p.name);
         if field == Field::Other {
@@ -320,12 +401,14 @@ pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attrib
     }
     let mut readings = Readings::new();
     let mut span = super::ImportSpan::default();
+    let mut uuids = UuidsAt::default();
     for (t, path) in &pages {
         let text = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
-        parse_page(&text, *t, path, node, &mut log, &mut report, (&mut readings, &mut span))?;
+        parse_page(&text, *t, path, node, &mut log, &mut report, (&mut readings, &mut span, &mut uuids))?;
         report.bump("pages");
     }
     span.check()?;
+    drop_uuid_conflicts(&mut readings, &uuids, &mut report);
     let mut raw = to_raw(readings);
     super::identify_gpus(&mut raw, &mut report);
     report.skipped.extend(log.skipped);
@@ -344,6 +427,7 @@ pub fn parse_pages(
     let mut log = RowLog::new(lenient);
     let mut readings = Readings::new();
     let mut span = super::ImportSpan::default();
+    let mut uuids = UuidsAt::default();
     for (t, label, text) in pages {
         parse_page(
             text.as_bytes(),
@@ -352,11 +436,12 @@ pub fn parse_pages(
             node,
             &mut log,
             report,
-            (&mut readings, &mut span),
+            (&mut readings, &mut span, &mut uuids),
         )?;
     }
     span.check()?;
     report.skipped.extend(log.skipped);
+    drop_uuid_conflicts(&mut readings, &uuids, report);
     let mut raw = to_raw(readings);
     super::identify_gpus(&mut raw, report);
     Ok(raw)

@@ -28,6 +28,12 @@
 //!   UUID had when first seen in the log, even after nvidia-smi renumbers it (a GPU fell off
 //!   the bus); see [`super::identify_gpus`]. Without one, GPUs are their indices, and a note
 //!   says so.
+//! * **One GPU twice at one time** (its UUID, else its index, at one whole second): identical
+//!   copies are kept once (`exact_duplicate_samples`); copies that differ (other readings, or
+//!   one UUID at two indices) are all dropped (`conflicting_duplicate_samples`), as `sim
+//!   replay` drops a trace's conflicting duplicates, with a warning naming the GPU, the time
+//!   and the lines (and the hour repeated when clocks go back, whose two passes are read as one
+//!   instant).
 //! * **Bytes.** A line that is not valid UTF-8 is a bad row (file, line), skipped and counted
 //!   with `lenient`.
 //! * **Field names.** A name in the header or `--query` within two edits of a field the
@@ -360,6 +366,8 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
     let mut fields: Option<Vec<String>> = None;
     let mut header_line: Option<Vec<String>> = None;
     let mut out = Vec::new();
+    // Per sample of `out`: its line and whether its local time was ambiguous.
+    let mut read_at: Vec<(u64, bool)> = Vec::new();
     let mut absent_noted = false;
     let mut first_data_line: Option<u64> = None;
     let mut span = super::ImportSpan::default();
@@ -510,6 +518,7 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                 },
             };
             out.push(r);
+            read_at.push((line, ambiguous));
             Ok(())
         }
     });
@@ -519,6 +528,72 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
     read?;
     span.check()?;
     report.skipped.extend(log.skipped);
+    drop_conflicting_duplicates(&mut out, &read_at, opts.node.trim(), report);
     super::identify_gpus(&mut out, report);
     Ok(out)
+}
+
+/// One GPU (its UUID, else its index) read more than once at one time (whole seconds): copies
+/// with the same index and readings are kept once (`exact_duplicate_samples`); copies that
+/// differ are all dropped (`conflicting_duplicate_samples`), as `sim replay` drops a trace's
+/// conflicting duplicates: which reading is right is unknown, so the GPU has a gap there. A
+/// warning names the GPUs, times and lines. `read_at` is each sample's line and whether its
+/// local time was ambiguous (the hour repeated when clocks go back); `node` names the host.
+fn drop_conflicting_duplicates(out: &mut Vec<RawSample>, read_at: &[(u64, bool)], node: &str, report: &mut ImportReport) {
+    use std::collections::BTreeMap;
+    // The GPU's identity: its UUID, else its index.
+    let mut groups: BTreeMap<(i64, Option<&str>, u16), Vec<usize>> = BTreeMap::new();
+    for (i, r) in out.iter().enumerate() {
+        let index = if r.uuid.is_some() { 0 } else { r.gpu };
+        groups.entry((r.sample.t_s, r.uuid.as_deref(), index)).or_default().push(i);
+    }
+    let mut keep = vec![true; out.len()];
+    let mut cases: Vec<String> = Vec::new();
+    let (mut conflicting, mut in_repeated_hour) = (0u64, 0usize);
+    for ((t_s, uuid, _), idx) in groups.iter().filter(|(_, v)| v.len() > 1) {
+        let first = &out[idx[0]];
+        let same = |r: &RawSample| r.gpu == first.gpu && r.sample == first.sample;
+        if idx.iter().all(|&i| same(&out[i])) {
+            report.add("exact_duplicate_samples", idx.len() as u64 - 1);
+            for &i in &idx[1..] {
+                keep[i] = false;
+            }
+            continue;
+        }
+        conflicting += idx.len() as u64;
+        for &i in idx {
+            keep[i] = false;
+        }
+        let lines: Vec<String> = idx.iter().map(|&i| read_at[i].0.to_string()).collect();
+        let mut indices: Vec<u16> = idx.iter().map(|&i| out[i].gpu).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let gpu = match uuid {
+            Some(u) if indices.len() > 1 => {
+                let at: Vec<String> = indices.iter().map(u16::to_string).collect();
+                format!("{u} (at indices {})", at.join(", "))
+            }
+            Some(u) => format!("{u} (index {})", first.gpu),
+            None => format!("index {}", first.gpu),
+        };
+        cases.push(format!("{gpu} at {} (lines {})", super::when(*t_s), lines.join(", ")));
+        in_repeated_hour += usize::from(idx.iter().any(|&i| read_at[i].1));
+    }
+    let mut k = keep.into_iter();
+    out.retain(|_| k.next().unwrap_or(false));
+    if conflicting == 0 {
+        return;
+    }
+    report.add("conflicting_duplicate_samples", conflicting);
+    let dst = if in_repeated_hour > 0 {
+        format!(
+            " {in_repeated_hour} of these times are in the hour repeated when clocks went back, whose two passes are both read as its earlier instant (`--tz`)."
+        )
+    } else {
+        String::new()
+    };
+    report.warnings.push(format!(
+        "{node}: {conflicting} samples dropped: the same GPU read with different values at one time, so which reading is right is unknown (its jobs have a gap there: insufficient evidence, never idle): {}.{dst}",
+        super::listed(&cases, 8)
+    ));
 }
