@@ -424,9 +424,18 @@ fn import_messages_use_the_command_line_names() {
     smi_log(d, "smi.csv", None);
     let smi = |src: &str, tz: &str, out: &str| ok(d, &["import", "nvidia-smi-log", src, "--node", "n1", "--tz", tz, "--out", out]);
     let s = smi("smi.csv", "Europe/Berlin", "o1");
-    assert!(s.contains("note: timestamps read in zone Europe/Berlin\n"), "{s}");
+    // The offset in use is named (trial 11: "local" alone let a wrong zone pass unnoticed).
+    assert!(
+        s.contains("note: timestamps read in zone Europe/Berlin, UTC+02:00 at the first sample"),
+        "{s}"
+    );
     let s = smi("smi.csv", "+02:00", "o2");
-    assert!(s.contains("note: timestamps read in zone +02:00\n"), "{s}");
+    assert!(
+        s.contains("note: timestamps read in zone +02:00, UTC+02:00 at the first sample"),
+        "{s}"
+    );
+    let s = smi("smi.csv", "America/New_York", "o4");
+    assert!(s.contains("zone America/New_York, UTC-04:00 at the first sample"), "{s}");
     // The format by its command-line name.
     std::fs::write(d.join("bad.csv"), "timestamp, index\nyesterday, 0\n").unwrap();
     let e = fails(d, &["import", "nvidia-smi-log", "bad.csv", "--node", "n1", "--out", "o3"]);

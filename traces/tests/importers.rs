@@ -979,3 +979,38 @@ fn nvidia_smi_a_field_named_twice_is_an_error_naming_both_columns() {
         "{e}"
     );
 }
+
+/// Trial 11: a log copied while `nvidia-smi -l` wrote it ended in a cut line whose last field
+/// was a shorter number (`400` cut to `40`), imported as a power limit of 40 W without a word.
+/// A last line without its line end is dropped with a warning, in either mode.
+#[test]
+fn nvidia_smi_a_last_line_without_its_line_end_is_dropped_with_a_warning() {
+    let head = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W]\n";
+    let whole = "2026/11/29 10:00:00.000, 0, GPU-a, 97 %, 30000 MiB, 81920 MiB, 343.34 W, 400.00 W\n";
+    let cut = "2026/11/29 10:01:00.000, 0, GPU-a, 97 %, 30000 MiB, 81920 MiB, 343.34 W, 40";
+    for lenient in [false, true] {
+        let mut o = smi_opts("UTC");
+        o.lenient = lenient;
+        let mut report = ImportReport::default();
+        let raw = import::nvidia_smi::parse(&format!("{head}{whole}{cut}"), Path::new("smi.csv"), &o, &mut report).unwrap();
+        assert_eq!(raw.len(), 1, "the cut line is dropped");
+        assert_eq!(raw[0].sample.power_limit_w.get(), Some(400.0));
+        assert_eq!(report.count("unterminated_last_line"), 1);
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("smi.csv: line 3, the last, has no line end")),
+            "{:?}",
+            report.warnings
+        );
+        // A complete log (its last line ended, CRLF or trailing blanks included) loses nothing.
+        for tail in ["\n", "\r\n", "\n  "] {
+            let mut report = ImportReport::default();
+            let text = format!("{head}{whole}{}{tail}", cut.replace(", 40", ", 400.00 W"));
+            let raw = import::nvidia_smi::parse(&text, Path::new("smi.csv"), &o, &mut report).unwrap();
+            assert_eq!(raw.len(), 2, "{tail:?}");
+            assert_eq!(report.count("unterminated_last_line"), 0, "{tail:?}");
+        }
+    }
+}

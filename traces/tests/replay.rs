@@ -276,3 +276,29 @@ fn a_hold_shows_in_findings_when_it_begins_though_the_verdict_stays_at_alert() {
     // Still one row per change: warmup, short coverage, the alert, the hold.
     assert!(rows.len() <= 5, "{rows:?}");
 }
+
+/// Trial 11: a trace whose jobs all ended within warmup read "highest verdict per job:
+/// healthy 50", though none was judged. Such a job is counted apart.
+#[test]
+fn the_summary_counts_jobs_seen_only_in_warmup_apart() {
+    // y ends after 10 minutes (warmup 15m); o runs two hours busy.
+    let jobs = format!("{JOBS_HEADER}y,u,a,p,q,n,,0,600,,1,n1:0\no,u,a,p,q,n,,0,7200,,1,n1:1\n");
+    let mut samples = String::from(SAMPLES_HEADER);
+    for t in (60..7200).step_by(60) {
+        if t < 600 {
+            samples.push_str(&format!("{t},y,n1,0,0,0,81920,{},400,0,\n", 60 + (t / 60) % 3));
+        }
+        samples.push_str(&format!("{t},o,n1,1,95,30000,81920,{},400,1,\n", 300 + (t / 60) % 3));
+    }
+    let d = trace_dir(&jobs, &samples);
+    let t = read_trace(d.path(), false).unwrap().0;
+    let r = replay(&t, default_policy(), 60);
+    let of = |id: &str| &r.jobs[t.jobs.iter().position(|j| j.facts.job_id == id).unwrap()];
+    assert!(of("y").cycles > 0 && of("y").cycles_in_warmup == of("y").cycles, "{:?}", of("y"));
+    assert!(of("o").cycles_in_warmup < of("o").cycles, "{:?}", of("o"));
+    let text = traces::replay::summary_text(&t, &r);
+    assert!(
+        text.contains("highest verdict per job: healthy 1, in warmup throughout (not judged) 1"),
+        "{text}"
+    );
+}

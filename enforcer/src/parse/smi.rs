@@ -342,6 +342,13 @@ fn put<T>(slot: &mut Option<T>, reading: Field<T>) -> Result<(), String> {
     }
 }
 
+/// True when `text` is empty or its last line ends in a line feed (blanks, tabs and CRs after
+/// it aside): nvidia-smi ends every line it prints.
+fn last_line_ended(text: &str) -> bool {
+    let t = text.trim_end_matches([' ', '\t', '\r']);
+    t.is_empty() || t.ends_with('\n')
+}
+
 /// Splits CSV text into (line number, fields), skipping blank lines and `#` comments.
 fn rows(text: &str) -> impl Iterator<Item = (usize, &str, Vec<&str>)> {
     text.lines()
@@ -413,9 +420,21 @@ fn read_table<R: Default>(
     if let Some(c) = columns {
         check_columns(c, None, known)?;
     }
+    // nvidia-smi ends every line it prints: a last line without its end was cut short, and
+    // its last field may be cut to a shorter number of the same shape (a power limit of 400
+    // read as 40: trial 11, in a copied log).
+    let cut_line = (!last_line_ended(text)).then(|| text.trim_end_matches([' ', '\t', '\r']).lines().count());
     let (mut out, mut errors) = (Vec::new(), Vec::new());
     for (n, line, f) in it {
         if skip(line.trim()) {
+            continue;
+        }
+        if Some(n) == cut_line {
+            errors.push(RowError {
+                line: n,
+                text: line.chars().take(200).collect(),
+                problem: "the last line has no line end: the output was cut short, and its last field may be too".into(),
+            });
             continue;
         }
         if f.len() != cols.len() {
@@ -567,11 +586,16 @@ pub fn parse_apps(text: &str, columns: Option<&[&str]>) -> Result<AppsTable, Smi
         _ => Ok(()),
     };
     let said_none = text.lines().any(|l| l.trim() == NO_PROCESSES);
-    let text: String = text
+    let mut kept: String = text
         .lines()
         .filter(|l| l.trim() != NO_PROCESSES)
         .map(|l| format!("{l}\n"))
         .collect();
+    // A cut last line stays cut (see `read_table`).
+    if !last_line_ended(text) && text.lines().last().is_some_and(|l| l.trim() != NO_PROCESSES) {
+        kept.pop();
+    }
+    let text = kept;
     let (columns, apps, row_errors) = match read_table(&text, columns, &known_apps_column, &|_| false, &fill) {
         // "No running processes found" alone says so explicitly; empty text says nothing.
         Err(SmiError::Empty) if said_none => (Vec::new(), Vec::new(), Vec::new()),
@@ -827,6 +851,25 @@ mod tests {
         );
         // A column this parser does not read may repeat.
         assert!(parse_gpus("index, temperature.gpu, temperature.gpu\n0, 40, 40\n", None).is_ok());
+    }
+
+    /// Trial 11: a last row without its line end was read, its last field cut short (a power
+    /// limit of 400 read as 40). It is a row error; an ended last line (CRLF or trailing
+    /// blanks after it included) is read.
+    #[test]
+    fn a_last_row_without_its_line_end_is_a_row_error() {
+        let head = "index, uuid, utilization.gpu [%], power.draw [W], power.limit [W]\n0, GPU-a, 97, 300.5, 400\n";
+        let t = parse_gpus(&format!("{head}1, GPU-b, 97, 300.5, 40"), None).unwrap();
+        assert_eq!(t.gpus.len(), 1);
+        assert_eq!(t.row_errors.len(), 1, "{t:?}");
+        assert_eq!(t.row_errors[0].line, 3);
+        assert!(t.row_errors[0].problem.contains("no line end"), "{t:?}");
+        for tail in ["\n", "\r\n", "\n  ", "\n\n"] {
+            let t = parse_gpus(&format!("{head}1, GPU-b, 97, 300.5, 400{tail}"), None).unwrap();
+            assert_eq!((t.gpus.len(), t.row_errors.len()), (2, 0), "{tail:?}: {t:?}");
+        }
+        let a = parse_apps("gpu_uuid, pid, used_memory [MiB]\nGPU-a, 7, 10\nGPU-b, 8, 1", None).unwrap();
+        assert_eq!((a.apps.len(), a.row_errors.len()), (1, 1), "{a:?}");
     }
 
     #[test]

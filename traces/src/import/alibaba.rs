@@ -47,8 +47,8 @@ pub fn import(csv_path: &Path, epoch_s: i64, lenient: bool) -> Result<(Trace, Im
             .parse()
             .map_err(|_| problem(0, format!("{:?} is not integer seconds", &rec[0])))?;
         let pod = rec[1].trim();
-        if pod.is_empty() || pod.contains([':', ';', ',']) {
-            return Err(problem(1, format!("bad pod name {pod:?}")));
+        if let Some(why) = crate::alloc::node_name_problem(pod) {
+            return Err(problem(1, format!("bad pod name {pod:?}: {why}")));
         }
         let t_s = epoch_s
             .checked_add(t)

@@ -292,7 +292,13 @@ fn parse_page(
             continue;
         }
         let host = match p.label(&["Hostname", "hostname"]).or(node) {
-            Some(h) if !h.trim().is_empty() => h.trim().to_string(),
+            Some(h) if !h.trim().is_empty() => {
+                if let Some(why) = crate::alloc::node_name_problem(h.trim()) {
+                    log.bad_row(bad(1, format!("host {:?} is not a usable node name: {why}", h.trim())))?;
+                    continue;
+                }
+                h.trim().to_string()
+            }
             _ => {
                 log.bad_row(bad(
                     1,

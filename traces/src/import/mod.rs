@@ -481,6 +481,19 @@ impl std::fmt::Display for Zone {
 }
 
 impl Zone {
+    /// The zone's offset from UTC at the instant `t_s` (epoch seconds), as `+02:00`; `None`
+    /// when `t_s` is out of chrono's range.
+    pub fn offset_at(&self, t_s: i64) -> Option<String> {
+        use chrono::{Offset, TimeZone};
+        let utc = chrono::DateTime::from_timestamp(t_s, 0)?.naive_utc();
+        let o = match self {
+            Zone::Local => chrono::Local.offset_from_utc_datetime(&utc).fix(),
+            Zone::Named(tz) => tz.offset_from_utc_datetime(&utc).fix(),
+            Zone::Fixed(o) => *o,
+        };
+        Some(o.to_string())
+    }
+
     /// Parses a `--tz` value: `local`, an IANA name, `UTC`, or `±HH:MM`.
     pub fn parse(text: &str) -> Result<Zone, crate::TraceError> {
         let t = text.trim();

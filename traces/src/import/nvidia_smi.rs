@@ -305,8 +305,14 @@ pub fn import(log_path: &Path, opts: &SmiOptions, attribution: Attribution) -> R
     let bytes = std::fs::read(log_path).map_err(|e| TraceError::io(log_path, e))?;
     let mut report = ImportReport::default();
     let raw = parse_bytes(&bytes, log_path, opts, &mut report)?;
+    // The offset used, named (trial 11: "local" alone left a wrong zone unnoticed, and a
+    // wrong zone hands a job's samples to its neighbour).
+    let first = raw.iter().map(|r| r.sample.t_s).min();
+    let offset = first.and_then(|t| opts.zone.offset_at(t)).map_or(String::new(), |o| {
+        format!(", UTC{o} at the first sample: if the node's clock kept another zone, import again with --tz")
+    });
     let trace = build_trace(raw, attribution, &mut report);
-    report.notes.push(format!("timestamps read in zone {}", opts.zone));
+    report.notes.push(format!("timestamps read in zone {}{offset}", opts.zone));
     Ok((trace, report))
 }
 
@@ -320,10 +326,10 @@ pub fn parse(text: &str, path: &Path, opts: &SmiOptions, report: &mut ImportRepo
 /// [`parse`] on the log's bytes: a line that is not valid UTF-8 is a bad row naming the file
 /// and line (skipped and counted with `lenient`), not a failure of the whole log.
 pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut ImportReport) -> Result<Vec<RawSample>, TraceError> {
-    if opts.node.trim().is_empty() || opts.node.contains([':', ';', ',']) {
+    if let Some(why) = crate::alloc::node_name_problem(opts.node.trim()) {
         return Err(TraceError::Option {
             option: "--node".into(),
-            problem: format!("{:?} is not a usable host name", opts.node),
+            problem: format!("{:?} is not a usable node name: {why}", opts.node),
         });
     }
     let query: Vec<&str> = opts.query.split(',').map(str::trim).collect();
@@ -357,6 +363,22 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
             }));
         }
     }
+    // nvidia-smi ends every line it writes; a last line without its end was cut while the log
+    // was written (copied from a running `nvidia-smi -l`). Its last field may be cut to a
+    // shorter number of the same shape (a limit of 400 read as 40: trial 11), so it is
+    // dropped, with a warning, whatever --lenient says.
+    let text = match text.iter().rposition(|&b| b == b'\n') {
+        Some(end) if end + 1 < text.len() && !text[end + 1..].iter().all(u8::is_ascii_whitespace) => {
+            let line = text[..=end].iter().filter(|&&b| b == b'\n').count() + 1;
+            report.warnings.push(format!(
+                "{}: line {line}, the last, has no line end: the log was cut while nvidia-smi wrote it (copied from a running `nvidia-smi -l`?), and its last field may be cut short, so the line is dropped",
+                path.display()
+            ));
+            report.add("unterminated_last_line", 1);
+            &text[..=end]
+        }
+        _ => text,
+    };
     let mut log = RowLog::new(opts.lenient);
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
