@@ -310,7 +310,9 @@ impl Config {
     ///   samples counts as whole evidence;
     /// - `command_timeout` (plus nvidia-smi's two queries) longer than `max_sample_gap`: one
     ///   hung command delays the next sample past the gap;
-    /// - an hourly budget of 0 where a drain or cancel can be reached.
+    /// - an hourly budget of 0 where a drain or cancel can be reached, or one above what a
+    ///   node can spend (more than 10);
+    /// - a `warmup` of 12 hours or more, and a `util_threshold_pct` of 50 or more.
     fn risky_settings(&self) -> Vec<String> {
         let c = self.policy.config();
         let e = &self.enforcer;
@@ -415,9 +417,42 @@ impl Config {
                 "enforcer.max_cancels_per_hour = 0: no cancel is ever made (each is skipped as rate_limit) though a cancel stage is set; to stop at drain, remove the cancel stage instead".into(),
             );
         }
+        // Trial 11: values that switch a guard off in effect were taken without a word.
+        // One node holds at most a handful of GPU jobs: a budget above what it can ever
+        // spend in an hour is no limit.
+        for (key, n, reachable) in [
+            ("enforcer.max_drains_per_hour", e.max_drains_per_hour, drain),
+            ("enforcer.max_cancels_per_hour", e.max_cancels_per_hour, cancel),
+        ] {
+            if reachable && n > BUDGET_NO_LIMIT_ABOVE {
+                out.push(format!(
+                    "{key} = {n}: more than one node can spend in an hour, so the damage limit is off in effect (a broken collector that makes every job look idle meets no brake); keep it at a few (default 2 drains, 1 cancel)"
+                ));
+            }
+        }
+        if c.warmup.secs() >= WARMUP_NEVER_JUDGED_FROM_S {
+            out.push(format!(
+                "policy.warmup = \"{}\": a job is not judged until it has run that long, so shorter jobs are never judged at all; the default is 15m",
+                c.warmup
+            ));
+        }
+        if c.util_threshold_pct >= UTIL_THRESHOLD_HIGH_PCT {
+            out.push(format!(
+                "policy.util_threshold_pct = {}: a GPU whose utilization.gpu stays below that on every sample of a window counts as low, so GPUs doing real work at moderate load read as breaches (starved, partial, unknown alerts); the default is 15",
+                c.util_threshold_pct
+            ));
+        }
         out
     }
 }
+
+/// An hourly drain or cancel budget above this is no limit on one node (see
+/// `Config::risky_settings`).
+const BUDGET_NO_LIMIT_ABOVE: u32 = 10;
+/// A `warmup` from this long on leaves most jobs never judged, seconds (12 h).
+const WARMUP_NEVER_JUDGED_FROM_S: i64 = 12 * 3600;
+/// A `util_threshold_pct` from this on calls moderate real work low.
+const UTIL_THRESHOLD_HIGH_PCT: f64 = 50.0;
 
 /// The stage dwell (`after`, seconds) of `verdict`, if `policy` has that stage.
 pub fn stage_after_s(policy: &Policy, verdict: Verdict) -> Option<i64> {
@@ -1599,6 +1634,25 @@ mod tests {
         let w = budgets(2, 0);
         assert!(w.len() == 1 && w[0].contains("enforcer.max_cancels_per_hour = 0"), "{w:?}");
         assert!(budgets(2, 1).is_empty());
+        // Trial 11: a budget no node can spend, a warmup no job outlives, a threshold that
+        // calls moderate work low: each named.
+        let w = budgets(1_000_000, 1);
+        assert!(
+            w.len() == 1 && w[0].contains("enforcer.max_drains_per_hour = 1000000") && w[0].contains("off in effect"),
+            "{w:?}"
+        );
+        let w = budgets(2, 11);
+        assert!(w.len() == 1 && w[0].contains("enforcer.max_cancels_per_hour = 11"), "{w:?}");
+        assert!(budgets(10, 10).is_empty());
+        let w = warn("[policy]\nwarmup = \"366d\"");
+        assert!(
+            w.len() == 1 && w[0].contains("policy.warmup = \"366d\"") && w[0].contains("never judged"),
+            "{w:?}"
+        );
+        assert!(warn("[policy]\nwarmup = \"11h\"").is_empty());
+        let w = warn("[policy]\nutil_threshold_pct = 100");
+        assert!(w.len() == 1 && w[0].contains("policy.util_threshold_pct = 100"), "{w:?}");
+        assert!(warn("[policy]\nutil_threshold_pct = 49").is_empty());
         // e01: webhook_reaches_users without a webhook is an error naming that key, in either mode.
         for mode in ["observe", "enforce"] {
             let m = err(&format!(

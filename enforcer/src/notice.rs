@@ -74,6 +74,17 @@ pub enum OurDrain {
     MadeNow,
 }
 
+/// What a job with signature `sig` looks like, in words a user reads after "looks" (trial 11:
+/// "looks spin").
+fn looks(sig: &str) -> &str {
+    match sig {
+        "spin" => "like a spin (busy counters at flat, low power)",
+        "partial" => "partly unused",
+        "unknown" => "unused (no known pattern)",
+        other => other,
+    }
+}
+
 /// [`text`], keeping the times an earlier notice of this run of the job named (`kept`): a
 /// drain or cancel it named is never named earlier now, so a user once told "not before T" is
 /// told so again, whatever the stages are now (review 14: after a restart with shortened
@@ -108,15 +119,15 @@ pub fn text_keeping(
     // reads as done, though the drain may be held or made by nobody yet (trial 10): the
     // notice says what the job looks like, and the rest says what gpu-reaper does about it.
     if f.cause == policy::Cause::Breach {
-        let opening = format!("job {}: {} ", view.job.job_id, f.verdict);
+        let opening = format!("job {}: {} {} ", view.job.job_id, f.verdict, f.signature_name());
         if let Some(rest) = out.strip_prefix(&opening) {
-            out = format!("job {}: looks {rest}", view.job.job_id);
+            out = format!("job {}: looks {} {rest}", view.job.job_id, looks(f.signature_name()));
         }
     }
     // What the daemon says may follow (budgets and the node's state included), at most what
     // the policy allows.
     let top = reachable(policy, f, alert_only).min(view.reachable);
-    let sig = f.signature_name();
+    let sig = looks(f.signature_name());
     let dwell = f.dwell_s.max(0);
     // The engine counts the drain and cancel stages from the start of the breach's drain- and
     // cancel-capable level (review 13: a job that looked partial, then idle, was told the
@@ -350,6 +361,17 @@ mod tests {
             let t = notice_of(&p, &f);
             assert!(t.starts_with("job 202: looks hung on "), "{v}: {t}");
         }
+        // Trial 11: "looks spin" was no English; each signature reads as words.
+        for (sig, says) in [
+            ("spin", "job 202: looks like a spin (busy counters at flat, low power) on "),
+            ("partial", "job 202: looks partly unused on "),
+            ("unknown", "job 202: looks unused (no known pattern) on "),
+            ("idle", "job 202: looks idle on "),
+        ] {
+            let t = notice_of(&p, &finding(sig, 600));
+            assert!(t.starts_with(says), "{sig}: {t}");
+            assert!(!t.contains(&format!("looks {sig}")) || sig == "idle", "{sig}: {t}");
+        }
     }
 
     /// Trial 7: the notice carried the engine's own terms ("held by one_rung").
@@ -394,7 +416,7 @@ mod tests {
         // partial: ceiling alert, so no drain or cancel is promised.
         let t = notice(&p, "partial", 0, false, None);
         assert!(
-            t.contains("alert only") && t.contains("while it looks partial") && !t.contains("in about"),
+            t.contains("alert only") && t.contains("while it looks partly unused") && !t.contains("in about"),
             "{t}"
         );
         // A job the enforcer never drains here (multi-node, het, override).

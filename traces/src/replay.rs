@@ -107,6 +107,30 @@ pub struct ReplayResult {
     pub safety: Vec<SafetyViolation>,
     /// The interval used, seconds.
     pub interval_s: i64,
+    /// The trace's sampling period: over its GPUs, the median of each GPU's median gap
+    /// between consecutive samples, seconds (`None` without two samples of one GPU).
+    pub sample_period_s: Option<i64>,
+    /// The policy's `max_sample_gap`, seconds.
+    pub max_sample_gap_s: i64,
+}
+
+/// See [`ReplayResult::sample_period_s`].
+fn typical_sample_period_s(trace: &Trace) -> Option<i64> {
+    let mut times: std::collections::BTreeMap<(policy::NodeId, u16), Vec<i64>> = std::collections::BTreeMap::new();
+    for s in &trace.samples {
+        times.entry((s.node, s.gpu)).or_default().push(s.t_s);
+    }
+    let mut medians: Vec<i64> = times
+        .into_values()
+        .filter_map(|mut ts| {
+            ts.sort_unstable();
+            let mut gaps: Vec<i64> = ts.windows(2).map(|w| w[1].saturating_sub(w[0])).filter(|&g| g > 0).collect();
+            gaps.sort_unstable();
+            gaps.get(gaps.len() / 2).copied()
+        })
+        .collect();
+    medians.sort_unstable();
+    medians.get(medians.len() / 2).copied()
 }
 
 /// For each job's samples (as listed in `per_job`), the seconds of GPU time each stands for:
@@ -173,6 +197,8 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
     let n = trace.jobs.len();
     let mut res = ReplayResult {
         interval_s,
+        sample_period_s: typical_sample_period_s(trace),
+        max_sample_gap_s: cfg.max_sample_gap.secs(),
         ..ReplayResult::default()
     };
     // Per-job sample lists (indices into trace.samples, time-ordered).
@@ -659,6 +685,15 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
         "samples never delivered: {} before the first cycle, {} after the last; unattributed: {}",
         res.samples_before_first_cycle, res.samples_after_last_cycle, res.counters.unattributed_samples
     );
+    // Trial 11: a log written every 5 minutes against a 3-minute gap left every job
+    // insufficient_evidence, with nothing to say why.
+    if let Some(p) = res.sample_period_s.filter(|p| *p > res.max_sample_gap_s) {
+        let _ = writeln!(
+            s,
+            "warning: the trace's GPUs were sampled about every {p} s, more than the policy's max_sample_gap ({} s): every window has holes, so jobs read insufficient_evidence (gap, stale); replay with a policy whose max_sample_gap is at least twice the sampling period, or log more often",
+            res.max_sample_gap_s
+        );
+    }
     let overlaps = overlapping_allocations(trace);
     if !overlaps.is_empty() {
         let shown: Vec<String> = overlaps.iter().take(5).map(|(a, b)| format!("{a} and {b}")).collect();

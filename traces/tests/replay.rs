@@ -302,3 +302,28 @@ fn the_summary_counts_jobs_seen_only_in_warmup_apart() {
         "{text}"
     );
 }
+
+/// Trial 11: a log sampled every 5 minutes replayed under a 3-minute gap made every job
+/// insufficient_evidence without a word of why. The summary says so; at 60 s it does not.
+#[test]
+fn the_summary_warns_when_the_trace_is_sampled_more_sparsely_than_the_gap() {
+    let jobs = format!("{JOBS_HEADER}s,u,a,p,q,n,,0,7200,,1,n1:0\n");
+    for (step, warned) in [(300, true), (60, false)] {
+        let mut samples = String::from(SAMPLES_HEADER);
+        for t in (step..7200).step_by(step as usize) {
+            samples.push_str(&format!("{t},s,n1,0,0,0,81920,{},400,0,\n", 60 + (t / 60) % 3));
+        }
+        let d = trace_dir(&jobs, &samples);
+        let t = read_trace(d.path(), false).unwrap().0;
+        let r = replay(&t, default_policy(), 60);
+        assert_eq!(r.sample_period_s, Some(step));
+        let text = traces::replay::summary_text(&t, &r);
+        assert_eq!(
+            text.contains(&format!(
+                "sampled about every {step} s, more than the policy's max_sample_gap (180 s)"
+            )),
+            warned,
+            "{text}"
+        );
+    }
+}
