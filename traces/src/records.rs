@@ -13,15 +13,43 @@ use std::path::Path;
 /// (BurntSushi/rust-csv#395). Every CSV reader of this crate reads through this adapter, so
 /// the lines named in errors are the lines an editor shows. (Fields are trimmed or numeric, so
 /// a CR LF inside a quoted field reading as LF changes no value the crate uses.)
+///
+/// It also keeps where each line ends, so that [`CrlfToLf::line_of`] gives a record's real
+/// line: the csv crate skips blank lines without counting them (a bad row on line 4 after two
+/// blank lines was reported as line 2).
 pub(crate) struct CrlfToLf<R> {
     inner: R,
     pending_cr: bool,
+    /// Bytes handed out so far.
+    out_pos: u64,
+    /// The offset, in the bytes handed out, of every LF handed out.
+    line_ends: Vec<u64>,
 }
 
 impl<R: BufRead> CrlfToLf<R> {
     /// Wraps `inner`.
     pub(crate) fn new(inner: R) -> CrlfToLf<R> {
-        CrlfToLf { inner, pending_cr: false }
+        CrlfToLf {
+            inner,
+            pending_cr: false,
+            out_pos: 0,
+            line_ends: Vec::new(),
+        }
+    }
+}
+
+impl<R> CrlfToLf<R> {
+    /// The 1-based line of the record starting at `offset` of the bytes handed out (its
+    /// [`csv::Position::byte`]), once they have been read. The csv crate places a record
+    /// after blank lines at the start of those lines, so they are stepped over.
+    pub(crate) fn line_of(&self, offset: u64) -> u64 {
+        let before = self.line_ends.partition_point(|&e| e < offset);
+        let blank = self.line_ends[before..]
+            .iter()
+            .zip(offset..)
+            .take_while(|(e, at)| **e == *at)
+            .count();
+        (before + blank) as u64 + 1
     }
 }
 
@@ -63,6 +91,15 @@ impl<R: BufRead> Read for CrlfToLf<R> {
                 break;
             }
         }
+        let start = self.out_pos;
+        self.line_ends.extend(
+            out[..n]
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b == b'\n')
+                .map(|(i, _)| start + i as u64),
+        );
+        self.out_pos += n as u64;
         Ok(n)
     }
 }
@@ -78,8 +115,8 @@ pub(crate) fn csv_file_reader(file: std::fs::File) -> csv::Reader<CrlfToLf<std::
 
 /// Calls `f(record, line)` for every record of `rdr`. An unreadable record (bad quoting,
 /// invalid UTF-8) and every `Err` of `f` go to `log`.
-pub(crate) fn each_record<R: std::io::Read>(
-    rdr: &mut csv::Reader<R>,
+pub(crate) fn each_record<R: BufRead>(
+    rdr: &mut csv::Reader<CrlfToLf<R>>,
     path: &Path,
     log: &mut RowLog,
     mut f: impl FnMut(&csv::StringRecord, u64) -> Result<(), RowProblem>,
@@ -90,7 +127,7 @@ pub(crate) fn each_record<R: std::io::Read>(
             Ok(false) => return Ok(()),
             Ok(true) => {}
             Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
+                let line = e.position().map_or(0, |p| rdr.get_ref().line_of(p.byte()));
                 let problem = match e.kind() {
                     csv::ErrorKind::Utf8 { err, .. } => {
                         format!("field {} is not valid UTF-8 text (is the file damaged?)", err.field() + 1)
@@ -111,7 +148,7 @@ pub(crate) fn each_record<R: std::io::Read>(
                 continue;
             }
         }
-        let line = rec.position().map_or(0, |p| p.line());
+        let line = rec.position().map_or(0, |p| rdr.get_ref().line_of(p.byte()));
         if let Err(p) = f(&rec, line) {
             log.bad_row(p)?;
         }
@@ -209,6 +246,30 @@ mod tests {
             })
             .unwrap();
             assert_eq!(lines, [("0".into(), 2), ("1".into(), 3), ("abc".into(), 4)], "{text:?}");
+        }
+    }
+
+    /// The csv crate skips blank lines without counting them: a row after two blank lines
+    /// was named as two lines early (found in review). Lines are counted here.
+    #[test]
+    fn record_lines_count_blank_lines() {
+        for text in [
+            "value,cdf_pct\n0,0\n\n\n1,50\n\nabc,100\n",
+            "value,cdf_pct\r\n0,0\r\n\r\n\r\n1,50\r\n\r\nabc,100",
+            "\nvalue,cdf_pct\n0,0\n  \n\n1,50\n\nabc,100\n",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.csv");
+            std::fs::write(&path, text).unwrap();
+            let mut lines = Vec::new();
+            let _ = fixed_csv(&path, &["value", "cdf_pct"], &mut RowLog::new(true), |rec, line| {
+                lines.push((rec[0].to_string(), line));
+                Ok(())
+            });
+            let shift = u64::from(text.starts_with('\n'));
+            let want: Vec<(String, u64)> = vec![("0".into(), 2 + shift), ("1".into(), 5 + shift), ("abc".into(), 7 + shift)];
+            let got: Vec<(String, u64)> = lines.into_iter().filter(|(v, _)| !v.trim().is_empty()).collect();
+            assert_eq!(got, want, "{text:?}");
         }
     }
 }
