@@ -131,6 +131,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The runs (job id, start time) whose start time was logged as later than now. Not
     /// persisted.
     future_start_logged: BTreeSet<(String, i64)>,
+    /// Last cycle's compute-apps read listed processes, none of them in proc_root.
+    pids_hidden: bool,
+    /// When that was last warned about, epoch seconds.
+    pids_hidden_warned_s: Option<i64>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -278,6 +282,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             unlisted: Default::default(),
             ambiguous_logged: BTreeSet::new(),
             future_start_logged: BTreeSet::new(),
+            pids_hidden: false,
+            pids_hidden_warned_s: None,
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -602,6 +608,25 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         self.metrics.jobs_not_in_squeue = unlisted.len() as u64;
         for _ in &unlisted {
             Metrics::inc(&mut self.metrics.skipped, "job_not_in_squeue".to_string());
+        }
+        // Compute processes nvidia-smi lists that proc_root does not have, every one of them
+        // in two reads in a row: the daemon sees another PID namespace (a container's own
+        // /proc passes the start-up check, which only asks for some process: trial 10).
+        // Jobs are then placed only by elimination. A process that just exited is missing
+        // for one read, so one read says nothing.
+        let hidden = tel.apps.as_ref().filter(|a| !a.apps.is_empty()).map(|a| {
+            let pids: Vec<u32> = a.apps.iter().filter_map(|p| p.pid).collect();
+            !pids.is_empty() && pids.iter().all(|&pid| self.proc.cgroup(pid).is_none())
+        });
+        let was_hidden = std::mem::replace(&mut self.pids_hidden, hidden == Some(true));
+        if hidden == Some(true)
+            && was_hidden
+            && self
+                .pids_hidden_warned_s
+                .is_none_or(|t| now_s.saturating_sub(t) >= crate::unlisted::WARN_EVERY_S)
+        {
+            self.pids_hidden_warned_s = Some(now_s);
+            tracing::warn!(proc_root = %self.cfg.enforcer.proc_root.display(), "none of the compute processes nvidia-smi lists is in proc_root, two reads in a row: the daemon sees another PID namespace (it runs in a container with its own /proc?) or proc_root is not this host's; no process can be tied to its Slurm job, so jobs are placed only by elimination (run the daemon in the host's PID namespace, or point proc_root at the host's /proc; this warning repeats at most every 10 minutes)");
         }
 
         // The node's GPU list is whole: nvidia-smi answered, every row was read, and it lists

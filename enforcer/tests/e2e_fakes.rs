@@ -971,6 +971,37 @@ fn a_second_enforcing_daemon_for_one_node_is_refused_whatever_its_state_dir() {
     drop(other);
 }
 
+/// Trial 10: a container's own /proc passed the start-up check (it has processes) though it
+/// hides every job's. Compute processes none of which proc_root has, two reads in a row, are
+/// warned about; one that is there, or one read alone, says nothing.
+#[test]
+fn compute_processes_hidden_from_proc_root_are_warned_about() {
+    let warned = |log: &str| {
+        log_lines(log, |v| {
+            v["level"] == "WARN" && v["fields"]["message"].as_str().unwrap_or("").contains("another PID namespace")
+        })
+        .len()
+    };
+    // PIDs 7001 and 7002 are not in the fake proc root.
+    let e = plain();
+    e.set("apps.csv", "GPU-0, 7001, 30000\nGPU-1, 7002, 30000\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 3);
+    assert!(ok, "{log}");
+    assert_eq!(warned(&log), 1, "warned once, at the second read: {log}");
+    let (ok, log) = e.run(&e.config("observe", ""), T0 + 3600, 1);
+    assert!(ok && warned(&log) == 0, "one read says nothing: {log}");
+    // One of them is there: the namespace is this one.
+    let e = plain();
+    std::fs::create_dir_all(e.fake_dir().join("proc/7001")).unwrap();
+    e.set(
+        "proc/7001/cgroup",
+        "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+    );
+    e.set("apps.csv", "GPU-0, 7001, 30000\nGPU-1, 7002, 30000\n");
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 3);
+    assert!(ok && warned(&log) == 0, "{log}");
+}
+
 impl Env {
     /// The state_dir's state.json, audit.jsonl and marker, byte for byte (empty when absent).
     fn state_bytes(&self) -> Vec<Vec<u8>> {
