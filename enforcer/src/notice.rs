@@ -152,7 +152,16 @@ pub fn text_keeping(
             let drain_part = if f.verdict < Verdict::Drain {
                 d.max(not_before(kept.drain_at_s)) + interval + window
             } else {
-                let since = drained_since_s.unwrap_or(now_s).max(now_s.saturating_sub(cancel_dwell));
+                // The breach's own drain verdict came no earlier than its drain stage
+                // (`drain_dwell − after` ago), and the drain counts from the cycle after it
+                // (review 20: a notice sent at that very verdict counted from the standing
+                // drain and named a cancel 11 minutes early).
+                let after = stage_s(policy, Verdict::Drain).or_else(|| stage_s(policy, Verdict::Cancel)).unwrap_or(0);
+                let verdict_s = now_s.saturating_sub((drain_dwell - after).max(0));
+                let since = drained_since_s
+                    .unwrap_or(now_s)
+                    .max(now_s.saturating_sub(cancel_dwell))
+                    .max(verdict_s.saturating_add(interval));
                 since.saturating_add(window).saturating_sub(now_s).max(0)
             };
             let staged_in = stage_s(policy, Verdict::Cancel).map_or(0, |after| after - cancel_dwell);

@@ -1,4 +1,4 @@
-//! The twentieth adversarial review, enforcer side. Each test fails as reviewed.
+//! The twentieth adversarial review, enforcer side. Each test failed as reviewed (302cf6d) and passes since its fix.
 
 use enforcer::plan::JobView;
 use policy::{Engine, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, PolicyConfig, Reading, Sample, Scope, Verdict};

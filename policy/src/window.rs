@@ -30,6 +30,11 @@ const GAP_BEFORE: u16 = 1 << 10;
 /// GPU never draws 0 W). A window is the broken exporter's only when it has one.
 const ALL_ZERO: u16 = 1 << 11;
 const NFLAGS: usize = 12;
+/// Not a counted lane (bits 0–11 are): this entry is the first with new readings after a
+/// stretch of copies longer than `max_sample_gap` (review 18), so a hole lies before it. It
+/// counts as one only where the window has power on two samples (review 20), decided when the
+/// window is judged; `GpuWindow::copy_holes` counts these entries.
+const COPY_GAP: u16 = 1 << 12;
 const _: () = assert!(NFLAGS <= 12, "counts hold 12 flags");
 
 /// For each 4-bit group of flags, the u128 with a 1 in the 32-bit lane of every set bit.
@@ -418,6 +423,18 @@ pub(crate) struct GpuWindow {
     last_change_off: u32,
     /// Entries pushed since that one: each repeated the readings before it.
     copies_since_change: u16,
+    /// Entries in the window flagged [`COPY_GAP`].
+    copy_holes: u32,
+}
+
+/// See [`WindowRepr::last_change`].
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LastChange {
+    /// Offset from `base_t_s` of the newest entry whose readings changed.
+    off: u32,
+    /// Entries pushed since that one.
+    copies: u16,
 }
 
 /// The serialised form of a [`GpuWindow`].
@@ -432,6 +449,13 @@ struct WindowRepr {
     #[serde(default = "never_present")]
     last_bits: [u64; FROZEN_FIELDS],
     late: u32,
+    /// The newest change of readings (`GpuWindow::last_change_off`) and the copies pushed
+    /// since: kept because the change may have left the window while its copies have not
+    /// (review 20: rebuilt from the entries alone, a restart during a long freeze lost it, and
+    /// the copies stopped counting as a hole). Absent in older files: rebuilt from the
+    /// entries, as then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_change: Option<LastChange>,
     /// The freeze check's old 64-bit mix, which `last_bits` replaced: read (and dropped) so
     /// that a file of that time still loads; never written. Any other key is unknown and
     /// refused (a newer release's: see the enforcer's `state::check_not_newer`).
@@ -449,6 +473,10 @@ impl From<GpuWindow> for WindowRepr {
             last_valid_t_s: w.last_valid_t_s,
             last_bits: w.last_bits,
             late: w.late,
+            last_change: (w.last_change_off != u32::MAX).then_some(LastChange {
+                off: w.last_change_off,
+                copies: w.copies_since_change,
+            }),
             _prev_raw: None,
         }
     }
@@ -467,6 +495,16 @@ impl From<WindowRepr> for GpuWindow {
         };
         for e in r.entries {
             w.push(e);
+        }
+        if let Some(c) = r.last_change {
+            // Never older than what the entries themselves show, nor newer than the newest
+            // entry (a file that says otherwise is not believed: its own entries decide).
+            let newest_off = w.last_valid_t_s.saturating_sub(w.base_t_s);
+            let believable = w.last_valid_t_s != NO_TIME && i64::from(c.off) <= newest_off;
+            if believable && (w.last_change_off == u32::MAX || c.off >= w.last_change_off) {
+                w.last_change_off = c.off;
+                w.copies_since_change = c.copies;
+            }
         }
         w
     }
@@ -493,6 +531,7 @@ impl Default for GpuWindow {
             late: 0,
             last_change_off: u32::MAX,
             copies_since_change: 0,
+            copy_holes: 0,
         }
     }
 }
@@ -574,12 +613,15 @@ impl GpuWindow {
         // Power and memory are stored as 0 when unknown, so they can be summed unmasked.
         let p = e.power_dw as u64;
         let m = e.mem_mib as u64;
+        let copy_gap = u32::from(e.flags & COPY_GAP != 0);
         if ADD {
+            self.copy_holes += copy_gap;
             self.sum_util_milli += e.util_milli as u64;
             self.sum_power_dw += p;
             self.sum_power_sq += p * p;
             self.sum_mem_mib += m;
         } else {
+            self.copy_holes -= copy_gap;
             self.sum_util_milli -= e.util_milli as u64;
             self.sum_power_dw -= p;
             self.sum_power_sq -= p * p;
@@ -713,13 +755,17 @@ impl GpuWindow {
         // the gap is a hole, once it has ended as while it lasts (`frozen_tail`). Flagged on
         // the first sample with new readings after it (review 18: a collector that re-served
         // one answer through a busy spell made the spell vanish; the same spell lost to an
-        // outage was a gap).
+        // outage was a gap). It counts as a hole only where the window has power on two
+        // samples when judged, as for `frozen_tail` (see `brief`): without power, unchanging
+        // readings are what a quiet GPU shows, and such a window is held at alert instead
+        // (review 20: a hung GPU without power whose memory moved now and then became a
+        // string of holes and new breaches).
         if changed
             && self.copies_since_change >= 1
             && self.last_change_off != u32::MAX
             && s.t_s.saturating_sub(self.base_t_s.saturating_add(self.last_change_off as i64)) > th.max_gap_s
         {
-            flags |= GAP_BEFORE;
+            flags |= COPY_GAP;
         }
         self.last_valid_t_s = s.t_s;
         // Offsets beyond u32 (136 years) cannot occur for one running job; saturate anyway.
@@ -852,7 +898,12 @@ impl GpuWindow {
         let power_known = self.lane(POWER_KNOWN);
         // Holes and changes are flagged on the sample after them; the first entry's flags
         // refer to a sample outside the window.
-        let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32;
+        let copy_holes = if power_known >= 2 {
+            self.copy_holes - (first.flags & COPY_GAP != 0) as u32
+        } else {
+            0
+        };
+        let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32 + copy_holes;
         let identical = n >= 2 && self.lane(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
         let coverage = if last_t > cyc.future_after_s {
             Coverage::Broken(EvidenceProblem::Future)

@@ -210,16 +210,23 @@ fn threads_from_env(v: Option<std::ffi::OsString>) -> anyhow::Result<Option<usiz
 /// Bad input or output errors, with context.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = args.spec()?;
-    let threads = match args.threads {
-        Some(n) => n,
-        None => threads_from_env(std::env::var_os("RAYON_NUM_THREADS"))?
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    // Where the count came from, as an error names it (review 20: a refused
+    // RAYON_NUM_THREADS was reported as a --threads the user never gave).
+    let (threads, from) = match args.threads {
+        Some(n) => (n, format!("--threads {n}")),
+        None => match threads_from_env(std::env::var_os("RAYON_NUM_THREADS"))? {
+            Some(n) => (n, format!("RAYON_NUM_THREADS={n}")),
+            None => {
+                let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (n, format!("{n} cores (the default thread count)"))
+            }
+        },
     };
     if threads == 0 {
-        bail!("--threads 0: need at least one thread");
+        bail!("{from}: need at least one thread");
     }
     if threads > crate::budget::MAX_THREADS {
-        bail!("--threads {threads}: at most {} worker threads", crate::budget::MAX_THREADS);
+        bail!("{from}: at most {} worker threads (give --threads)", crate::budget::MAX_THREADS);
     }
     super::check_out(&args.out)?;
     let pool = rayon::ThreadPoolBuilder::new()

@@ -367,17 +367,18 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
     // was written (copied from a running `nvidia-smi -l`). Its last field may be cut to a
     // shorter number of the same shape (a limit of 400 read as 40: trial 11), so it is
     // dropped, with a warning, whatever --lenient says.
-    let text = match text.iter().rposition(|&b| b == b'\n') {
-        Some(end) if end + 1 < text.len() && !text[end + 1..].iter().all(u8::is_ascii_whitespace) => {
-            let line = text[..=end].iter().filter(|&&b| b == b'\n').count() + 1;
-            report.warnings.push(format!(
-                "{}: line {line}, the last, has no line end: the log was cut while nvidia-smi wrote it (copied from a running `nvidia-smi -l`?), and its last field may be cut short, so the line is dropped",
-                path.display()
-            ));
-            report.add("unterminated_last_line", 1);
-            &text[..=end]
-        }
-        _ => text,
+    // The bytes after the last line end (all of them in a one-line log: review 20).
+    let kept_len = text.iter().rposition(|&b| b == b'\n').map_or(0, |end| end + 1);
+    let text = if text[kept_len..].iter().all(u8::is_ascii_whitespace) {
+        text
+    } else {
+        let line = text[..kept_len].iter().filter(|&&b| b == b'\n').count() + 1;
+        report.warnings.push(format!(
+            "{}: line {line}, the last, has no line end: the log was cut while nvidia-smi wrote it (copied from a running `nvidia-smi -l`?), and its last field may be cut short, so the line is dropped",
+            path.display()
+        ));
+        report.add("unterminated_last_line", 1);
+        &text[..kept_len]
     };
     let mut log = RowLog::new(opts.lenient);
     let mut rdr = csv::ReaderBuilder::new()
