@@ -54,8 +54,9 @@ pub struct CycleReport {
     /// Jobs skipped for ambiguous attribution.
     pub ambiguous: Vec<String>,
     /// GPU jobs on this node that were not evaluated, each with why: `ambiguous_attribution`,
-    /// `no_start_time`, `not_placed` (no GPUs attributed: no telemetry and none kept) or
-    /// `not_judgeable` (not plainly RUNNING: CONFIGURING, or of unknown state). Together with
+    /// `no_start_time`, `not_placed` (no GPUs attributed: no telemetry and none kept), `mig`
+    /// (it holds MIG slices: whole-GPU readings are not its own) or `not_judgeable` (not
+    /// plainly RUNNING: CONFIGURING, STOPPED, or of unknown state). Together with
     /// the jobs evaluated they make up the jobs on the node.
     pub jobs_skipped: Vec<(String, &'static str)>,
     /// Slurm showed jobs on this node but none holding GPUs, while compute processes ran on
@@ -785,6 +786,15 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         for j in &on_node {
             if !j.is_judgeable() {
                 rep.jobs_skipped.push((j.job_id.clone(), "not_judgeable"));
+                continue;
+            }
+            // A job holding MIG slices is never judged on whole-GPU readings: they are the
+            // parent GPU's, shared with the other slices' jobs, and only the driver's `[N/A]`
+            // kept such a job from being judged on them (trial 12: with a 0 there, a job
+            // holding 1/7 of a GPU was placed on the parent by its old-style MIG process UUID
+            // and would have been drained and cancelled).
+            if j.mig {
+                rep.jobs_skipped.push((j.job_id.clone(), "mig"));
                 continue;
             }
             let gpus = match attributed.get(&j.job_id) {

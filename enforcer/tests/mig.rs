@@ -38,6 +38,16 @@ const GPUS: &str = "\
 /// saying whether their TRES name the MIG type, the compute-apps rows `apps`, and the
 /// device-index rule's record `trust` as a state file from before would leave it.
 fn run(dir: &Path, mig_type_shown: bool, apps: &str, trust: DeviceIndexTrust) -> (BTreeMap<String, Verdict>, Rc<RefCell<Cluster>>) {
+    run_with_gpus(dir, GPUS, mig_type_shown, apps, trust)
+}
+
+fn run_with_gpus(
+    dir: &Path,
+    gpus: &str,
+    mig_type_shown: bool,
+    apps: &str,
+    trust: DeviceIndexTrust,
+) -> (BTreeMap<String, Verdict>, Rc<RefCell<Cluster>>) {
     let jobs = [("601", 0), ("602", 1)]
         .iter()
         .map(|(id, idx)| {
@@ -49,7 +59,7 @@ fn run(dir: &Path, mig_type_shown: bool, apps: &str, trust: DeviceIndexTrust) ->
         })
         .collect();
     let c = cluster(jobs);
-    std::fs::write(dir.join("gpus.txt"), GPUS).unwrap();
+    std::fs::write(dir.join("gpus.txt"), gpus).unwrap();
     std::fs::write(dir.join("apps.csv"), apps).unwrap();
     std::fs::write(dir.join("smi.mode"), "ok").unwrap();
     let smi: NvidiaSmi = common::fake_nvidia_smi(dir);
@@ -124,5 +134,25 @@ fn a_mig_type_alone_keeps_device_indices_from_placing_jobs() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (worst, c) = run(dir.path(), true, "", trust);
+    assert_untouched(&worst, &c);
+}
+
+/// Trial 12: with the parent GPU's utilisation read as 0 rather than `[N/A]`, job 601 (a MIG
+/// slice, its process on the slice under an old-style UUID) was placed on the parent GPU by
+/// its process and judged on the whole GPU's readings, up to a would-cancel. A job holding
+/// MIG slices is never judged: whole-GPU readings are not its own.
+#[test]
+fn a_job_holding_a_mig_slice_is_never_judged_on_its_parent_gpus_readings() {
+    let zero_util = GPUS.replacen("[N/A] 0 [N/A] [N/A] 120 400 0", "0 0 5000 81920 62 400 0", 1);
+    assert_ne!(zero_util, GPUS);
+    let dir = tempfile::tempdir().unwrap();
+    let (worst, c) = run_with_gpus(
+        dir.path(),
+        &zero_util,
+        true,
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n",
+        DeviceIndexTrust::default(),
+    );
+    assert_eq!(worst.get("601"), None, "job 601 was judged: {worst:?}");
     assert_untouched(&worst, &c);
 }
