@@ -476,6 +476,11 @@ pub fn attribute(
         if let Some(mut set) = set {
             set.sort();
             if trust.gpus.is_empty() {
+                // A confirmation made before any GPU set was recorded is tied to no set, so
+                // it cannot be known to hold for this one (trial 12: one made by a MIG job
+                // survived a GPU added to the node); this read may confirm it again. A
+                // contradiction stays.
+                trust.confirmed = None;
                 trust.gpus = set;
             } else if trust.gpus != set {
                 out.device_index.reset_from = Some(std::mem::take(&mut trust.gpus));
@@ -593,7 +598,13 @@ pub fn attribute(
     let report = &mut out.device_index;
     let mut pins: Vec<Vec<u32>> = Vec::new();
     let mut contradicted_kept: Vec<usize> = Vec::new();
-    if minor_to_index.is_some() && !contradicted_before {
+    // While MIG slices are in use Slurm's indices name MIG devices, not GPUs, so nothing
+    // is checked against them (trial 12: a MIG job confirmed the rule, and on a mixed node
+    // MIG and whole-GPU jobs alike contradicted it). A confirmation also needs a whole read;
+    // a contradiction does not (a GPU lost from the list is how stale indices show).
+    let mig_in_use = jobs.iter().any(|j| j.mig)
+        || apps.is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
+    if minor_to_index.is_some() && !contradicted_before && !mig_in_use {
         for (pos, job) in jobs.iter().enumerate() {
             let Some(idx) = single_node_indices(job) else { continue };
             let mut seen = 0u32;
@@ -651,7 +662,7 @@ pub fn attribute(
                         set.sort_unstable();
                         pins.push(set);
                     }
-                    if trust.confirmed.is_none() && report.contradictions.is_empty() {
+                    if complete && trust.confirmed.is_none() && report.contradictions.is_empty() {
                         let g = claims.iter().find(|(_, c)| c.contains(&pos)).map_or(0, |(g, _)| *g);
                         trust.confirmed = Some(IndexEvidence {
                             job_id: job.job_id.clone(),
@@ -945,6 +956,7 @@ mod tests {
                     "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0\n".to_string(),
                 ),
                 (300, "0::/user.slice/user-1000.slice\n".to_string()),
+                (400, "0::/system.slice/slurmstepd.scope/job_40/step_0/user/task_0\n".to_string()),
             ]
             .into_iter()
             .collect(),
@@ -1596,6 +1608,63 @@ mod tests {
         assert!(matches!(r.jobs["30"], Attributed::Ambiguous(_)));
     }
 
+    /// Trial 12: a MIG job confirmed the rule (and on a mixed node, MIG and whole-GPU jobs
+    /// contradicted it), a read that was not whole confirmed it, and a confirmation made before
+    /// any GPU set was recorded survived a GPU added. While MIG is in use nothing is checked;
+    /// only a whole read confirms; a confirmation tied to no set is dropped when a set is.
+    #[test]
+    fn mig_and_reads_that_are_not_whole_neither_confirm_nor_contradict_the_device_index() {
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        // A MIG job on the node (its index names a MIG device): its processes prove nothing,
+        // and neither do the whole-GPU job's beside it.
+        let mut m = idx_job("40", 40, 1, &[3]);
+        m.mig = true;
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(
+            &[&a, &m],
+            &g,
+            Some(&[(0, 100), (1, 100), (0, 400)]),
+            true,
+            &BTreeMap::new(),
+            &mut trust,
+        );
+        assert!(trust.confirmed.is_none() && trust.contradicted.is_none(), "{trust:?}");
+        assert!(r.device_index.contradictions.is_empty(), "{r:?}");
+        // A process on a MIG device (old-style UUID) is MIG in use too.
+        let mut mig_apps = apps(&[(0, 100), (1, 100)]);
+        mig_apps.apps.push(ComputeApp {
+            gpu_uuid: Some("MIG-GPU-2/1/0".into()),
+            pid: Some(400),
+            used_memory_mib: Some(10.0),
+            process_name: None,
+        });
+        let mut trust = DeviceIndexTrust::default();
+        attribute(&[&a], &g, Some(&mig_apps), &procs(), true, &BTreeMap::new(), &mut trust);
+        assert!(trust.confirmed.is_none(), "{trust:?}");
+        // The same consistent job confirms in a whole read, not in one that is not whole.
+        let mut trust = DeviceIndexTrust::default();
+        pass(&[&a], &g, Some(&[(0, 100), (1, 100)]), false, &BTreeMap::new(), &mut trust);
+        assert!(trust.confirmed.is_none(), "{trust:?}");
+        pass(&[&a], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+        assert!(trust.confirmed.is_some(), "{trust:?}");
+        // A confirmation with no GPU set recorded is dropped when one is (no job confirms it
+        // again in this read: nothing runs).
+        let mut trust = DeviceIndexTrust {
+            confirmed: Some(IndexEvidence {
+                job_id: "301".into(),
+                gpu: 0,
+                minor: 0,
+                idx: vec![0],
+                what: "a MIG job".into(),
+            }),
+            ..DeviceIndexTrust::default()
+        };
+        pass(&[&a], &g, Some(&[]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(trust.gpus.len(), 4);
+        assert!(trust.confirmed.is_none(), "{trust:?}");
+    }
+
     /// Multi-node jobs, and index lists that do not fit the job's count or the node's
     /// minor numbers, are never placed by device index.
     #[test]
@@ -1607,8 +1676,12 @@ mod tests {
         let short_list = idx_job("31", 31, 2, &[2]);
         let absent = idx_job("32", 32, 1, &[9]);
         // `complete` false: elimination (which would place job 31 by counts) is out of play.
+        // The rule is confirmed first, in a whole read (a read that is not whole confirms
+        // nothing, trial 12).
         for other in [&multi, &short_list, &absent] {
             let mut trust = DeviceIndexTrust::default();
+            pass(&[&a], &g, Some(&[(0, 100), (1, 100)]), true, &BTreeMap::new(), &mut trust);
+            assert!(trust.confirmed.is_some());
             let r = pass(&[&a, other], &g, Some(&[(0, 100), (1, 100)]), false, &BTreeMap::new(), &mut trust);
             assert_eq!(r.device_index.state, DeviceIndexState::Trusted);
             assert!(matches!(r.jobs[&other.job_id], Attributed::Ambiguous(_)), "{}: {r:?}", other.job_id);
