@@ -1014,3 +1014,38 @@ fn nvidia_smi_a_last_line_without_its_line_end_is_dropped_with_a_warning() {
         }
     }
 }
+
+/// Trial 12: `sim import dcgm` wrote the `gpu` label (NVML's index) as the GPU without a word,
+/// while jobs.csv's alloc names Slurm's index, the device minor number (the `device` label):
+/// a busy job was judged on its idle neighbour's readings. A disagreement is warned about,
+/// naming each GPU; pages without a device label get a note; agreeing labels say nothing.
+#[test]
+fn dcgm_names_the_numbering_it_writes_and_warns_when_device_and_gpu_labels_differ() {
+    let page = |d0: &str, d1: &str| {
+        format!(
+            "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-a\",{d0}Hostname=\"n1\"}} 90\n\
+             DCGM_FI_DEV_GPU_UTIL{{gpu=\"1\",UUID=\"GPU-b\",{d1}Hostname=\"n1\"}} 0\n"
+        )
+    };
+    let run = |text: &str| {
+        let mut r = ImportReport::default();
+        import::dcgm::parse_pages(&[(100, "p", text)], None, false, &mut r).unwrap();
+        r
+    };
+    let r = run(&page("device=\"nvidia1\",", "device=\"nvidia0\","));
+    let w: Vec<&String> = r.warnings.iter().filter(|w| w.contains("device minor number")).collect();
+    assert_eq!(w.len(), 1, "{:?}", r.warnings);
+    assert!(
+        w[0].contains("n1 gpu 0 is nvidia1") && w[0].contains("n1 gpu 1 is nvidia0"),
+        "{w:?}"
+    );
+    let r = run(&page("device=\"nvidia0\",", "device=\"nvidia1\","));
+    assert!(!r.warnings.iter().any(|w| w.contains("device minor number")), "{:?}", r.warnings);
+    assert!(!r.notes.iter().any(|n| n.contains("device label")), "{:?}", r.notes);
+    let r = run(&page("", ""));
+    assert!(
+        r.notes.iter().any(|n| n.contains("no page carries a device label")),
+        "{:?}",
+        r.notes
+    );
+}

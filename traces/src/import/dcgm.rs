@@ -194,6 +194,40 @@ struct UuidsAt {
     first: BTreeMap<(i64, String, String), UuidAt>,
     /// Keyed as `first`; the value is where it was first read at another index.
     conflicts: BTreeMap<(i64, String, String), UuidAt>,
+    /// Per (host, gpu label): the `device` labels seen (`nvidia<N>`: the device file, whose
+    /// number is the minor number Slurm's GRES indices name).
+    devices: BTreeMap<(String, u16), std::collections::BTreeSet<String>>,
+}
+
+/// Says which numbering the import wrote (trial 12: a replay judged a busy job on its idle
+/// neighbour's readings, because the `gpu` label, NVML's index, differed from the device
+/// minor number that `jobs.csv`'s alloc, Slurm's GRES index, names; the import said nothing).
+/// A warning naming each GPU whose `device` label disagrees with its `gpu` label; a note when
+/// no page carries a `device` label to check.
+fn note_numbering(uuids: &UuidsAt, report: &mut ImportReport) {
+    let differ: Vec<String> = uuids
+        .devices
+        .iter()
+        .flat_map(|((host, gpu), devs)| {
+            devs.iter()
+                .filter(move |d| {
+                    d.strip_prefix("nvidia")
+                        .and_then(|n| n.parse::<u32>().ok())
+                        .is_some_and(|n| n != u32::from(*gpu))
+                })
+                .map(move |d| format!("{host} gpu {gpu} is {d}"))
+        })
+        .collect();
+    if !differ.is_empty() {
+        report.warnings.push(format!(
+            "{}: the gpu label (NVML's index, which this import writes as the GPU) differs from the device minor number (the device label), which is what Slurm's GRES indices name; write jobs.csv's alloc in the gpu label's numbering, or the replay judges jobs on other GPUs' readings",
+            differ.join(", ")
+        ));
+    } else if uuids.devices.is_empty() {
+        report.notes.push(
+            "GPUs are numbered by the exporter's gpu label (NVML's index); no page carries a device label to check it against the device minor number that Slurm's GRES indices (jobs.csv's alloc) name".into(),
+        );
+    }
 }
 
 /// `file line L`.
@@ -318,6 +352,9 @@ fn parse_page(
                 problem: String::new(),
             },
         });
+        if let Some(d) = p.label(&["device"]).map(str::trim).filter(|d| !d.is_empty()) {
+            uuids.devices.entry((host.clone(), gpu)).or_default().insert(d.to_string());
+        }
         let uuid = p
             .label(&["UUID", "uuid"])
             .map(str::trim)
@@ -415,6 +452,7 @@ pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attrib
     }
     span.check()?;
     drop_uuid_conflicts(&mut readings, &uuids, &mut report);
+    note_numbering(&uuids, &mut report);
     let mut raw = to_raw(readings);
     super::identify_gpus(&mut raw, &mut report);
     report.skipped.extend(log.skipped);
@@ -448,6 +486,7 @@ pub fn parse_pages(
     span.check()?;
     report.skipped.extend(log.skipped);
     drop_uuid_conflicts(&mut readings, &uuids, report);
+    note_numbering(&uuids, report);
     let mut raw = to_raw(readings);
     super::identify_gpus(&mut raw, report);
     Ok(raw)
