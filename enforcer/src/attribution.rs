@@ -1339,6 +1339,35 @@ mod tests {
         assert!(!r.device_index.newly_confirmed);
     }
 
+    /// review21: a rule confirmed and pinned before MIG is in use keeps placing whole-GPU jobs
+    /// by device index once a MIG job shares the node, while no contradiction is looked for.
+    #[test]
+    fn review21_mig_on_the_node_hides_a_contradiction_while_the_rule_still_places() {
+        let a = idx_job("10", 11, 2, &[0, 1]);
+        let b = idx_job("30", 30, 1, &[2]);
+        let mut c = idx_job("20", 20, 1, &[3]);
+        c.sluid = Some("sEKNKTV3WPV500".into());
+        let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
+        let mut trust = DeviceIndexTrust::default();
+        let r = pass(&[&a, &b, &c], &g, Some(&[(0, 100), (1, 100), (3, 200)]), true, &BTreeMap::new(), &mut trust);
+        assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]), "control");
+        // Control: without MIG, job 10's process on GPU 3 (outside its indices 0-1) contradicts.
+        let mut t2 = trust.clone();
+        let r = pass(&[&a, &b], &g, Some(&[(3, 100)]), true, &BTreeMap::new(), &mut t2);
+        assert_eq!(r.device_index.state, DeviceIndexState::Contradicted, "control: {r:?}");
+        // Now a MIG job (no process) is also on the node: same read.
+        let mut m = idx_job("40", 40, 1, &[3]);
+        m.mig = true;
+        let r = pass(&[&a, &b, &m], &g, Some(&[(3, 100)]), true, &BTreeMap::new(), &mut trust);
+        eprintln!("state {:?} contradictions {:?} job30 {:?}", r.device_index.state, r.device_index.contradictions, r.jobs.get("30"));
+        assert!(
+            r.device_index.state != DeviceIndexState::Trusted || !matches!(r.jobs["30"], Attributed::Gpus(_)),
+            "job 10's process outside its indices went unseen, and job 30 was still placed by index: {:?} {:?}",
+            r.device_index.state,
+            r.jobs["30"]
+        );
+    }
+
     /// A `gres.conf` whose device list is out of minor order: Slurm's index 2 is the device of
     /// minor 3 and index 3 that of minor 2. Job 10 (indices 0–1, on minors 0–1) confirms the
     /// mapping, and job 40, busy on index 3 (minor 2's GPU, nvidia-smi GPU 2) with its process
