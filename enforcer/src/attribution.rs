@@ -724,7 +724,9 @@ pub fn attribute(
     // Only on a whole read (every GPU the node has shown listed and read, every job row read):
     // with a GPU missing, the pieces the pinned sets cut are no longer all in view, and a GPU
     // lost for good leaves pins made under another numbering.
-    if report.state == DeviceIndexState::Trusted && complete {
+    // Not while MIG is in use: nothing is checked against the indices then, so a trust
+    // earned before would go on placing jobs unchecked (review 21).
+    if report.state == DeviceIndexState::Trusted && complete && !mig_in_use {
         let taken: BTreeSet<u16> = assigned.values().flatten().copied().collect();
         let mut candidates: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
         for &pos in &short {
@@ -1349,7 +1351,14 @@ mod tests {
         c.sluid = Some("sEKNKTV3WPV500".into());
         let g = gpus_with_minors(&[Some(0), Some(1), Some(2), Some(3)]);
         let mut trust = DeviceIndexTrust::default();
-        let r = pass(&[&a, &b, &c], &g, Some(&[(0, 100), (1, 100), (3, 200)]), true, &BTreeMap::new(), &mut trust);
+        let r = pass(
+            &[&a, &b, &c],
+            &g,
+            Some(&[(0, 100), (1, 100), (3, 200)]),
+            true,
+            &BTreeMap::new(),
+            &mut trust,
+        );
         assert_eq!(r.jobs["30"], Attributed::Gpus(vec![2]), "control");
         // Control: without MIG, job 10's process on GPU 3 (outside its indices 0-1) contradicts.
         let mut t2 = trust.clone();
@@ -1359,7 +1368,12 @@ mod tests {
         let mut m = idx_job("40", 40, 1, &[3]);
         m.mig = true;
         let r = pass(&[&a, &b, &m], &g, Some(&[(3, 100)]), true, &BTreeMap::new(), &mut trust);
-        eprintln!("state {:?} contradictions {:?} job30 {:?}", r.device_index.state, r.device_index.contradictions, r.jobs.get("30"));
+        eprintln!(
+            "state {:?} contradictions {:?} job30 {:?}",
+            r.device_index.state,
+            r.device_index.contradictions,
+            r.jobs.get("30")
+        );
         assert!(
             r.device_index.state != DeviceIndexState::Trusted || !matches!(r.jobs["30"], Attributed::Gpus(_)),
             "job 10's process outside its indices went unseen, and job 30 was still placed by index: {:?} {:?}",

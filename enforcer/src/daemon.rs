@@ -779,6 +779,20 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .flat_map(|k| k.gpus.iter().copied().zip(k.uuids.iter().cloned()))
                 .collect()
         };
+        // Jobs with a process on a MIG device (a `MIG-` UUID), by raw id or SLUID: MIG jobs
+        // too, whatever their gres type is called (review 21: a site whose MIG types do not
+        // read `<n>g.<m>gb` would have had trial 12's job judged on the parent GPU).
+        let mig_by_process: BTreeSet<String> = tel
+            .apps
+            .iter()
+            .flat_map(|a| a.apps.iter())
+            .filter(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-")))
+            .filter_map(|p| crate::parse::cgroup::parse(&self.proc.cgroup(p.pid?)?).ok().flatten())
+            .map(|j| match j {
+                crate::parse::cgroup::CgroupJob::JobId(id) => id.to_string(),
+                crate::parse::cgroup::CgroupJob::Sluid(s) => s,
+            })
+            .collect();
         let mut facts: Vec<JobFacts> = Vec::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
         // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
@@ -793,7 +807,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // kept such a job from being judged on them (trial 12: with a 0 there, a job
             // holding 1/7 of a GPU was placed on the parent by its old-style MIG process UUID
             // and would have been drained and cancelled).
-            if j.mig {
+            let mig_process = j.raw_id.is_some_and(|id| mig_by_process.contains(&id.to_string()))
+                || j.sluid.as_deref().is_some_and(|s| mig_by_process.contains(s));
+            if j.mig || mig_process {
                 rep.jobs_skipped.push((j.job_id.clone(), "mig"));
                 continue;
             }

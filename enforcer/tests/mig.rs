@@ -156,3 +156,21 @@ fn a_job_holding_a_mig_slice_is_never_judged_on_its_parent_gpus_readings() {
     assert_eq!(worst.get("601"), None, "job 601 was judged: {worst:?}");
     assert_untouched(&worst, &c);
 }
+
+/// Review 21: the skip went by the gres type name alone; a site whose MIG gres has no
+/// `<n>g.<m>gb` type would have had the job above judged on its parent GPU. A job with a
+/// process on a MIG device is a MIG job too.
+#[test]
+fn a_job_with_a_process_on_a_mig_device_is_never_judged_whatever_its_gres_type() {
+    let zero_util = GPUS.replacen("[N/A] 0 [N/A] [N/A] 120 400 0", "0 0 5000 81920 62 400 0", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let (worst, c) = run_with_gpus(
+        dir.path(),
+        &zero_util,
+        false,
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n",
+        DeviceIndexTrust::default(),
+    );
+    assert_eq!(worst.get("601"), None, "job 601 was judged: {worst:?}");
+    assert_untouched(&worst, &c);
+}

@@ -496,14 +496,21 @@ impl From<WindowRepr> for GpuWindow {
         for e in r.entries {
             w.push(e);
         }
-        if let Some(c) = r.last_change {
-            // Never older than what the entries themselves show, nor newer than the newest
-            // entry (a file that says otherwise is not believed: its own entries decide).
-            let newest_off = w.last_valid_t_s.saturating_sub(w.base_t_s);
-            let believable = w.last_valid_t_s != NO_TIME && i64::from(c.off) <= newest_off;
-            if believable && (w.last_change_off == u32::MAX || c.off >= w.last_change_off) {
-                w.last_change_off = c.off;
-                w.copies_since_change = c.copies;
+        // Where the entries show no change (it has left the window: every entry is a copy),
+        // the newest change lies before the first entry. The file's `last_change` says where,
+        // and is believed only if it does lie before it; otherwise (a file from before the
+        // key, or one that says something the entries contradict) the change is taken to be
+        // at the first entry: the latest it can be, so the copies' stretch is never taken
+        // for shorter than the entries show (review 21: a file from before the key, restored
+        // during a freeze, lost it, and the job was drained 19 minutes early). Where the
+        // entries show a change, they decide.
+        if w.last_change_off == u32::MAX {
+            if let Some(first) = w.front().copied() {
+                let copies = u16::try_from(w.len).unwrap_or(u16::MAX);
+                (w.last_change_off, w.copies_since_change) = match r.last_change {
+                    Some(c) if c.off < first.t_off => (c.off, c.copies.max(copies)),
+                    _ => (first.t_off, copies),
+                };
             }
         }
         w

@@ -260,8 +260,12 @@ proptest! {
             }
             for x in f {
                 let job = &jobs[x.job_index as usize];
+                // Copies of a sample with no readable util are no entries at all (invalid
+                // samples), so they leave no stretch of copies to count.
                 let through = job.start_s <= freeze_tick * 60 && job.alloc.iter().any(|r| {
-                    kept.get(&(r.node.0, r.gpu)).is_some_and(|k| k.power_w.get().is_some_and(|p| p > 0.0))
+                    kept.get(&(r.node.0, r.gpu)).is_some_and(|k| {
+                        k.power_w.get().is_some_and(|p| p > 0.0) && k.util_pct.get().is_some_and(|u| (0.0..=100.0).contains(&u))
+                    })
                 });
                 if through {
                     prop_assert!(x.verdict < Verdict::Alert, "{} at {now} (frozen {}..{})", x.verdict, freeze_tick * 60, last_copy_s);

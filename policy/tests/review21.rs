@@ -1,4 +1,5 @@
-//! review21: failing tests (as reviewed at 6cade91).
+//! review21: tests that failed as reviewed (6cade91) and pass since their fixes; the probe of
+//! frozen copies with power `[N/A]` held up.
 
 mod harness;
 use harness::*;
@@ -40,7 +41,11 @@ fn after_a_long_freeze(restart_at: Option<i64>, old_file: bool) -> Vec<(i64, Ver
         if t == 40 * 60 {
             at40 = Some(live);
         }
-        let s = if (41 * 60..=70 * 60).contains(&t) { policy::Sample { t_s: t, ..at40.unwrap() } } else { live };
+        let s = if (41 * 60..=70 * 60).contains(&t) {
+            policy::Sample { t_s: t, ..at40.unwrap() }
+        } else {
+            live
+        };
         step_whole(&mut e, &jobs, t, &[s], &mut out);
         if t > 70 * 60 {
             seen.push((t, out[0].verdict));
@@ -58,7 +63,12 @@ fn review21_an_old_state_file_during_a_freeze_still_drains_early() {
     let new_file = after_a_long_freeze(Some(65 * 60), false);
     let old_file = after_a_long_freeze(Some(65 * 60), true);
     let drain = |v: &Vec<(i64, Verdict)>| v.iter().find(|x| x.1 >= Verdict::Drain).map(|x| x.0 / 60);
-    eprintln!("first drain: plain {:?}m, new file {:?}m, old file {:?}m", drain(&plain), drain(&new_file), drain(&old_file));
+    eprintln!(
+        "first drain: plain {:?}m, new file {:?}m, old file {:?}m",
+        drain(&plain),
+        drain(&new_file),
+        drain(&old_file)
+    );
     assert_eq!(drain(&plain), drain(&new_file), "control");
     assert_eq!(drain(&plain), drain(&old_file), "old-format state file: drain moved");
 }
@@ -104,7 +114,11 @@ fn frozen_with_state(forged: bool) -> Vec<(i64, Verdict)> {
         if t == 40 * 60 {
             at40 = Some(live);
         }
-        let s = if t > 40 * 60 { policy::Sample { t_s: t, ..at40.unwrap() } } else { live };
+        let s = if t > 40 * 60 {
+            policy::Sample { t_s: t, ..at40.unwrap() }
+        } else {
+            live
+        };
         step_whole(&mut e, &jobs, t, &[s], &mut out);
         if t >= 55 * 60 {
             seen.push((t / 60, out[0].verdict));
@@ -140,9 +154,20 @@ fn review21_probe_frozen_copies_with_power_na() {
             let t = tick * 60;
             let live = sample(Gpu::Hung, t, g0).unwrap();
             if t == 40 * 60 {
-                at40 = Some(if na { policy::Sample { power_w: policy::Reading::MISSING, ..live } } else { live });
+                at40 = Some(if na {
+                    policy::Sample {
+                        power_w: policy::Reading::MISSING,
+                        ..live
+                    }
+                } else {
+                    live
+                });
             }
-            let s = if (40 * 60..=70 * 60).contains(&t) { policy::Sample { t_s: t, ..at40.unwrap() } } else { live };
+            let s = if (40 * 60..=70 * 60).contains(&t) {
+                policy::Sample { t_s: t, ..at40.unwrap() }
+            } else {
+                live
+            };
             step_whole(&mut e, &jobs, t, &[s], &mut out);
             seen.push((t / 60, out[0].verdict));
         }
