@@ -1,0 +1,66 @@
+//! review22: probes of review 21's MIG skip.
+
+mod common;
+
+use common::cluster::{cluster, config_with, job, real_executor, worst_verdicts, FakeSlurm, POLICY, T0};
+use enforcer::attribution::ProcReader;
+use enforcer::daemon::Daemon;
+use enforcer::executor::RealExecutor;
+use enforcer::telemetry::NvidiaSmi;
+use policy::Verdict;
+
+struct Procs;
+impl ProcReader for Procs {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        (pid == 6001).then(|| "0::/system.slice/slurmstepd.scope/job_601/step_0/user/task_0\n".to_string())
+    }
+}
+
+/// GPU 0 in MIG mode, its parent readings 0 % (trial 12's driver); GPU 1 whole and free.
+const GPUS: &str = "\
+0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0
+1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 0 81920 50 400 1
+";
+
+/// Jobs 601 and 602 each hold one MIG slice of GPU 0; their gres names no `<n>g.<m>gb` type
+/// (review 21's case). Job 601's process runs on its slice for the first 10 cycles, then
+/// exits (the job still holds its slice: between steps, or in a shell). The per-cycle
+/// `mig_by_process` set forgets job 601 as soon as its process is gone.
+#[test]
+fn review22_a_mig_job_whose_process_exits_is_judged_on_whole_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = [("601", 0), ("602", 1)]
+        .iter()
+        .map(|(id, idx)| {
+            let mut j = job(id, id.parse().unwrap(), 1, &[common::cluster::NODE]);
+            j.mig = false;
+            j.gres_idx = vec![Some(vec![*idx])];
+            j.gres_counts = vec![Some(1)];
+            j
+        })
+        .collect();
+    let c = cluster(jobs);
+    std::fs::write(dir.path().join("gpus.txt"), GPUS).unwrap();
+    std::fs::write(dir.path().join("apps.csv"), "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n").unwrap();
+    std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
+    let smi: NvidiaSmi = common::fake_nvidia_smi(dir.path());
+    let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
+        config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        smi,
+        real_executor(&c),
+        Box::new(Procs),
+        T0,
+    );
+    let before = worst_verdicts(&mut d, 0, 10);
+    std::fs::write(dir.path().join("apps.csv"), "").unwrap();
+    let after = worst_verdicts(&mut d, 10, 120);
+    let calls = c.borrow().calls.clone();
+    eprintln!("before {before:?}\nafter {after:?}\ncalls {calls:?}");
+    assert_eq!(before.get("601"), None, "control: judged while its process ran");
+    assert!(
+        after.get("601").is_none_or(|v| *v < Verdict::Alert) && after.get("602").is_none_or(|v| *v < Verdict::Alert),
+        "a MIG job was judged on whole-GPU readings: {after:?}"
+    );
+    assert!(!calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")), "{calls:?}");
+}
