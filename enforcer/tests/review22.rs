@@ -41,7 +41,11 @@ fn review22_a_mig_job_whose_process_exits_is_judged_on_whole_gpus() {
         .collect();
     let c = cluster(jobs);
     std::fs::write(dir.path().join("gpus.txt"), GPUS).unwrap();
-    std::fs::write(dir.path().join("apps.csv"), "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
     let smi: NvidiaSmi = common::fake_nvidia_smi(dir.path());
     let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
@@ -62,5 +66,8 @@ fn review22_a_mig_job_whose_process_exits_is_judged_on_whole_gpus() {
         after.get("601").is_none_or(|v| *v < Verdict::Alert) && after.get("602").is_none_or(|v| *v < Verdict::Alert),
         "a MIG job was judged on whole-GPU readings: {after:?}"
     );
-    assert!(!calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")), "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
+        "{calls:?}"
+    );
 }

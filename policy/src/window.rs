@@ -511,6 +511,13 @@ impl From<WindowRepr> for GpuWindow {
                     Some(c) if c.off < first.t_off => (c.off, c.copies.max(copies)),
                     _ => (first.t_off, copies),
                 };
+            } else if let Some(c) = r.last_change {
+                // An empty window (an outage emptied it): nothing contradicts the file, as
+                // long as the change is no newer than the newest valid sample (review 22: it
+                // was dropped, and copies after the outage then counted as evidence).
+                if w.last_valid_t_s != NO_TIME && i64::from(c.off) <= w.last_valid_t_s.saturating_sub(w.base_t_s) {
+                    (w.last_change_off, w.copies_since_change) = (c.off, c.copies);
+                }
             }
         }
         w

@@ -2,7 +2,7 @@
 
 mod harness;
 use harness::*;
-use policy::{Engine, EngineSnapshot, GpuRef, NodeId, Policy, Verdict, Mode};
+use policy::{Engine, EngineSnapshot, GpuRef, Mode, NodeId, Policy, Verdict};
 
 /// Hung GPU, live until 40m; then an outage (no samples) 41m..64m, long enough that the
 /// 20m window empties; the collector comes back re-serving the 40m answer 65m..75m, then
@@ -36,7 +36,11 @@ fn outage_then_copies(restart_at: Option<i64>) -> Vec<(i64, Verdict, String)> {
         };
         step_whole(&mut e, &jobs, t, &s, &mut out);
         if tick >= 60 {
-            seen.push((tick, out[0].verdict, format!("{:?}/{:?}/{:?}", out[0].cause, out[0].cap, out[0].signature)));
+            seen.push((
+                tick,
+                out[0].verdict,
+                format!("{:?}/{:?}/{:?}", out[0].cause, out[0].cap, out[0].signature),
+            ));
         }
     }
     seen
