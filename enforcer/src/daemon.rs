@@ -132,6 +132,11 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The runs (job id, start time) whose start time was logged as later than now. Not
     /// persisted.
     future_start_logged: BTreeSet<(String, i64)>,
+    /// Runs (job id, start time) seen with a process on a MIG device, while they run on this
+    /// node: MIG jobs whatever their gres type, though their processes come and go (review
+    /// 22: once the process exited, the job was judged on its parent GPU and its neighbour was
+    /// placed by elimination on a GPU it did not hold). Kept in the state file.
+    pub mig_jobs: BTreeSet<(String, Option<i64>)>,
     /// Last cycle's compute-apps read listed processes, none of them in proc_root.
     pids_hidden: bool,
     /// When that was last warned about, epoch seconds.
@@ -176,6 +181,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut remembered: (usize, Option<String>) = (0, None);
         let mut slurm_gpus: Option<u32> = None;
         let mut device_index = DeviceIndexTrust::default();
+        let mut mig_jobs: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
         let mut gpu_slots = GpuSlots::default();
         // Every state file names the node whose daemon wrote it (`node`; in older files, the
         // first name interned, which a daemon starting afresh gives its own node). One that
@@ -196,6 +202,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             Loaded::State(s) => {
                 let s = *s;
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
+                mig_jobs = s.mig_jobs.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
                 let engine = match s.gpu_slots.clone() {
@@ -283,6 +290,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             unlisted: Default::default(),
             ambiguous_logged: BTreeSet::new(),
             future_start_logged: BTreeSet::new(),
+            mig_jobs,
             pids_hidden: false,
             pids_hidden_warned_s: None,
             gpu_slots,
@@ -337,6 +345,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 slurm_gpus: self.slurm_gpus,
                 last_node_hostname: self.last_node_hostname.clone(),
                 gpu_slots: Some(self.gpu_slots.clone()),
+                mig_jobs: self.mig_jobs.iter().cloned().collect(),
             },
         )
     }
@@ -691,6 +700,33 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
             self.kept = valid;
         }
+        // Jobs with a process on a MIG device (a `MIG-` UUID), by raw id or SLUID, are MIG
+        // jobs whatever their gres type is called (review 21), for the rest of their run
+        // (review 22: once the process exited, the job was judged on its parent GPU, and with
+        // MIG no longer seen its neighbour was placed by elimination on a GPU it did not hold).
+        let mig_by_process: BTreeSet<String> = tel
+            .apps
+            .iter()
+            .flat_map(|a| a.apps.iter())
+            .filter(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-")))
+            .filter_map(|p| crate::parse::cgroup::parse(&self.proc.cgroup(p.pid?)?).ok().flatten())
+            .map(|j| match j {
+                crate::parse::cgroup::CgroupJob::JobId(id) => id.to_string(),
+                crate::parse::cgroup::CgroupJob::Sluid(s) => s,
+            })
+            .collect();
+        for j in &on_node {
+            let by_process = j.raw_id.is_some_and(|id| mig_by_process.contains(&id.to_string()))
+                || j.sluid.as_deref().is_some_and(|s| mig_by_process.contains(s));
+            if by_process {
+                self.mig_jobs.insert((j.job_id.clone(), j.start_s));
+            }
+        }
+        // Forgotten once squeue, read whole, no longer lists the run.
+        if read.row_errors.is_empty() {
+            self.mig_jobs
+                .retain(|(id, start)| read.jobs.iter().any(|j| &j.job_id == id && j.start_s == *start));
+        }
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
@@ -700,7 +736,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // MIG slices in use: a job's GPU count then counts slices (and Slurm's indices name
             // MIG devices), so counts and indices cannot place a job on a whole GPU; only its
             // own processes can.
-            let mig_jobs: Vec<&str> = on_node.iter().filter(|j| j.mig).map(|j| j.job_id.as_str()).collect();
+            let mig_jobs: Vec<&str> = on_node
+                .iter()
+                .filter(|j| j.mig || self.mig_jobs.contains(&(j.job_id.clone(), j.start_s)))
+                .map(|j| j.job_id.as_str())
+                .collect();
             let mig_processes = tel
                 .apps
                 .as_ref()
@@ -779,20 +819,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .flat_map(|k| k.gpus.iter().copied().zip(k.uuids.iter().cloned()))
                 .collect()
         };
-        // Jobs with a process on a MIG device (a `MIG-` UUID), by raw id or SLUID: MIG jobs
-        // too, whatever their gres type is called (review 21: a site whose MIG types do not
-        // read `<n>g.<m>gb` would have had trial 12's job judged on the parent GPU).
-        let mig_by_process: BTreeSet<String> = tel
-            .apps
-            .iter()
-            .flat_map(|a| a.apps.iter())
-            .filter(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-")))
-            .filter_map(|p| crate::parse::cgroup::parse(&self.proc.cgroup(p.pid?)?).ok().flatten())
-            .map(|j| match j {
-                crate::parse::cgroup::CgroupJob::JobId(id) => id.to_string(),
-                crate::parse::cgroup::CgroupJob::Sluid(s) => s,
-            })
-            .collect();
         let mut facts: Vec<JobFacts> = Vec::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
         // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
@@ -807,9 +833,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // kept such a job from being judged on them (trial 12: with a 0 there, a job
             // holding 1/7 of a GPU was placed on the parent by its old-style MIG process UUID
             // and would have been drained and cancelled).
-            let mig_process = j.raw_id.is_some_and(|id| mig_by_process.contains(&id.to_string()))
-                || j.sluid.as_deref().is_some_and(|s| mig_by_process.contains(s));
-            if j.mig || mig_process {
+            if j.mig || self.mig_jobs.contains(&(j.job_id.clone(), j.start_s)) {
                 rep.jobs_skipped.push((j.job_id.clone(), "mig"));
                 continue;
             }

@@ -68,6 +68,10 @@ pub struct StateFile {
     /// nvidia-smi index: their windows are not restored (warmup starts again).
     #[serde(default)]
     pub gpu_slots: Option<GpuSlots>,
+    /// Runs (job id, start time) seen with a process on a MIG device: MIG jobs for the rest
+    /// of their run, though their processes come and go (review 22). Absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig_jobs: Vec<(String, Option<i64>)>,
 }
 
 /// The node whose daemon wrote `s`: its `node`, or in an older file without one, the first
@@ -417,6 +421,7 @@ mod tests {
             last_node_hostname: None,
             device_index: DeviceIndexTrust::default(),
             gpu_slots: None,
+            mig_jobs: Vec::new(),
         };
         save(&path, &state).unwrap();
         assert!(check_not_newer(&path).is_ok());

@@ -1,4 +1,6 @@
-//! review22: probes of review 21's MIG skip.
+//! review22: probes of review 21's MIG skip. The test failed as reviewed (3159dff) and
+//! passes since MIG jobs are remembered for their run (`Daemon::mig_jobs`, kept in the state
+//! file); its restart variant holds the state file's part.
 
 mod common;
 
@@ -28,6 +30,15 @@ const GPUS: &str = "\
 /// `mig_by_process` set forgets job 601 as soon as its process is gone.
 #[test]
 fn review22_a_mig_job_whose_process_exits_is_judged_on_whole_gpus() {
+    mig_job_whose_process_exits(false);
+}
+
+#[test]
+fn a_mig_job_is_remembered_across_a_restart() {
+    mig_job_whose_process_exits(true);
+}
+
+fn mig_job_whose_process_exits(restart: bool) {
     let dir = tempfile::tempdir().unwrap();
     let jobs = [("601", 0), ("602", 1)]
         .iter()
@@ -58,6 +69,19 @@ fn review22_a_mig_job_whose_process_exits_is_judged_on_whole_gpus() {
     );
     let before = worst_verdicts(&mut d, 0, 10);
     std::fs::write(dir.path().join("apps.csv"), "").unwrap();
+    if restart {
+        // The daemon restarts (state saved each cycle): the memory comes from the file.
+        drop(d);
+        d = Daemon::new(
+            config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+            FakeSlurm(c.clone()),
+            common::fake_nvidia_smi(dir.path()),
+            real_executor(&c),
+            Box::new(Procs),
+            T0 + 10 * 60,
+        );
+        assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "{:?}", d.mig_jobs);
+    }
     let after = worst_verdicts(&mut d, 10, 120);
     let calls = c.borrow().calls.clone();
     eprintln!("before {before:?}\nafter {after:?}\ncalls {calls:?}");
