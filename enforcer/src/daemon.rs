@@ -778,8 +778,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 }
             }
             let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !contradicted;
+            // Remembered MIG jobs are MIG jobs to attribution too (it checks no device index
+            // while MIG is in use), though no process of theirs shows this cycle.
+            let marked: Vec<SlurmJob> = on_node
+                .iter()
+                .map(|j| {
+                    let mut j = (*j).clone();
+                    j.mig |= self.mig_jobs.contains(&(j.job_id.clone(), j.start_s));
+                    j
+                })
+                .collect();
+            let marked: Vec<&SlurmJob> = marked.iter().collect();
             let a = attribution::attribute(
-                &on_node,
+                &marked,
                 &tel.gpus,
                 tel.apps.as_ref(),
                 self.proc.as_ref(),

@@ -95,3 +95,54 @@ fn mig_job_whose_process_exits(restart: bool) {
         "{calls:?}"
     );
 }
+
+/// PID 6001 in job 601's cgroup, PID 6003 in job 603's.
+struct TwoProcs;
+impl ProcReader for TwoProcs {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        match pid {
+            6001 | 6003 => Some(format!("0::/system.slice/slurmstepd.scope/job_{}/step_0/user/task_0\n", pid - 5400)),
+            _ => None,
+        }
+    }
+}
+
+/// A remembered MIG job keeps MIG in use on the node for attribution too: while Slurm's
+/// indices may name MIG devices, a whole-GPU job whose process runs outside its index list
+/// (index 0, process on GPU 1) proves nothing, after the MIG job's process has exited as
+/// before. Without the mark, the rule was contradicted, and the contradiction is kept.
+#[test]
+fn a_remembered_mig_job_keeps_device_indices_unchecked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mig = job("601", 601, 1, &[common::cluster::NODE]);
+    mig.gres_idx = vec![Some(vec![0])];
+    mig.gres_counts = vec![Some(1)];
+    let mut whole = job("603", 603, 1, &[common::cluster::NODE]);
+    whole.gres_idx = vec![Some(vec![0])];
+    whole.gres_counts = vec![Some(1)];
+    let c = cluster(vec![mig, whole]);
+    std::fs::write(dir.path().join("gpus.txt"), GPUS).unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\nGPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 9000\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
+    let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
+        config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        common::fake_nvidia_smi(dir.path()),
+        real_executor(&c),
+        Box::new(TwoProcs),
+        T0,
+    );
+    worst_verdicts(&mut d, 0, 5);
+    assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "{:?}", d.mig_jobs);
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 9000\n",
+    )
+    .unwrap();
+    worst_verdicts(&mut d, 5, 10);
+    assert!(d.device_index.contradicted.is_none(), "{:?}", d.device_index.contradicted);
+}
