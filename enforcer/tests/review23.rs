@@ -1,4 +1,5 @@
-//! review23: probes of review 22's fix (Daemon::mig_jobs).
+//! review23: probes of review 22's fix (Daemon::mig_jobs). The two device-index probes failed as
+//! reviewed (8b903d2) and pass since remembered MIG jobs are marked for attribution.
 
 mod common;
 
@@ -63,7 +64,11 @@ fn review23_a_remembered_mig_job_still_keeps_the_device_index_unchecked() {
     assert!(d.device_index.contradicted.is_none(), "control: {:?}", d.device_index.contradicted);
     assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "control: {:?}", d.mig_jobs);
     // 601's process exits; it still holds its slice.
-    std::fs::write(dir.path().join("apps.csv"), "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
     let _ = worst_verdicts(&mut d, 5, 8);
     assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "still a MIG job: {:?}", d.mig_jobs);
     assert!(
@@ -105,7 +110,11 @@ fn review23_a_remembered_mig_job_still_keeps_the_device_index_unpinned() {
     assert!(d.device_index.pinned.is_empty(), "control: {:?}", d.device_index.pinned);
     assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "control: {:?}", d.mig_jobs);
     // 601's process exits; it still holds its slice.
-    std::fs::write(dir.path().join("apps.csv"), "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
     let _ = worst_verdicts(&mut d, 5, 8);
     assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "still a MIG job: {:?}", d.mig_jobs);
     assert!(d.device_index.contradicted.is_none(), "{:?}", d.device_index.contradicted);

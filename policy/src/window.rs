@@ -511,13 +511,18 @@ impl From<WindowRepr> for GpuWindow {
                     Some(c) if c.off < first.t_off => (c.off, c.copies.max(copies)),
                     _ => (first.t_off, copies),
                 };
-            } else if let Some(c) = r.last_change {
-                // An empty window (an outage emptied it): nothing contradicts the file, as
-                // long as the change is no newer than the newest valid sample (review 22: it
-                // was dropped, and copies after the outage then counted as evidence).
-                if w.last_valid_t_s != NO_TIME && i64::from(c.off) <= w.last_valid_t_s.saturating_sub(w.base_t_s) {
-                    (w.last_change_off, w.copies_since_change) = (c.off, c.copies);
-                }
+            } else if w.last_valid_t_s != NO_TIME {
+                // An empty window (an outage emptied it): the file's change is believed if it
+                // is no newer than the newest valid sample; otherwise (a file from before the
+                // key, or one that says a newer one) the change is taken to be that newest
+                // valid sample, the latest it can be (reviews 22, 23: with none, copies after
+                // the outage counted as evidence and the restored engine alerted 13 minutes
+                // early).
+                let newest = w.last_valid_t_s.saturating_sub(w.base_t_s).clamp(0, i64::from(u32::MAX - 1)) as u32;
+                (w.last_change_off, w.copies_since_change) = match r.last_change {
+                    Some(c) if c.off <= newest => (c.off, c.copies),
+                    _ => (newest, 0),
+                };
             }
         }
         w

@@ -1,4 +1,5 @@
-//! review23: probes of review 22's window fix (empty window restored with `last_change`).
+//! review23: probes of review 22's window fix (empty window restored with `last_change`). The
+//! older-file probe failed as reviewed (8b903d2) and passes since its fix; the restart sweep held up.
 
 mod harness;
 use harness::*;
@@ -52,7 +53,11 @@ fn run(restart_at: Option<i64>, old_file: bool) -> Vec<(i64, Verdict, String)> {
             vec![live]
         };
         step_whole(&mut e, &jobs, t, &s, &mut out);
-        seen.push((tick, out[0].verdict, format!("{:?}/{:?}/{:?}", out[0].cause, out[0].cap, out[0].signature)));
+        seen.push((
+            tick,
+            out[0].verdict,
+            format!("{:?}/{:?}/{:?}", out[0].cause, out[0].cap, out[0].signature),
+        ));
     }
     seen
 }
@@ -74,7 +79,8 @@ fn review23_restart_at_any_minute_equals_plain() {
             bad.push((r, d.0.clone(), d.1.clone()));
         }
         // Held back forever: never drains although plain does.
-        if first_at_least(&plain, Verdict::Drain).is_some() && first_at_least(&restored[r as usize..], Verdict::Drain).is_none() && r < 150 {
+        if first_at_least(&plain, Verdict::Drain).is_some() && first_at_least(&restored[r as usize..], Verdict::Drain).is_none() && r < 150
+        {
             bad.push((r, (0, Verdict::Healthy, "never drains".into()), restored[199].clone()));
         }
     }
@@ -100,6 +106,14 @@ fn review23_an_older_file_restored_empty_acts_sooner() {
             eprintln!("{}m plain {:?} {}  restored {:?} {}", p.0, p.1, p.2, r.1, r.2);
         }
     }
-    let ahead: Vec<_> = plain.iter().zip(&restored).filter(|(p, q)| q.1 > p.1).map(|(p, q)| (p.0, p.1, q.1)).collect();
-    assert!(ahead.is_empty(), "an older file restored during the outage ran ahead of plain: (minute, plain, restored) {ahead:?}");
+    let ahead: Vec<_> = plain
+        .iter()
+        .zip(&restored)
+        .filter(|(p, q)| q.1 > p.1)
+        .map(|(p, q)| (p.0, p.1, q.1))
+        .collect();
+    assert!(
+        ahead.is_empty(),
+        "an older file restored during the outage ran ahead of plain: (minute, plain, restored) {ahead:?}"
+    );
 }
