@@ -1,0 +1,185 @@
+//! review24: adversarial probes of the enforcer's MIG memory (8b903d2, f1e5762, 3159dff) and of
+//! a restart across a clock step (the window-restore rule seen from the daemon).
+
+mod common;
+
+use common::cluster::{cluster, config_with, job, real_executor, worst_verdicts, FakeSlurm, OneIdleGpu, NODE, POLICY, T0};
+use enforcer::attribution::ProcReader;
+use enforcer::daemon::Daemon;
+use enforcer::executor::RealExecutor;
+use enforcer::telemetry::NvidiaSmi;
+use policy::Verdict;
+
+struct Procs;
+impl ProcReader for Procs {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        (pid == 6001).then(|| "0::/system.slice/slurmstepd.scope/job_601/step_0/user/task_0\n".to_string())
+    }
+}
+
+/// GPU 0 in MIG mode, its parent readings 0 % (trial 12's driver); GPU 1 whole and free.
+const GPUS: &str = "\
+0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0
+1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 0 81920 50 400 1
+";
+
+/// How the state file looks when the daemon restarts.
+#[derive(Clone, Copy, Debug)]
+enum File {
+    /// As this release wrote it.
+    Current,
+    /// As the release before 8b903d2 wrote it: no `mig_jobs` key.
+    NoMigJobs,
+}
+
+/// Review 22's scenario (jobs 601 and 602 each hold a MIG slice of GPU 0, gres type not
+/// MIG-named; 601's process runs on its slice for 10 cycles, then exits), with a restart at
+/// cycle 10 from `file`. Returns (worst verdicts after the restart, Slurm calls).
+fn mig_restart(file: File) -> (std::collections::BTreeMap<String, Verdict>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = [("601", 0), ("602", 1)]
+        .iter()
+        .map(|(id, idx)| {
+            let mut j = job(id, id.parse().unwrap(), 1, &[NODE]);
+            j.mig = false;
+            j.gres_idx = vec![Some(vec![*idx])];
+            j.gres_counts = vec![Some(1)];
+            j
+        })
+        .collect();
+    let c = cluster(jobs);
+    std::fs::write(dir.path().join("gpus.txt"), GPUS).unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
+    let state = dir.path().join("state");
+    let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
+        config_with(POLICY, &state, "enforce", ""),
+        FakeSlurm(c.clone()),
+        common::fake_nvidia_smi(dir.path()),
+        real_executor(&c),
+        Box::new(Procs),
+        T0,
+    );
+    let before = worst_verdicts(&mut d, 0, 10);
+    assert_eq!(before.get("601"), None, "control: judged while its process ran");
+    assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "control: {:?}", d.mig_jobs);
+    drop(d);
+    std::fs::write(dir.path().join("apps.csv"), "").unwrap();
+    let path = state.join("state.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(v.get("mig_jobs").is_some(), "the file remembers the MIG job: {v}");
+    if let File::NoMigJobs = file {
+        v.as_object_mut().unwrap().remove("mig_jobs");
+    }
+    std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
+        config_with(POLICY, &state, "enforce", ""),
+        FakeSlurm(c.clone()),
+        common::fake_nvidia_smi(dir.path()),
+        real_executor(&c),
+        Box::new(Procs),
+        T0 + 10 * 60,
+    );
+    let after = worst_verdicts(&mut d, 10, 120);
+    let calls = c.borrow().calls.clone();
+    eprintln!("{file:?}: after {after:?}\ncalls {calls:?}");
+    (after, calls)
+}
+
+fn judged_on_whole_gpus(after: &std::collections::BTreeMap<String, Verdict>, calls: &[String]) -> bool {
+    after.get("601").is_some_and(|v| *v >= Verdict::Alert)
+        || after.get("602").is_some_and(|v| *v >= Verdict::Alert)
+        || calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel"))
+}
+
+/// Control: the current file carries the memory across the restart (passes).
+#[test]
+fn review24_mig_memory_survives_a_restart_from_the_current_file() {
+    let (after, calls) = mig_restart(File::Current);
+    assert!(!judged_on_whole_gpus(&after, &calls), "{after:?} {calls:?}");
+}
+
+/// Upgrading from the release before 8b903d2 while a MIG job's process has exited: the file
+/// has no `mig_jobs` (absent in older files, state.rs:71-74), so nothing marks job 601 as
+/// MIG. With no MIG process in view the node counts as MIG-free, the list as whole, and the
+/// jobs are placed by elimination / device index on whole GPUs they do not hold.
+/// (The same happens after any fresh start: a state file moved aside as corrupt or as
+/// another node's, a first install, or a restart after `rm state.json`.)
+#[test]
+fn review24_an_older_state_file_forgets_the_mig_job() {
+    let (after, calls) = mig_restart(File::NoMigJobs);
+    assert!(
+        !judged_on_whole_gpus(&after, &calls),
+        "a MIG job (or its neighbour) judged on whole-GPU readings after a restart from an older file: {after:?} {calls:?}"
+    );
+}
+
+fn policy_30m_1h() -> String {
+    "[policy]\nwindow = \"20m\"\nwarmup = \"15m\"\ninterval = \"60s\"\nnotice = \"30m\"\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"30m\", verdict = \"drain\" }, { after = \"1h\", verdict = \"cancel\" }]\nceilings = { idle = \"cancel\" }\n".to_string()
+}
+
+/// An idle one-GPU job under a daemon whose clock steps back across a restart. The last
+/// cycle before it ran at T0+49m; the daemon restarts and its first cycle runs 30 s earlier
+/// than that (an NTP step during the restart; 30 s is within `clock_skew`, so main.rs:459
+/// accepts the file). Returns the first minute after the step at which the job stood at
+/// alert or above, and whether a cycle reported the step.
+fn clock_back(restart: bool) -> (Option<i64>, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let state = dir.path().join("state");
+    let mk = |now: i64| -> Daemon<FakeSlurm, OneIdleGpu, RealExecutor<FakeSlurm>> {
+        Daemon::new(
+            config_with(&policy_30m_1h(), &state, "enforce", ""),
+            FakeSlurm(c.clone()),
+            OneIdleGpu {
+                cycle: 0,
+                power_known: true,
+            },
+            real_executor(&c),
+            Box::new(common::cluster::NoProc),
+            now,
+        )
+    };
+    let mut d = mk(T0);
+    for i in 0..50 {
+        d.cycle(T0 + i * 60);
+    }
+    assert!(c.borrow().calls.iter().any(|c| c.starts_with("drain")), "control: {:?}", c.borrow().calls);
+    let back = T0 + 49 * 60 - 30;
+    if restart {
+        drop(d);
+        d = mk(back);
+    }
+    let mut reported = false;
+    let mut first = None;
+    for i in 0..40 {
+        let r = d.cycle(back + i * 60);
+        reported |= r.clock_went_back_s.is_some();
+        if first.is_none() && r.findings.iter().any(|f| f.verdict >= Verdict::Alert) {
+            first = Some(i);
+        }
+    }
+    (first, reported)
+}
+
+/// Without a restart the step is reported and the job is judged again only on a full window
+/// gathered after it (no alert for 17 cycles); across a restart the daemon neither reports the
+/// step nor empties the windows (`Engine::restore` ignores `taken_s`, the new engine's
+/// `last_now_s` is `None`, the daemon's `metrics.cycles` is 0): it alerts at once, and its
+/// drain and cancel dwell count from the pre-step window's start.
+#[test]
+fn review24_a_clock_step_back_across_a_restart_is_not_a_clock_step() {
+    let plain = clock_back(false);
+    let restarted = clock_back(true);
+    eprintln!("plain (first alert after the step, reported) {plain:?}; restarted {restarted:?}");
+    assert!(plain.1 && plain.0.is_none_or(|m| m >= 17), "control: {plain:?}");
+    assert!(
+        restarted.0.is_none_or(|m| m >= 17),
+        "restarted across a 30 s clock step: alerted {restarted:?} cycles after it, on samples taken before it (plain: {plain:?})"
+    );
+}
