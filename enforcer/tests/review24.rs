@@ -30,6 +30,10 @@ enum File {
     Current,
     /// As the release before 8b903d2 wrote it: no `mig_jobs` key.
     NoMigJobs,
+    /// No file (a first start, or one moved aside as corrupt or as another node's).
+    Deleted,
+    /// No restart; nvidia-smi fails (exit 9) for 5 cycles once the process has exited.
+    NoRestartSmiOutage,
 }
 
 /// Review 22's scenario (jobs 601 and 602 each hold a MIG slice of GPU 0, gres type not
@@ -67,15 +71,28 @@ fn mig_restart(file: File) -> (std::collections::BTreeMap<String, Verdict>, Vec<
     let before = worst_verdicts(&mut d, 0, 10);
     assert_eq!(before.get("601"), None, "control: judged while its process ran");
     assert!(d.mig_jobs.iter().any(|(id, _)| id == "601"), "control: {:?}", d.mig_jobs);
-    drop(d);
     std::fs::write(dir.path().join("apps.csv"), "").unwrap();
+    if let File::NoRestartSmiOutage = file {
+        std::fs::write(dir.path().join("smi.mode"), "exit9").unwrap();
+        let mut after = worst_verdicts(&mut d, 10, 5);
+        std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
+        after.extend(worst_verdicts(&mut d, 15, 115));
+        let calls = c.borrow().calls.clone();
+        eprintln!("{file:?}: after {after:?}\ncalls {calls:?}");
+        return (after, calls);
+    }
+    drop(d);
     let path = state.join("state.json");
     let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert!(v.get("mig_jobs").is_some(), "the file remembers the MIG job: {v}");
+    eprintln!("kept attributions in the file: {}", v["attribution"]);
     if let File::NoMigJobs = file {
         v.as_object_mut().unwrap().remove("mig_jobs");
     }
     std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    if let File::Deleted = file {
+        std::fs::remove_file(&path).unwrap();
+    }
     let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
         config_with(POLICY, &state, "enforce", ""),
         FakeSlurm(c.clone()),
@@ -106,9 +123,11 @@ fn review24_mig_memory_survives_a_restart_from_the_current_file() {
 /// Upgrading from the release before 8b903d2 while a MIG job's process has exited: the file
 /// has no `mig_jobs` (absent in older files, state.rs:71-74), so nothing marks job 601 as
 /// MIG. With no MIG process in view the node counts as MIG-free, the list as whole, and the
-/// jobs are placed by elimination / device index on whole GPUs they do not hold.
-/// (The same happens after any fresh start: a state file moved aside as corrupt or as
-/// another node's, a first install, or a restart after `rm state.json`.)
+/// jobs are placed on whole GPUs: the file's kept attribution places 601 on GPU 0 (made while
+/// its old-style `MIG-GPU-<parent>/1/0` process ran: the parent GPU), so 601 is judged on the
+/// parent's readings, and 602 is placed by elimination on GPU 1, which it does not hold, then
+/// drained and cancelled. (A fresh start, with no kept attribution, places neither: see the
+/// next test.)
 #[test]
 fn review24_an_older_state_file_forgets_the_mig_job() {
     let (after, calls) = mig_restart(File::NoMigJobs);
@@ -116,6 +135,24 @@ fn review24_an_older_state_file_forgets_the_mig_job() {
         !judged_on_whole_gpus(&after, &calls),
         "a MIG job (or its neighbour) judged on whole-GPU readings after a restart from an older file: {after:?} {calls:?}"
     );
+}
+
+/// Control: a fresh start (no state file, e.g. one moved aside) places neither job: with no
+/// kept attribution, elimination cannot tell the two one-GPU jobs apart (passes).
+#[test]
+fn review24_a_fresh_start_forgets_the_mig_job() {
+    let (after, calls) = mig_restart(File::Deleted);
+    assert!(
+        !judged_on_whole_gpus(&after, &calls),
+        "a MIG job (or its neighbour) judged on whole-GPU readings after a fresh start: {after:?} {calls:?}"
+    );
+}
+
+/// Control: an nvidia-smi outage after the process exited changes nothing (passes).
+#[test]
+fn review24_mig_memory_survives_an_nvidia_smi_outage() {
+    let (after, calls) = mig_restart(File::NoRestartSmiOutage);
+    assert!(!judged_on_whole_gpus(&after, &calls), "{after:?} {calls:?}");
 }
 
 fn policy_30m_1h() -> String {
@@ -149,7 +186,11 @@ fn clock_back(restart: bool) -> (Option<i64>, bool) {
     for i in 0..50 {
         d.cycle(T0 + i * 60);
     }
-    assert!(c.borrow().calls.iter().any(|c| c.starts_with("drain")), "control: {:?}", c.borrow().calls);
+    assert!(
+        c.borrow().calls.iter().any(|c| c.starts_with("drain")),
+        "control: {:?}",
+        c.borrow().calls
+    );
     let back = T0 + 49 * 60 - 30;
     if restart {
         drop(d);

@@ -11,6 +11,8 @@ use policy::{Engine, EngineSnapshot, GpuRef, Mode, NodeId, Policy, Sample, Verdi
 use serde_json::Value;
 
 type Seen = Vec<(i64, Verdict, String)>;
+/// An edit of a snapshot's JSON.
+type Edit<'a> = &'a dyn Fn(&mut Value);
 
 const G0: GpuRef = GpuRef { node: NodeId(0), gpu: 0 };
 
@@ -55,11 +57,7 @@ fn no_copy_gap(v: &mut Value) {
 /// `clock_back`: (tick, seconds): from that tick on, the clock reads `seconds` less (in the
 /// plain run the engine sees the step; in the restarted run the restart happens across it
 /// when `restart` names the same tick).
-fn run(
-    gpu: &dyn Fn(i64, i64) -> Vec<Sample>,
-    restart: Option<(i64, &dyn Fn(&mut Value))>,
-    clock_back: Option<(i64, i64)>,
-) -> Seen {
+fn run(gpu: &dyn Fn(i64, i64) -> Vec<Sample>, restart: Option<(i64, Edit)>, clock_back: Option<(i64, i64)>) -> Seen {
     let c = cfg_with_cancel(3 * 3600);
     let policy = Policy::new(&c).unwrap();
     let jobs = vec![job("1", 0, &[(0, 1)])];
@@ -158,7 +156,10 @@ fn review24_older_file_at_any_minute_of_the_outage_scenario() {
             bad.push((r, a));
         }
     }
-    assert!(bad.is_empty(), "restart minutes (older file) whose verdicts run ahead of plain: {bad:?}");
+    assert!(
+        bad.is_empty(),
+        "restart minutes (older file) whose verdicts run ahead of plain: {bad:?}"
+    );
 }
 
 /// The same sweep over a freeze that ends inside the window, current file format.
@@ -188,7 +189,10 @@ fn review24_older_file_at_any_minute_of_an_ended_freeze() {
             bad.push((r, a));
         }
     }
-    assert!(bad.is_empty(), "restart minutes (older file) whose verdicts run ahead of plain: {bad:?}");
+    assert!(
+        bad.is_empty(),
+        "restart minutes (older file) whose verdicts run ahead of plain: {bad:?}"
+    );
 }
 
 /// A file from before review 18 (no entry marked COPY_GAP; the window key and `last_bits`
@@ -201,7 +205,10 @@ fn review24_a_file_from_before_copy_gap_hides_an_ended_freeze() {
     let restored = run(&freeze_then_live, Some((55, &no_copy_gap)), None);
     show(&plain, &restored);
     let a = ahead(&plain, &restored);
-    assert!(a.is_empty(), "a pre-COPY_GAP file ran ahead of plain: (minute, plain, restored) {a:?}");
+    assert!(
+        a.is_empty(),
+        "a pre-COPY_GAP file ran ahead of plain: (minute, plain, restored) {a:?}"
+    );
 }
 
 /// The clock steps back across a restart: the restart's cycle runs 30 s before the last
@@ -216,7 +223,10 @@ fn review24_a_clock_step_back_across_a_restart_keeps_the_windows() {
     let restored = run(&hung, Some((100, &|_: &mut Value| {})), Some((100, 90)));
     show(&plain, &restored);
     let a = ahead(&plain, &restored);
-    assert!(a.is_empty(), "restored 30 s before the snapshot's time ran ahead of plain: (minute, plain, restored) {a:?}");
+    assert!(
+        a.is_empty(),
+        "restored 30 s before the snapshot's time ran ahead of plain: (minute, plain, restored) {a:?}"
+    );
 }
 
 /// The same with a 10-minute step (the enforcer refuses to start on such a file, but the
@@ -229,7 +239,10 @@ fn review24_engine_restore_across_a_ten_minute_step_back() {
     let restored = run(&hung, Some((100, &|_: &mut Value| {})), Some((100, 600)));
     show(&plain, &restored);
     let a = ahead(&plain, &restored);
-    assert!(a.is_empty(), "restored across a 10 min clock step ran ahead of plain: (minute, plain, restored) {a:?}");
+    assert!(
+        a.is_empty(),
+        "restored across a 10 min clock step ran ahead of plain: (minute, plain, restored) {a:?}"
+    );
 }
 
 /// A file whose `last_valid_t_s` contradicts its entries (later than the newest entry).
@@ -252,5 +265,163 @@ fn review24_a_file_whose_last_valid_time_contradicts_its_entries() {
     let restored = run(&stops, Some((50, &edit)), None);
     show(&plain, &restored);
     let a = ahead(&plain, &restored);
-    assert!(a.is_empty(), "a contradicting file ran ahead of plain: (minute, plain, restored) {a:?}");
+    assert!(
+        a.is_empty(),
+        "a contradicting file ran ahead of plain: (minute, plain, restored) {a:?}"
+    );
+}
+
+/// A restart with downtime: the daemon's last cycle (its snapshot) is at `r - down`, its
+/// next at `r`; no samples are read in between (nvidia-smi is read at cycle time). Plain
+/// sees the same stream with the downtime's cycles empty (an outage). Returns, per tick, the
+/// verdict (`None` while the restarted daemon was down).
+fn run_down(gpu: &dyn Fn(i64, i64) -> Vec<Sample>, restart: Option<(i64, i64, Edit)>) -> Seen {
+    let c = cfg_with_cancel(3 * 3600);
+    let policy = Policy::new(&c).unwrap();
+    let jobs = vec![job("1", 0, &[(0, 1)])];
+    let mut e = Engine::new(policy.clone(), Mode::Observe);
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for tick in 1..=200i64 {
+        let t = tick * 60;
+        let down = restart.is_some_and(|(r, k, _)| tick > r - k && tick < r);
+        let samples = if restart.is_none_or(|(r, k, _)| !(tick > r - k && tick < r)) {
+            gpu(tick, t)
+        } else {
+            vec![]
+        };
+        if let Some((r, k, edit)) = restart {
+            if tick == r {
+                let mut v = serde_json::to_value(e.snapshot((r - k) * 60)).unwrap();
+                edit(&mut v);
+                let snap: EngineSnapshot = serde_json::from_value(v).unwrap();
+                e = Engine::restore(policy.clone(), Mode::Observe, snap, t);
+            }
+        }
+        if down {
+            seen.push((tick, Verdict::Healthy, "down".into()));
+            continue;
+        }
+        step_whole(&mut e, &jobs, t, &samples, &mut out);
+        seen.push((
+            tick,
+            out[0].verdict,
+            format!("{:?}/{:?}/{:?}", out[0].cause, out[0].cap, out[0].signature),
+        ));
+    }
+    seen
+}
+
+/// Every restart minute, downtimes of 2 to 90 minutes, three scenarios, current and older
+/// files: the restarted engine never stands at alert or above ahead of plain (plain sees the
+/// downtime as an outage).
+#[test]
+fn review24_restarts_with_downtime_never_run_ahead() {
+    type Scenario = (&'static str, &'static dyn Fn(i64, i64) -> Vec<Sample>);
+    let scenarios: [Scenario; 3] = [
+        ("hung", &hung),
+        ("freeze_then_live", &freeze_then_live),
+        ("outage_then_copies", &outage_then_copies),
+    ];
+    let files: [(&str, Edit); 2] = [("current", &|_: &mut Value| {}), ("no last_change", &no_last_change)];
+    let mut bad = Vec::new();
+    for (name, gpu) in scenarios {
+        for (fname, edit) in files {
+            for k in [2, 4, 10, 19, 21, 30, 90] {
+                for r in (k + 1)..=199 {
+                    let plain: Seen = {
+                        // The plain run: cycles in the downtime run with no samples.
+                        let c = cfg_with_cancel(3 * 3600);
+                        let policy = Policy::new(&c).unwrap();
+                        let jobs = vec![job("1", 0, &[(0, 1)])];
+                        let mut e = Engine::new(policy, Mode::Observe);
+                        let mut out = Vec::new();
+                        (1..=200i64)
+                            .map(|tick| {
+                                let t = tick * 60;
+                                let s = if tick > r - k && tick < r { vec![] } else { gpu(tick, t) };
+                                step_whole(&mut e, &jobs, t, &s, &mut out);
+                                (tick, out[0].verdict, String::new())
+                            })
+                            .collect()
+                    };
+                    let restored = run_down(gpu, Some((r, k, edit)));
+                    let a = ahead(&plain, &restored);
+                    if !a.is_empty() {
+                        bad.push((name, fname, k, r, a[0], a.len()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "(scenario, file, downtime, restart minute, first minute ahead, minutes ahead): {bad:?}"
+    );
+}
+
+/// A two-policy engine (shared windows; policy B has another util threshold and quicker
+/// stages) snapshotted and restored under policy B alone (`Engine::restore` takes one
+/// policy: a multi-policy engine has no restore of its own). At every restart minute, over
+/// the ended-freeze and outage scenarios, B's restored verdicts never run ahead of B's in
+/// the plain two-policy engine.
+#[test]
+fn review24_a_multi_policy_snapshot_restored_under_its_second_policy() {
+    let a = Policy::new(&cfg_with_cancel(3 * 3600)).unwrap();
+    let mut cb = cfg_with_cancel(90 * 60);
+    cb.util_threshold_pct = 25.0;
+    cb.stages[1].after = policy::DurationS(30 * 60);
+    let b = Policy::new(&cb).unwrap();
+    let jobs = vec![job("1", 0, &[(0, 1)])];
+    let go = |gpu: &dyn Fn(i64, i64) -> Vec<Sample>, restart: Option<i64>| -> Seen {
+        let mut e = Engine::with_policies(vec![a.clone(), b.clone()], Mode::Observe).unwrap();
+        let mut outs = vec![Vec::new(), Vec::new()];
+        let mut seen = Vec::new();
+        let mut single: Option<Engine> = None;
+        for tick in 1..=200i64 {
+            let t = tick * 60;
+            if Some(tick) == restart {
+                let v = serde_json::to_value(e.snapshot(t - 60)).unwrap();
+                let snap: EngineSnapshot = serde_json::from_value(v).unwrap();
+                single = Some(Engine::restore(b.clone(), Mode::Observe, snap, t));
+            }
+            let s = gpu(tick, t);
+            let obs = policy::Observation {
+                jobs: &jobs,
+                samples: &s,
+                scope: policy::Scope::Whole,
+                drains: &[],
+            };
+            let f = match &mut single {
+                Some(se) => {
+                    se.step(t, &obs, &mut outs[0]);
+                    outs[0][0].clone()
+                }
+                None => {
+                    e.step_each(t, &obs, &mut outs);
+                    outs[1][0].clone()
+                }
+            };
+            seen.push((tick, f.verdict, format!("{:?}/{:?}", f.cause, f.signature)));
+        }
+        seen
+    };
+    let mut bad = Vec::new();
+    for (name, gpu) in [
+        ("freeze_then_live", &freeze_then_live as &dyn Fn(i64, i64) -> Vec<Sample>),
+        ("outage_then_copies", &outage_then_copies),
+        ("hung", &hung),
+    ] {
+        let plain = go(gpu, None);
+        for r in 2..=199 {
+            let x = ahead(&plain, &go(gpu, Some(r)));
+            if !x.is_empty() {
+                bad.push((name, r, x[0], x.len()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "(scenario, restart minute, first minute ahead, minutes ahead): {bad:?}"
+    );
 }
