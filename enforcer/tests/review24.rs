@@ -140,7 +140,7 @@ fn review24_an_older_state_file_forgets_the_mig_job() {
 /// Control: a fresh start (no state file, e.g. one moved aside) places neither job: with no
 /// kept attribution, elimination cannot tell the two one-GPU jobs apart (passes).
 #[test]
-fn review24_a_fresh_start_forgets_the_mig_job() {
+fn review24_a_fresh_start_places_neither_mig_job() {
     let (after, calls) = mig_restart(File::Deleted);
     assert!(
         !judged_on_whole_gpus(&after, &calls),
@@ -153,6 +153,120 @@ fn review24_a_fresh_start_forgets_the_mig_job() {
 fn review24_mig_memory_survives_an_nvidia_smi_outage() {
     let (after, calls) = mig_restart(File::NoRestartSmiOutage);
     assert!(!judged_on_whole_gpus(&after, &calls), "{after:?} {calls:?}");
+}
+
+struct Procs13;
+impl ProcReader for Procs13 {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        matches!(pid, 6001 | 6003).then(|| format!("0::/system.slice/slurmstepd.scope/job_{}/step_0/user/task_0\n", pid - 5400))
+    }
+}
+
+/// The memory is per run, so it says nothing about a slice job that never showed a process.
+/// GPU 0 in MIG mode (parent readings 0 %, trial 12's driver), GPU 1 whole and busy with job
+/// 603 (its process on GPU 1). Jobs 601 and 602 each hold a slice of GPU 0 (gres types not
+/// MIG-named); 601's process runs, 602 never shows one. At cycle 10 job 601 ends (its slice's
+/// memory freed): no MIG job is remembered and no MIG process is in view, so the node reads
+/// as MIG-free, and 602, the only job left unplaced, is placed by elimination on GPU 0 and
+/// judged on the parent GPU's readings, which the design says never happens
+/// (daemon.rs:837-846).
+///
+/// With Slurm's indices (IDX:1, the slice) this passes, by accident: the placement on GPU 0
+/// "contradicts" index 1, the device-index rule is switched off for good on the node (a
+/// false gres.conf warning), the placement is dropped and 602 is ambiguous after two cycles
+/// of `watching` on the parent. Without indices (next test) 602 is drained and cancelled as
+/// idle on the parent's readings.
+#[test]
+fn review24_a_slice_job_without_a_process_is_judged_on_the_parent_once_its_neighbour_ends() {
+    slice_job_after_neighbour_ends(true);
+}
+
+/// The same where squeue gives no device indices (`gres_idx` unknown): job 602 is placed by
+/// elimination on the MIG parent GPU 0, judged idle on its readings (0 %, 3 MiB, 63 W), the
+/// node drained and the job cancelled (fails).
+#[test]
+fn review24_a_slice_job_without_a_process_or_indices_is_judged_on_the_parent() {
+    slice_job_after_neighbour_ends(false);
+}
+
+fn slice_job_after_neighbour_ends(indices: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs = Vec::new();
+    for (id, idx) in [("601", 0u32), ("602", 1u32)] {
+        let mut j = job(id, id.parse().unwrap(), 1, &[NODE]);
+        j.mig = false;
+        if indices {
+            j.gres_idx = vec![Some(vec![idx])];
+        }
+        j.gres_counts = vec![Some(1)];
+        jobs.push(j);
+    }
+    jobs.push(job("603", 603, 1, &[NODE]));
+    let c = cluster(jobs);
+    std::fs::write(
+        dir.path().join("gpus.txt"),
+        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 90 5 40000 81920 300 400 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\nGPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
+    let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
+        config_with(POLICY, &dir.path().join("state"), "enforce", ""),
+        FakeSlurm(c.clone()),
+        common::fake_nvidia_smi(dir.path()),
+        real_executor(&c),
+        Box::new(Procs13),
+        T0,
+    );
+    let before = worst_verdicts(&mut d, 0, 10);
+    assert_eq!(before.get("602"), None, "control: not judged while MIG is seen: {before:?}");
+    // Job 601 ends; its slice's memory is freed (the parent now shows 3 MiB used).
+    c.borrow_mut().jobs.retain(|j| j.job_id != "601");
+    std::fs::write(
+        dir.path().join("gpus.txt"),
+        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 3 81920 62 400 0\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 90 5 40000 81920 300 400 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
+    let mut after = std::collections::BTreeMap::new();
+    for i in 10..130 {
+        let r = d.cycle(T0 + i * 60);
+        for f in r.findings.iter().filter(|f| f.job_id == "602") {
+            eprintln!("{i}m 602 {:?} {} {}", f.verdict, f.signature, f.reason);
+        }
+        for f in r.findings {
+            let w = after.entry(f.job_id).or_insert(f.verdict);
+            *w = (*w).max(f.verdict);
+        }
+        if i % 20 == 0 {
+            eprintln!("{i}m skipped {:?} ambiguous {:?}", r.jobs_skipped, r.ambiguous);
+        }
+    }
+    eprintln!(
+        "device index: contradicted {:?} confirmed {:?}",
+        d.device_index.contradicted, d.device_index.confirmed
+    );
+    let last = d.cycle(T0 + 130 * 60);
+    let f602: Vec<_> = last
+        .findings
+        .iter()
+        .filter(|f| f.job_id == "602")
+        .map(|f| (f.verdict, f.signature, f.reason.clone()))
+        .collect();
+    let calls = c.borrow().calls.clone();
+    eprintln!("before {before:?}\nafter {after:?}\n602 at 130m: {f602:?}\ncalls {calls:?}");
+    assert!(
+        f602.is_empty() && after.get("602").is_none_or(|v| *v < Verdict::Alert) && !calls.iter().any(|c| c.contains("602")),
+        "slice job 602 judged on its parent GPU once the remembered MIG job ended: {after:?} {calls:?}"
+    );
 }
 
 fn policy_30m_1h() -> String {
