@@ -137,6 +137,8 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// 22: once the process exited, the job was judged on its parent GPU and its neighbour was
     /// placed by elimination on a GPU it did not hold). Kept in the state file.
     pub mig_jobs: BTreeSet<(String, Option<i64>)>,
+    /// The last cycle's time in the state file this run started from (`saved_s`), if any.
+    saved_cycle_s: Option<i64>,
     /// Last cycle's compute-apps read listed processes, none of them in proc_root.
     pids_hidden: bool,
     /// When that was last warned about, epoch seconds.
@@ -198,9 +200,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             )),
             l => l,
         };
+        let mut saved_cycle_s = None;
         let (engine, mut nodes, mut actions, kept) = match loaded {
             Loaded::State(s) => {
                 let s = *s;
+                saved_cycle_s = Some(s.saved_s);
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
                 mig_jobs = s.mig_jobs.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
@@ -291,6 +295,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             ambiguous_logged: BTreeSet::new(),
             future_start_logged: BTreeSet::new(),
             mig_jobs,
+            saved_cycle_s,
             pids_hidden: false,
             pids_hidden_warned_s: None,
             gpu_slots,
@@ -475,9 +480,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let paused = self.pause_path().exists();
         // The engine treats an earlier cycle time as a clock jump and ends every breach (no
         // jump moves a job up the ladder); the operator should know why escalation restarted.
-        if self.metrics.cycles > 0 && now_s < self.metrics.last_cycle_s {
-            let back_s = self.metrics.last_cycle_s.saturating_sub(now_s);
-            tracing::warn!(went_back_s = back_s, last_cycle_s = self.metrics.last_cycle_s, now_s, "the system clock went back since the last cycle (an NTP step, a VM snapshot restored?); every breach starts again from the first alert and every window is emptied, so jobs are judged again only on a full window gathered after the step");
+        // The first cycle after a restart compares with the state file's last cycle, as the
+        // restored engine does (review 24).
+        let last_cycle_s = if self.metrics.cycles > 0 {
+            Some(self.metrics.last_cycle_s)
+        } else {
+            self.saved_cycle_s
+        };
+        if let Some(last_cycle_s) = last_cycle_s.filter(|&t| now_s < t) {
+            let back_s = last_cycle_s.saturating_sub(now_s);
+            tracing::warn!(went_back_s = back_s, last_cycle_s, now_s, "the system clock went back since the last cycle (an NTP step, a VM snapshot restored?); every breach starts again from the first alert and every window is emptied, so jobs are judged again only on a full window gathered after the step");
             rep.clock_went_back_s = Some(back_s);
         }
         self.metrics.cycles += 1;

@@ -333,6 +333,7 @@ fn review24_a_clock_step_back_across_a_restart_is_not_a_clock_step() {
     let restarted = clock_back(true);
     eprintln!("plain (first alert after the step, reported) {plain:?}; restarted {restarted:?}");
     assert!(plain.1 && plain.0.is_none_or(|m| m >= 17), "control: {plain:?}");
+    assert!(restarted.1, "the restarted daemon did not report the clock step: {restarted:?}");
     assert!(
         restarted.0.is_none_or(|m| m >= 17),
         "restarted across a 30 s clock step: alerted {restarted:?} cycles after it, on samples taken before it (plain: {plain:?})"

@@ -436,9 +436,16 @@ impl Engine {
     /// Each kept sample's predicates (memory held, power at idle, a hole before it …) were
     /// decided when it was ingested, under the snapshot's config. When `policy` differs in
     /// any of them (window, gap, skew or an ingest threshold), or the snapshot does not say
-    /// which it was built under, no window is kept: every job gathers a full window again.
+    /// which it was built under, no window is kept: every job gathers a full window again. A
+    /// first cycle earlier than the snapshot's `taken_s` is a clock step back, handled as in
+    /// [`Engine::step`].
     pub fn restore(policy: Policy, mode: Mode, snap: EngineSnapshot, now_s: i64) -> Engine {
         let mut e = Engine::new(policy, mode);
+        // The snapshot was taken at its engine's last cycle: a first cycle earlier than that is
+        // a clock step back, as in an engine that never stopped (review 24: across a restart
+        // the windows of before the step were kept, and the restored engine alerted at once and
+        // drained 18 minutes before one that never restarted).
+        e.last_now_s = Some(snap.taken_s);
         if snap.windows_key != Some(e.th.key()) {
             return e;
         }

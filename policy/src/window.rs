@@ -131,6 +131,7 @@ impl IngestThresholds {
             idle_power_w_bits: self.idle_power_w.to_bits(),
             spin_power_frac_bits: self.spin_power_frac.to_bits(),
             spin_util_milli: self.spin_util_milli,
+            rules: WINDOW_RULES,
         }
     }
 
@@ -159,7 +160,18 @@ pub(crate) struct WindowKey {
     idle_power_w_bits: u64,
     spin_power_frac_bits: u64,
     spin_util_milli: u32,
+    /// The version of the rules that flag entries ([`WINDOW_RULES`]); 0 in files from before
+    /// the key.
+    #[serde(default)]
+    rules: u32,
 }
+
+/// The version of the rules by which ingest flags entries, kept in every snapshot's
+/// [`WindowKey`]: entries flagged under other rules are not kept across a restart. 1: the
+/// hole after a stretch of copies (`COPY_GAP`, review 18). A file from before it carries
+/// entries without that flag, and a freeze that had ended vanished from the restored window
+/// (review 24: the job was drained 16 minutes early).
+const WINDOW_RULES: u32 = 1;
 
 /// The least peak, in thousandths of a percent, that [`crate::signature::peak_is_low`] does
 /// not call low (a peak of up to 100 % is 100,000; `u32::MAX` when every peak is low).
@@ -495,6 +507,15 @@ impl From<WindowRepr> for GpuWindow {
         };
         for e in r.entries {
             w.push(e);
+        }
+        // The newest entry is the last valid sample (entries are pushed only with one, and
+        // leave only from the front), so the entries decide that time; a file that says
+        // otherwise is not believed (review 24: a later `last_valid_t_s` made a stale window
+        // read fresh).
+        let newest_entry_t = w.iter().next_back().map(|e| w.base_t_s.saturating_add(e.t_off as i64));
+        if let Some(t) = newest_entry_t {
+            w.last_valid_t_s = t;
+            w.newest_t_s = w.newest_t_s.max(t);
         }
         // Where the entries show no change (it has left the window: every entry is a copy),
         // the newest change lies before the first entry. The file's `last_change` says where,
