@@ -739,6 +739,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             self.mig_jobs
                 .retain(|(id, start)| read.jobs.iter().any(|j| &j.job_id == id && j.start_s == *start));
         }
+        // GPUs in MIG mode (`mig.mode.current` Enabled): split into slices, whose jobs need not
+        // show a process or say MIG in their gres type (review 24: a slice job without either
+        // was placed by elimination on its parent GPU, judged on the parent's readings, drained
+        // and cancelled). Their own readings are the parent's, so no job is judged on them.
+        let mig_gpus: BTreeSet<u16> = if tel.no_data.is_none() {
+            tel.gpus
+                .iter()
+                .filter(|g| g.mig_enabled == Some(true))
+                .filter_map(|g| g.index)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
@@ -757,8 +770,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .apps
                 .as_ref()
                 .is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
-            if !mig_jobs.is_empty() || mig_processes {
-                tracing::info!(mig_jobs = %mig_jobs.join(","), mig_processes, "MIG slices in use on this node; no job is placed by elimination or by Slurm's device index this cycle");
+            let mig_mode = !mig_gpus.is_empty();
+            if !mig_jobs.is_empty() || mig_processes || mig_mode {
+                tracing::info!(mig_jobs = %mig_jobs.join(","), mig_processes, mig_mode_gpus = ?mig_gpus, "MIG slices in use on this node; no job is placed by elimination or by Slurm's device index this cycle");
                 // Placements made that way before (by an older version, or before MIG was in
                 // use) are no better: derived afresh, by processes only (review 14).
                 let dropped: Vec<String> = self
@@ -789,7 +803,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::info!(jobs = %dropped.join(","), "Slurm's device indices were contradicted on this node: placements made by elimination are dropped and derived afresh");
                 }
             }
-            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !contradicted;
+            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !mig_mode && !contradicted;
             // Remembered MIG jobs are MIG jobs to attribution too (it checks no device index
             // while MIG is in use), though no process of theirs shows this cycle.
             let marked: Vec<SlurmJob> = on_node
@@ -866,6 +880,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     Metrics::inc(&mut self.metrics.skipped, "ambiguous_attribution".to_string());
                     rep.ambiguous.push(j.job_id.clone());
                     rep.jobs_skipped.push((j.job_id.clone(), "ambiguous_attribution"));
+                    continue;
+                }
+                Some(Attributed::Gpus(g)) if g.iter().any(|i| mig_gpus.contains(i)) => {
+                    // On a GPU in MIG mode (placed by its processes' old-style MIG UUIDs, or
+                    // kept from before): it holds slices, and stays a MIG job for its run.
+                    self.mig_jobs.insert((j.job_id.clone(), j.start_s));
+                    rep.jobs_skipped.push((j.job_id.clone(), "mig"));
                     continue;
                 }
                 Some(Attributed::Gpus(g)) => g,

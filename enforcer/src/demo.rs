@@ -70,6 +70,7 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         timeout: Duration::from_secs(cfg.enforcer.nvidia_smi_timeout.secs() as u64),
         kill: KillMode::Kill,
         minor_refused: false,
+        mig_refused: false,
     };
     let step = cfg.policy.config().interval.secs();
     let proc = Box::new(ProcFs {

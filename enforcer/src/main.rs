@@ -299,6 +299,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         timeout: Duration::from_secs(e.nvidia_smi_timeout.secs() as u64),
         kill: KillMode::Kill,
         minor_refused: false,
+        mig_refused: false,
     };
     let interval = cfg.policy.config().interval.secs();
     let clock = |i: u64| -> anyhow::Result<i64> {
@@ -563,8 +564,9 @@ fn parse_cmd(kind: Kind, file: Option<String>, columns: Option<Vec<String>>) -> 
             // list would read another query's columns as the wrong fields.
             if !header && cols.is_none() && smi::no_data(&text).is_none() {
                 Err(format!(
-                    "headerless nvidia-smi text: give --columns with the --query-gpu list it was produced with (the enforcer's own is {}, or {} where nvidia-smi refuses minor_number), or keep the header (--format=csv,nounits)",
+                    "headerless nvidia-smi text: give --columns with the --query-gpu list it was produced with (the enforcer's own is {}, or {} where nvidia-smi refuses mig.mode.current, or {} where it refuses minor_number), or keep the header (--format=csv,nounits)",
                     smi::GPU_QUERY.join(","),
+                    smi::GPU_QUERY_WITHOUT_MIG.join(","),
                     smi::GPU_QUERY_WITHOUT_MINOR.join(",")
                 ))
             } else {

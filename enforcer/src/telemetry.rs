@@ -6,7 +6,7 @@
 //! 14 with a printed table), a timeout, or a hung earlier nvidia-smi all give a read with no
 //! GPUs and the reason recorded.
 
-use crate::parse::smi::{self, AppsTable, GpuReading, APPS_QUERY, GPU_QUERY, GPU_QUERY_WITHOUT_MINOR};
+use crate::parse::smi::{self, AppsTable, GpuReading, APPS_QUERY, GPU_QUERY, GPU_QUERY_WITHOUT_MIG, GPU_QUERY_WITHOUT_MINOR};
 use crate::run::{self, KillMode, RunOptions, RunOutcome};
 use std::time::Duration;
 
@@ -95,12 +95,15 @@ pub trait Telemetry {
 
 /// [`Telemetry`] over `nvidia-smi --query-gpu` and `--query-compute-apps`.
 ///
-/// The GPU query is [`GPU_QUERY`], which asks for `minor_number`. An nvidia-smi that does not
-/// know that field (an old driver) answers `Field "minor_number" is not a valid field to
-/// query.` and exits 2 ("a supplied argument or flag is invalid", nvidia-smi(1) RETURN
-/// VALUE): the same cycle then asks [`GPU_QUERY_WITHOUT_MINOR`] instead, a warning is logged
-/// once, and the rest of the run uses that list ([`NvidiaSmi::minor_refused`]), so telemetry
-/// never breaks; without minor numbers the device-index placement rule stays off.
+/// The GPU query is [`GPU_QUERY`], which asks for `minor_number` and `mig.mode.current`. An
+/// nvidia-smi that does not know such a field (an old driver) answers `Field "minor_number"
+/// is not a valid field to query.` and exits 2 ("a supplied argument or flag is invalid",
+/// nvidia-smi(1) RETURN VALUE): the same cycle then asks without it
+/// ([`GPU_QUERY_WITHOUT_MIG`], or [`GPU_QUERY_WITHOUT_MINOR`] without either), a warning is
+/// logged once, and the rest of the run uses that list ([`NvidiaSmi::mig_refused`],
+/// [`NvidiaSmi::minor_refused`]), so telemetry never breaks. Without minor numbers the
+/// device-index placement rule stays off; without MIG modes only MIG processes and MIG gres
+/// types show MIG in use, as before.
 #[derive(Debug, Clone)]
 pub struct NvidiaSmi {
     /// Program (name on PATH or path).
@@ -112,6 +115,8 @@ pub struct NvidiaSmi {
     /// True once nvidia-smi has refused `minor_number` as a query field in this run; start
     /// with false.
     pub minor_refused: bool,
+    /// True once nvidia-smi has refused `mig.mode.current` in this run; start with false.
+    pub mig_refused: bool,
 }
 
 impl NvidiaSmi {
@@ -122,6 +127,7 @@ impl NvidiaSmi {
             timeout,
             kill,
             minor_refused: false,
+            mig_refused: false,
         }
     }
 }
@@ -196,20 +202,35 @@ impl Telemetry for NvidiaSmi {
     fn read(&mut self, _now_s: i64) -> TelemetryRead {
         let mut r = TelemetryRead::default();
         let gpu_args = |fields: &[&str]| vec![format!("--query-gpu={}", fields.join(",")), "--format=csv,nounits".into()];
-        let mut answer = if self.minor_refused {
-            self.query(gpu_args(&GPU_QUERY_WITHOUT_MINOR))
-        } else {
-            self.query(gpu_args(&GPU_QUERY))
+        let fields = |me: &Self| -> &'static [&'static str] {
+            if me.minor_refused {
+                &GPU_QUERY_WITHOUT_MINOR
+            } else if me.mig_refused {
+                &GPU_QUERY_WITHOUT_MIG
+            } else {
+                &GPU_QUERY
+            }
         };
-        if let (Query::FieldRefused(line), false) = (&answer, self.minor_refused) {
-            if line.contains("minor_number") {
+        let mut answer = self.query(gpu_args(fields(self)));
+        // At most one retry per field nvidia-smi may refuse.
+        for _ in 0..2 {
+            let Query::FieldRefused(line) = &answer else { break };
+            if line.contains("minor_number") && !self.minor_refused {
                 tracing::warn!(
                     nvidia_smi_said = %line,
-                    "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it for the rest of this run, and placing jobs by Slurm's device index stays off"
+                    "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it (and without MIG modes) for the rest of this run, and placing jobs by Slurm's device index stays off"
                 );
                 self.minor_refused = true;
-                answer = self.query(gpu_args(&GPU_QUERY_WITHOUT_MINOR));
+            } else if line.contains("mig.mode.current") && !self.mig_refused && !self.minor_refused {
+                tracing::warn!(
+                    nvidia_smi_said = %line,
+                    "nvidia-smi does not know the query field mig.mode.current (a driver from before MIG); GPUs are read without it for the rest of this run"
+                );
+                self.mig_refused = true;
+            } else {
+                break;
             }
+            answer = self.query(gpu_args(fields(self)));
         }
         match answer {
             Query::FieldRefused(line) => {

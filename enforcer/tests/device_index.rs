@@ -341,3 +341,60 @@ fn after_a_contradiction_no_job_is_placed_by_elimination() {
         "{calls:?}"
     );
 }
+
+/// GPU 3 (job 1001's, minor 0) in MIG mode: nvidia-smi's `mig.mode.current` reads `Enabled`
+/// there. Its readings are the parent's, shared by every slice's job, so the job that holds it
+/// is never judged on them, and with MIG in use no job on the node is placed by Slurm's device
+/// index or by elimination (review 24: a slice job without a process or a MIG gres type was
+/// placed on the parent, drained and cancelled). The same run without MIG mode drains it (the
+/// test above).
+#[test]
+fn a_gpu_in_mig_mode_places_and_judges_no_job_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, c) = daemon(dir.path(), squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)"), "ok");
+    std::fs::write(dir.path().join("gpus.txt"), GPUS.replace("400 0\n", "400 0 Enabled\n")).unwrap();
+    d.cycle(T0 - 60);
+    let first = cycle_with_short_job_999(&mut d, &c, dir.path());
+    assert!(first.placed_by_device_index.is_empty(), "{first:?}");
+    assert!(!d.kept.contains_key("1001"), "{:?}", d.kept);
+    let worst = worst_verdicts(&mut d, 1, 70);
+    assert_eq!(worst.get("1000"), Some(&Verdict::Healthy), "{worst:?}");
+    assert_eq!(worst.get("1001"), None, "never judged: {worst:?}");
+    let calls = c.borrow().calls.clone();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
+        "{calls:?}"
+    );
+    let argv = std::fs::read(dir.path().join("nvidia-smi.argv")).unwrap();
+    assert!(String::from_utf8_lossy(&argv).contains("mig.mode.current"), "MIG mode is asked for");
+}
+
+/// An nvidia-smi from before MIG refuses `mig.mode.current`: the same cycle asks without it
+/// (minor numbers still read, so the device-index rule stays on), once, and the idle job is
+/// placed and drained as before.
+#[test]
+fn an_nvidia_smi_without_mig_modes_keeps_telemetry_and_minor_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, c) = daemon(dir.path(), squeue("gpu:2(IDX:2-3)", "gpu:1(IDX:0)"), "nomig");
+    let before = d.cycle(T0 - 60);
+    assert_eq!(before.telemetry_no_data, None, "{before:?}");
+    assert_eq!(before.device_index, DeviceIndexState::Trusted, "{before:?}");
+    assert!(d.telemetry.mig_refused && !d.telemetry.minor_refused);
+    let first = cycle_with_short_job_999(&mut d, &c, dir.path());
+    assert_eq!(first.placed_by_device_index, ["1001"]);
+    let worst = worst_verdicts(&mut d, 1, 70);
+    assert!(worst.get("1001").is_some_and(|v| *v >= Verdict::Alert), "{worst:?}");
+    let argv = std::fs::read(dir.path().join("nvidia-smi.argv")).unwrap();
+    let queries: Vec<String> = argv
+        .split(|b| *b == 0x1e)
+        .map(|call| String::from_utf8_lossy(call).into_owned())
+        .filter(|call| call.starts_with("--query-gpu="))
+        .collect();
+    assert_eq!(
+        queries.iter().filter(|q| q.contains("mig.mode.current")).count(),
+        1,
+        "asked once: {queries:?}"
+    );
+    assert!(queries.iter().all(|q| q.contains("minor_number")), "{queries:?}");
+    assert!(c.borrow().calls.iter().any(|c| c.starts_with("drain")));
+}

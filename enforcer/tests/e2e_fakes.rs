@@ -328,8 +328,8 @@ fn truncated_nvidia_smi_row_is_logged_each_cycle_with_source_line_and_problem() 
         assert_eq!(w["fields"]["source"], "nvidia-smi", "{w}");
         assert_eq!(w["fields"]["line"], 3, "header, GPU 0, then the cut row: {w}");
         let problem = w["fields"]["problem"].as_str().unwrap();
-        // The header has 8 columns: the enforcer asks for minor_number too.
-        assert!(problem.contains("expected 8") && problem.contains("GPU-1"), "{w}");
+        // The header has 9 columns: the enforcer asks for minor_number and mig.mode.current too.
+        assert!(problem.contains("expected 9") && problem.contains("GPU-1"), "{w}");
     }
     assert!(e.audit().iter().all(|a| a["action"] != "drain" && a["action"] != "cancel"));
 }
@@ -491,7 +491,8 @@ fn check_config_and_parse_commands() {
     assert_eq!(v["gpus"][0]["util_pct"], serde_json::Value::Null, "missing is null");
     assert_eq!(v["gpus"][0]["mem_used_mib"], 10.0);
     assert_eq!(v["gpus"][0]["minor"], serde_json::Value::Null, "not queried: null");
-    // The enforcer's own list ends with minor_number; a 7-field row does not fit it.
+    // The enforcer's own list ends with minor_number and mig.mode.current; a 7-field row does
+    // not fit it, nor an 8-field one.
     let own = enforcer::parse::smi::GPU_QUERY.join(",");
     let (ok, v) = parse("nvidia-smi", headerless, &["--columns", &own]);
     assert!(!ok, "{v}");
@@ -499,6 +500,20 @@ fn check_config_and_parse_commands() {
         "nvidia-smi",
         "0, GPU-a, [N/A], 10, 80, [Not Supported], 400, 6\n",
         &["--columns", &own],
+    );
+    assert!(!ok, "{v}");
+    let (ok, v) = parse(
+        "nvidia-smi",
+        "0, GPU-a, [N/A], 10, 80, [Not Supported], 400, 6, Enabled\n",
+        &["--columns", &own],
+    );
+    assert!(ok, "{v}");
+    assert_eq!(v["gpus"][0]["mig_enabled"], serde_json::json!(true));
+    let without_mig = enforcer::parse::smi::GPU_QUERY_WITHOUT_MIG.join(",");
+    let (ok, v) = parse(
+        "nvidia-smi",
+        "0, GPU-a, [N/A], 10, 80, [Not Supported], 400, 6\n",
+        &["--columns", &without_mig],
     );
     assert!(ok, "{v}");
     assert_eq!(

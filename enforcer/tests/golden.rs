@@ -47,7 +47,9 @@ fn smi_gpu_normal_noheader_8_gpus_integers_mib() {
         matches!(smi::parse_gpus(&t, None), Err(SmiError::BadHeader(_))),
         "no header to go by"
     );
-    let eight = smi::parse_gpus(&t, Some(&smi::GPU_QUERY)).unwrap();
+    let nine = smi::parse_gpus(&t, Some(&smi::GPU_QUERY)).unwrap();
+    assert!(nine.gpus.is_empty() && nine.row_errors.iter().all(|e| e.problem.starts_with("7 fields, expected 9")));
+    let eight = smi::parse_gpus(&t, Some(&smi::GPU_QUERY_WITHOUT_MIG)).unwrap();
     assert!(eight.gpus.is_empty() && eight.row_errors.iter().all(|e| e.problem.starts_with("7 fields, expected 8")));
     let wrong = smi::parse_gpus(&t, Some(&smi::GPU_QUERY_WITHOUT_MINOR)).unwrap();
     assert!(wrong.gpus.is_empty(), "name text in utilization.gpu: every row rejected: {wrong:?}");
@@ -130,6 +132,7 @@ fn smi_script(dir: &std::path::Path, body: &str) -> NvidiaSmi {
         timeout: Duration::from_secs(5),
         kill: KillMode::Kill,
         minor_refused: false,
+        mig_refused: false,
     }
 }
 

@@ -50,6 +50,7 @@ fn smi_daemon(dir: &std::path::Path, smi_body: &str, jobs: Vec<SlurmJob>, procs:
         timeout: std::time::Duration::from_secs(5),
         kill: enforcer::run::KillMode::Ignore,
         minor_refused: false,
+        mig_refused: false,
     };
     let c = cluster(jobs);
     let procs = Procs(

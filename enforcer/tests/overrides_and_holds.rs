@@ -243,6 +243,7 @@ fn smi_daemon(dir: &Path, smi_body: &str, jobs: Vec<SlurmJob>) -> (SmiDaemon, Rc
         timeout: std::time::Duration::from_secs(5),
         kill: enforcer::run::KillMode::Ignore,
         minor_refused: false,
+        mig_refused: false,
     };
     let c = cluster(jobs);
     let exec = RealExecutor {

@@ -17,9 +17,10 @@ impl ProcReader for Procs {
     }
 }
 
-/// GPU 0 in MIG mode, its parent readings 0 % (trial 12's driver); GPU 1 whole and free.
+/// GPU 0 in MIG mode (`mig.mode.current` Enabled, as nvidia-smi reports it since the fix of
+/// these findings), its parent readings 0 % (trial 12's driver); GPU 1 whole and free.
 const GPUS: &str = "\
-0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0
+0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0 Enabled
 1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 0 81920 50 400 1
 ";
 
@@ -205,7 +206,7 @@ fn slice_job_after_neighbour_ends(indices: bool) {
     let c = cluster(jobs);
     std::fs::write(
         dir.path().join("gpus.txt"),
-        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 90 5 40000 81920 300 400 1\n",
+        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0 Enabled\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 90 5 40000 81920 300 400 1\n",
     )
     .unwrap();
     std::fs::write(
@@ -228,7 +229,7 @@ fn slice_job_after_neighbour_ends(indices: bool) {
     c.borrow_mut().jobs.retain(|j| j.job_id != "601");
     std::fs::write(
         dir.path().join("gpus.txt"),
-        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 3 81920 62 400 0\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 90 5 40000 81920 300 400 1\n",
+        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 3 81920 62 400 0 Enabled\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 90 5 40000 81920 300 400 1\n",
     )
     .unwrap();
     std::fs::write(

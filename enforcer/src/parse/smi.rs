@@ -20,12 +20,29 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The enforcer's own `--query-gpu` field list, in order. `minor_number` (nvidia-smi
-/// `--help-query-gpu`: "the minor number for the device is such that the Nvidia device node
-/// file for each GPU will have the form /dev/nvidia[minor number]"; Linux only, else `[N/A]`)
-/// comes last; a driver whose nvidia-smi does not know it is asked [`GPU_QUERY_WITHOUT_MINOR`]
-/// instead (see [`crate::telemetry::NvidiaSmi`]).
-pub const GPU_QUERY: [&str; 8] = {
+/// The enforcer's own `--query-gpu` field list, in order: [`GPU_QUERY_WITHOUT_MIG`], then
+/// `mig.mode.current` (nvidia-smi `--help-query-gpu`: "MIG Mode - the current MIG mode",
+/// `Enabled` or `Disabled`; `[N/A]` on a GPU without MIG). A driver whose nvidia-smi does not
+/// know it (before MIG, R450) is asked [`GPU_QUERY_WITHOUT_MIG`] instead (see
+/// [`crate::telemetry::NvidiaSmi`]).
+pub const GPU_QUERY: [&str; 9] = {
+    let mut q = [""; 9];
+    let mut i = 0;
+    while i < GPU_QUERY_WITHOUT_MIG.len() {
+        q[i] = GPU_QUERY_WITHOUT_MIG[i];
+        i += 1;
+    }
+    q[8] = "mig.mode.current";
+    q
+};
+
+/// [`GPU_QUERY_WITHOUT_MINOR`], then `minor_number` (nvidia-smi `--help-query-gpu`: "the minor
+/// number for the device is such that the Nvidia device node file for each GPU will have the
+/// form /dev/nvidia[minor number]"; Linux only, else `[N/A]`): the query before MIG modes
+/// were read, and the one used for the rest of the run once nvidia-smi has refused
+/// `mig.mode.current`. A driver whose nvidia-smi does not know `minor_number` is asked
+/// [`GPU_QUERY_WITHOUT_MINOR`] instead.
+pub const GPU_QUERY_WITHOUT_MIG: [&str; 8] = {
     let mut q = [""; 8];
     let mut i = 0;
     while i < GPU_QUERY_WITHOUT_MINOR.len() {
@@ -36,8 +53,9 @@ pub const GPU_QUERY: [&str; 8] = {
     q
 };
 
-/// [`GPU_QUERY`] without `minor_number`: the query before the device-index rule, and the one
-/// used for the rest of the run once nvidia-smi has refused `minor_number`.
+/// The query without `minor_number` and `mig.mode.current`: the query before the
+/// device-index rule, and the one used for the rest of the run once nvidia-smi has refused
+/// `minor_number` (a driver that old has no MIG either).
 pub const GPU_QUERY_WITHOUT_MINOR: [&str; 7] = [
     "index",
     "uuid",
@@ -76,6 +94,10 @@ pub struct GpuReading {
     /// GRES index names (see [`crate::attribution`]). `None` when not queried, `[N/A]` (not
     /// Linux) or unreadable. It need not equal `index`.
     pub minor: Option<u32>,
+    /// `mig.mode.current`: `Some(true)` for `Enabled` (the GPU is split into MIG devices, and
+    /// its own readings are the parent's, shared by every slice's job), `Some(false)` for
+    /// `Disabled`; `None` when not queried, `[N/A]` (a GPU without MIG) or unreadable.
+    pub mig_enabled: Option<bool>,
     /// The reading columns (`utilization.gpu`, `memory.*`, `power.*`) whose value was present
     /// but could not be read (`ERR!`, nvidia-smi's mark for a GPU or driver error; `nan`;
     /// text). Such a row is no evidence at all: the daemon hands the engine those fields as
@@ -323,6 +345,19 @@ fn integer<T: std::str::FromStr>(column: &str, s: &str) -> Field<T> {
         .map_err(|_| format!("{column} {t:?} is not a non-negative integer in range"))
 }
 
+/// `mig.mode.current`: `Enabled` or `Disabled` (any case); missing markers are `None`, any
+/// other text is unreadable.
+fn mig_mode(column: &str, s: &str) -> Field<bool> {
+    let Some(t) = value(s) else { return Ok(None) };
+    if t.eq_ignore_ascii_case("enabled") {
+        Ok(Some(true))
+    } else if t.eq_ignore_ascii_case("disabled") {
+        Ok(Some(false))
+    } else {
+        Err(format!("{column} {t:?} is neither Enabled nor Disabled"))
+    }
+}
+
 /// Free text (`uuid`, `name`, `process_name`).
 fn free_text(s: &str) -> Field<String> {
     Ok(value(s).map(str::to_string))
@@ -375,7 +410,16 @@ pub fn looks_like_header(line: &str) -> bool {
 fn known_gpu_column(c: &str) -> bool {
     matches!(
         c,
-        "index" | "uuid" | "name" | "utilization.gpu" | "memory.used" | "memory.total" | "power.draw" | "power.limit" | "minor_number"
+        "index"
+            | "uuid"
+            | "name"
+            | "utilization.gpu"
+            | "memory.used"
+            | "memory.total"
+            | "power.draw"
+            | "power.limit"
+            | "minor_number"
+            | "mig.mode.current"
     )
 }
 
@@ -481,6 +525,7 @@ pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiE
         let reading = match c {
             "index" => return put(&mut g.index, integer(c, v)),
             "minor_number" => return put(&mut g.minor, integer(c, v)),
+            "mig.mode.current" => return put(&mut g.mig_enabled, mig_mode(c, v)),
             "uuid" => return put(&mut g.uuid, free_text(v)),
             "name" => return put(&mut g.name, free_text(v)),
             "utilization.gpu" => &mut g.util_pct,
@@ -906,12 +951,38 @@ mod tests {
         assert!(t.row_errors[0].problem.contains("minor_number"), "{:?}", t.row_errors);
         // Headerless, with the enforcer's own list and with the list without minor_number.
         let row = "3, GPU-d, 0, 3, 81920, 60.5, 400.00";
-        let t = parse_gpus(&format!("{row}, 0\n"), Some(&GPU_QUERY)).unwrap();
+        let t = parse_gpus(&format!("{row}, 0, [N/A]\n"), Some(&GPU_QUERY)).unwrap();
+        assert_eq!((t.gpus[0].index, t.gpus[0].minor), (Some(3), Some(0)));
+        let t = parse_gpus(&format!("{row}, 0\n"), Some(&GPU_QUERY_WITHOUT_MIG)).unwrap();
         assert_eq!((t.gpus[0].index, t.gpus[0].minor), (Some(3), Some(0)));
         let t = parse_gpus(&format!("{row}\n"), Some(&GPU_QUERY_WITHOUT_MINOR)).unwrap();
         assert_eq!((t.gpus[0].index, t.gpus[0].minor), (Some(3), None));
         // The old headerless list does not fit rows that carry the minor number.
         let t = parse_gpus(&format!("{row}, 0\n"), Some(&GPU_QUERY_WITHOUT_MINOR)).unwrap();
         assert!(t.gpus.is_empty() && t.row_errors.len() == 1, "{t:?}");
+    }
+
+    #[test]
+    fn mig_modes_are_read_missing_or_unreadable() {
+        let t = parse_gpus(
+            "index, uuid, utilization.gpu [%], mig.mode.current\n\
+             0, GPU-a, 5, Enabled\n\
+             1, GPU-b, 5, Disabled\n\
+             2, GPU-c, 5, [N/A]\n\
+             3, GPU-d, 5, Pending\n",
+            None,
+        )
+        .unwrap();
+        let modes: Vec<Option<bool>> = t.gpus.iter().map(|g| g.mig_enabled).collect();
+        assert_eq!(modes, [Some(true), Some(false), None, None]);
+        assert_eq!(t.row_errors.len(), 1);
+        assert!(
+            t.row_errors[0].problem.contains("mig.mode.current \"Pending\""),
+            "{:?}",
+            t.row_errors
+        );
+        // Headerless with the enforcer's own list: MIG mode is its last field.
+        let t = parse_gpus("0, GPU-a, [N/A], 3, 81920, 63.0, 400.00, 0, Enabled\n", Some(&GPU_QUERY)).unwrap();
+        assert_eq!((t.gpus[0].minor, t.gpus[0].mig_enabled), (Some(0), Some(true)));
     }
 }
