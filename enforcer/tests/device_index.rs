@@ -121,6 +121,15 @@ fn cycle_with_short_job_999(d: &mut SmiDaemon, c: &Rc<RefCell<Cluster>>, dir: &P
     report
 }
 
+/// The `--query-gpu` calls the fake nvidia-smi received, in order.
+fn gpu_queries(dir: &Path) -> Vec<String> {
+    let argv = std::fs::read(dir.join("nvidia-smi.argv")).unwrap();
+    argv.split(|b| *b == 0x1e)
+        .map(|call| String::from_utf8_lossy(call).into_owned())
+        .filter(|call| call.starts_with("--query-gpu="))
+        .collect()
+}
+
 fn audit(dir: &Path) -> Vec<serde_json::Value> {
     common::audit(&dir.join("state"))
 }
@@ -260,12 +269,7 @@ fn an_nvidia_smi_without_minor_number_keeps_telemetry_and_the_rule_off() {
     assert_eq!(worst.get("1000"), Some(&Verdict::Healthy), "{worst:?}");
     assert_eq!(worst.get("1001"), None, "{worst:?}");
     assert!(d.telemetry.minor_refused);
-    let argv = std::fs::read(dir.path().join("nvidia-smi.argv")).unwrap();
-    let queries: Vec<String> = argv
-        .split(|b| *b == 0x1e)
-        .map(|call| String::from_utf8_lossy(call).into_owned())
-        .filter(|call| call.starts_with("--query-gpu="))
-        .collect();
+    let queries = gpu_queries(dir.path());
     assert_eq!(
         queries.iter().filter(|q| q.contains("minor_number")).count(),
         1,
@@ -384,12 +388,7 @@ fn an_nvidia_smi_without_mig_modes_keeps_telemetry_and_minor_numbers() {
     assert_eq!(first.placed_by_device_index, ["1001"]);
     let worst = worst_verdicts(&mut d, 1, 70);
     assert!(worst.get("1001").is_some_and(|v| *v >= Verdict::Alert), "{worst:?}");
-    let argv = std::fs::read(dir.path().join("nvidia-smi.argv")).unwrap();
-    let queries: Vec<String> = argv
-        .split(|b| *b == 0x1e)
-        .map(|call| String::from_utf8_lossy(call).into_owned())
-        .filter(|call| call.starts_with("--query-gpu="))
-        .collect();
+    let queries = gpu_queries(dir.path());
     assert_eq!(
         queries.iter().filter(|q| q.contains("mig.mode.current")).count(),
         1,

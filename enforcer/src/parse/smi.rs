@@ -25,16 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `Enabled` or `Disabled`; `[N/A]` on a GPU without MIG). A driver whose nvidia-smi does not
 /// know it (before MIG, R450) is asked [`GPU_QUERY_WITHOUT_MIG`] instead (see
 /// [`crate::telemetry::NvidiaSmi`]).
-pub const GPU_QUERY: [&str; 9] = {
-    let mut q = [""; 9];
-    let mut i = 0;
-    while i < GPU_QUERY_WITHOUT_MIG.len() {
-        q[i] = GPU_QUERY_WITHOUT_MIG[i];
-        i += 1;
-    }
-    q[8] = "mig.mode.current";
-    q
-};
+pub const GPU_QUERY: [&str; 9] = plus_one(GPU_QUERY_WITHOUT_MIG, "mig.mode.current");
 
 /// [`GPU_QUERY_WITHOUT_MINOR`], then `minor_number` (nvidia-smi `--help-query-gpu`: "the minor
 /// number for the device is such that the Nvidia device node file for each GPU will have the
@@ -42,16 +33,20 @@ pub const GPU_QUERY: [&str; 9] = {
 /// were read, and the one used for the rest of the run once nvidia-smi has refused
 /// `mig.mode.current`. A driver whose nvidia-smi does not know `minor_number` is asked
 /// [`GPU_QUERY_WITHOUT_MINOR`] instead.
-pub const GPU_QUERY_WITHOUT_MIG: [&str; 8] = {
-    let mut q = [""; 8];
+pub const GPU_QUERY_WITHOUT_MIG: [&str; 8] = plus_one(GPU_QUERY_WITHOUT_MINOR, "minor_number");
+
+/// `base` with `last` appended (`M` must be `N + 1`).
+const fn plus_one<const N: usize, const M: usize>(base: [&'static str; N], last: &'static str) -> [&'static str; M] {
+    assert!(M == N + 1);
+    let mut q = [""; M];
     let mut i = 0;
-    while i < GPU_QUERY_WITHOUT_MINOR.len() {
-        q[i] = GPU_QUERY_WITHOUT_MINOR[i];
+    while i < N {
+        q[i] = base[i];
         i += 1;
     }
-    q[7] = "minor_number";
+    q[N] = last;
     q
-};
+}
 
 /// The query without `minor_number` and `mig.mode.current`: the query before the
 /// device-index rule, and the one used for the rest of the run once nvidia-smi has refused
@@ -960,6 +955,12 @@ mod tests {
         // The old headerless list does not fit rows that carry the minor number.
         let t = parse_gpus(&format!("{row}, 0\n"), Some(&GPU_QUERY_WITHOUT_MINOR)).unwrap();
         assert!(t.gpus.is_empty() && t.row_errors.len() == 1, "{t:?}");
+    }
+
+    #[test]
+    fn each_query_list_is_the_next_one_plus_its_last_field() {
+        assert_eq!(GPU_QUERY[..8], GPU_QUERY_WITHOUT_MIG);
+        assert_eq!(GPU_QUERY_WITHOUT_MIG[..7], GPU_QUERY_WITHOUT_MINOR);
     }
 
     #[test]
