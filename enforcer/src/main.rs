@@ -104,6 +104,23 @@ enum Cmd {
     },
 }
 
+/// The log's writer: standard error, never failing. A line that cannot be written (whatever
+/// read the log went away: EPIPE) is dropped and the daemon goes on (trial 13: the log
+/// library reported the failed write on the same closed stderr, which panicked mid-cycle).
+struct LogSink;
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
 fn init_logging(f: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("GPU_REAPER_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -111,7 +128,7 @@ fn init_logging(f: LogFormat) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogSink)
         .with_ansi(ansi);
     match f {
         LogFormat::Text => b.init(),

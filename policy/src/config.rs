@@ -224,6 +224,20 @@ pub const MAX_MEM_HELD_FRAC: f64 = 0.25;
 /// The highest accepted `mem_held_mib` (memory held where `memory.total` is unknown): 8 GiB,
 /// eight times the default; a GPU with more in use holds a job's data.
 pub const MAX_MEM_HELD_MIB: f64 = 8192.0;
+
+/// Least `mem_held_mib`: a GPU with nothing loaded reports a few MiB used (0-10, driver and
+/// persistence daemon), a bare CUDA context a few hundred; at 0 every reading, 0 MiB included,
+/// counts as memory held (trial 13).
+pub const MIN_MEM_HELD_MIB: f64 = 64.0;
+
+/// Least `mem_held_frac`: 0.2 % of memory.total (16 MiB of 8 GiB, 164 MiB of 80 GiB), above
+/// what a GPU with nothing loaded reports (trial 13: at 0, 0 MiB counted as held).
+pub const MIN_MEM_HELD_FRAC: f64 = 0.002;
+
+/// Least `spin_util_pct`: spin is a GPU reported busy nearly all the time at idle power (a
+/// spinning NCCL kernel reads about 100 %); a GPU at a few tens of percent and low power is a
+/// light job at work (trial 13: at 5, one computing at 8-20 % was called spin and cancelled).
+pub const MIN_SPIN_UTIL_PCT: f64 = 50.0;
 /// The highest accepted `spin_power_cv`: 0.25, five times the default 0.05. A deadlocked
 /// kernel's power varies by a few percent of its mean; a working GPU's swings by much more.
 pub const MAX_SPIN_POWER_CV: f64 = 0.25;
@@ -367,13 +381,21 @@ impl Policy {
                 ),
             ));
         }
-        if (c.spin_util_pct * 1000.0).round() < 1.0 {
-            // Util is kept in thousandths of a percent; at 0 every sample, 0 % included,
-            // counts as spinning.
+        if c.spin_util_pct < MIN_SPIN_UTIL_PCT {
             return Err(err(
                 "policy.spin_util_pct",
                 c.spin_util_pct,
-                "must be above 0 (at least 0.0005, util being read in thousandths of a percent): spin means high util at low, flat power, and at 0 every sample, 0 % included, counts as high util, so an idle GPU at flat low power would be called spin",
+                format!("must be at least {MIN_SPIN_UTIL_PCT}: spin means a GPU reported busy nearly all the time at low, flat power (a spinning NCCL kernel reads about 100 %); a GPU at a few tens of percent and low power is a light job at work, and at 0 every sample, 0 % included, would count as busy"),
+            ));
+        }
+        if c.spin_util_pct <= c.util_threshold_pct {
+            return Err(err(
+                "policy.spin_util_pct",
+                c.spin_util_pct,
+                format!(
+                    "is at or below policy.util_threshold_pct ({}): a GPU computing above the threshold the policy calls working would count as spinning, and spin may be drained or cancelled; set spin_util_pct above {}",
+                    c.util_threshold_pct, c.util_threshold_pct
+                ),
             ));
         }
         pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0)?;
@@ -397,8 +419,8 @@ impl Policy {
         // Trial 9: each of these, set high, lets `idle` (which may cancel) take a GPU that
         // works: memory in use that does not count as held, power at work that counts as
         // idle, power that swings and counts as flat.
-        pct("policy.mem_held_frac", c.mem_held_frac, 0.0, MAX_MEM_HELD_FRAC).map_err(|e| {
-            e.because(format!("a GPU with more than {MAX_MEM_HELD_FRAC} of its memory in use holds a job's data, and a higher value would call it free, so idle"))
+        pct("policy.mem_held_frac", c.mem_held_frac, MIN_MEM_HELD_FRAC, MAX_MEM_HELD_FRAC).map_err(|e| {
+            e.because(format!("a GPU with more than {MAX_MEM_HELD_FRAC} of its memory in use holds a job's data, and a higher value would call it free, so idle; one with nothing loaded reports a few MiB, which a value below {MIN_MEM_HELD_FRAC} would call held, so hung (which may be cancelled)"))
         })?;
         pct("policy.spin_power_cv", c.spin_power_cv, 0.0, MAX_SPIN_POWER_CV).map_err(|e| {
             e.because(format!("spin needs flat power (a deadlocked kernel's varies by a few percent); at more than {MAX_SPIN_POWER_CV} a working GPU's swinging power would count as flat"))
@@ -406,9 +428,9 @@ impl Policy {
         pct("policy.idle_power_w", c.idle_power_w, 0.0, MAX_IDLE_POWER_W).map_err(|e| {
             e.because(format!("GPUs at rest draw about 20-100 W, and one with no memory held and no process drawing more than {MAX_IDLE_POWER_W} W is doing work its counters do not show, which a higher value would call idle"))
         })?;
-        pct("policy.mem_held_mib", c.mem_held_mib, 0.0, MAX_MEM_HELD_MIB).map_err(|e| {
+        pct("policy.mem_held_mib", c.mem_held_mib, MIN_MEM_HELD_MIB, MAX_MEM_HELD_MIB).map_err(|e| {
             e.because(format!(
-                "a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle"
+                "a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle; one with nothing loaded reports a few MiB, which a value below {MIN_MEM_HELD_MIB} would call held, so hung (which may be cancelled)"
             ))
         })?;
         for (key, list) in [
@@ -725,11 +747,26 @@ mod tests {
             e.contains("policy.spin_util_pct") && e.contains("= 0:") && e.contains("spin"),
             "{e}"
         );
-        // Below the engine's resolution of 0.001 % it is 0 too; at 0.0005 it is not.
-        assert!(parse("[policy]\nspin_util_pct = 0.0004")
-            .unwrap_err()
-            .contains("policy.spin_util_pct"));
-        assert!(parse("[policy]\nspin_util_pct = 0.0005").is_ok());
+        // Below 50 a GPU at a few tens of percent, a light job at work, would count as spinning
+        // (trial 13); at or below util_threshold_pct one working by the policy's own threshold.
+        for v in ["0.0005", "5", "49.9"] {
+            let e = parse(&format!("[policy]\nspin_util_pct = {v}")).unwrap_err();
+            assert!(e.contains("policy.spin_util_pct") && e.contains("at least 50"), "{e}");
+        }
+        assert!(parse("[policy]\nspin_util_pct = 50").is_ok());
+        let e = parse("[policy]\nutil_threshold_pct = 60\nstarved_mean_util_pct = 5\nspin_util_pct = 55").unwrap_err();
+        assert!(e.contains("policy.spin_util_pct") && e.contains("util_threshold_pct (60)"), "{e}");
+        // An empty GPU's few MiB never count as memory held (trial 13).
+        for (key, v) in [
+            ("mem_held_mib", "0"),
+            ("mem_held_mib", "63"),
+            ("mem_held_frac", "0"),
+            ("mem_held_frac", "0.0019"),
+        ] {
+            let e = parse(&format!("[policy]\n{key} = {v}")).unwrap_err();
+            assert!(e.contains(&format!("policy.{key}")) && e.contains("nothing loaded"), "{e}");
+        }
+        assert!(parse("[policy]\nmem_held_mib = 64\nmem_held_frac = 0.002").is_ok());
         let e = parse("[policy]\nhung_util_pct = 0").unwrap_err();
         assert!(
             e.contains("policy.hung_util_pct") && e.contains("= 0:") && e.contains("ceilings.hung"),
@@ -762,8 +799,8 @@ mod tests {
         // Trial 9: settings under which idle takes working GPUs, and a repeated exemption.
         for (toml, key, says) in [
             ("idle_power_w = 1000", "policy.idle_power_w", "between 0 and 300"),
-            ("mem_held_frac = 1.0", "policy.mem_held_frac", "between 0 and 0.25"),
-            ("mem_held_mib = 20000", "policy.mem_held_mib", "between 0 and 8192"),
+            ("mem_held_frac = 1.0", "policy.mem_held_frac", "between 0.002 and 0.25"),
+            ("mem_held_mib = 20000", "policy.mem_held_mib", "between 64 and 8192"),
             ("spin_power_cv = 5", "policy.spin_power_cv", "between 0 and 0.25"),
             (
                 "exempt = { qos = [\"serving\", \"Serving\"] }",

@@ -13,8 +13,10 @@
 //! below its stages: `power_unknown`, `freeze_undetectable`, `notice` …) or cause (warmup, no
 //! breach, an evidence problem by kind, short coverage, breach) changes, its first cycle
 //! included, so a hold and the reason behind a verdict never go stale in the file; a [`JobOutcome`] per job, and a safety check: every cycle that gives `drain` or
-//! `cancel` is checked for a compute reading at or above `util_threshold_pct` within one
-//! window before it, which would be a safety bug ([`SafetyViolation`]).
+//! `cancel` is checked for a sample of the job at work within one window before it, which
+//! would be a safety bug ([`SafetyViolation`]): a compute reading at or above
+//! `util_threshold_pct`, or, for `spin` (whose readings are near 100 % by definition), power
+//! above spin's ceiling (`spin_power_frac` of `power.limit`, or `idle_power_w` without one).
 
 use crate::error::TraceError;
 use crate::format::write_text;
@@ -66,7 +68,7 @@ pub struct JobOutcome {
     pub alerts: u32,
     /// Times the job climbed onto `drain` or above from below it.
     pub drains: u32,
-    /// Cycles giving drain/cancel with a reading at or above the threshold in the window.
+    /// Cycles giving drain/cancel with a sample at work in the window (see [`SafetyViolation`]).
     pub safety_violations: u32,
     /// Scoring against `truth`, when the trace has it.
     pub score: Option<JobScore>,
@@ -82,9 +84,10 @@ pub struct SafetyViolation {
     pub job: u32,
     /// The verdict given.
     pub verdict: Verdict,
-    /// Time of the busy sample.
+    /// Time of the busy sample: one with a compute reading at or above `util_threshold_pct`,
+    /// or, for a `spin` finding, power above spin's ceiling.
     pub busy_t_s: i64,
-    /// Its compute reading, percent.
+    /// Its compute reading, percent (NaN when it has none: a spin sample at working power).
     pub busy_util_pct: f64,
 }
 
@@ -193,6 +196,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
     let cfg = policy.config().clone();
     let threshold = cfg.util_threshold_pct;
     let window_s = cfg.window.secs();
+    let spin_id = policy::SignatureId::from_name("spin");
     let mut engine = policy::Engine::new(policy, Mode::Observe);
     let n = trace.jobs.len();
     let mut res = ReplayResult {
@@ -343,7 +347,14 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
                 o.first_cancel_s = Some(now);
             }
             if f.verdict >= Verdict::Drain {
-                if let Some(v) = busy_sample(trace, &per_job[j], now, window_s, threshold) {
+                let busy = if f.signature == spin_id {
+                    // Spin reads near 100 % by definition: at work means power above its ceiling
+                    // (trial 13: every correct spin drain counted as a violation).
+                    spin_at_work(trace, &per_job[j], now, window_s, &cfg)
+                } else {
+                    busy_sample(trace, &per_job[j], now, window_s, threshold)
+                };
+                if let Some(v) = busy {
                     o.safety_violations += 1;
                     res.safety.push(SafetyViolation {
                         t_s: now,
@@ -393,6 +404,22 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
         }
     }
     res
+}
+
+/// The newest sample of the job in `[now − window_s, now]` drawing more power than `spin`
+/// allows (`spin_power_frac` of its `power.limit`, or `idle_power_w` without one), with its
+/// compute reading (NaN when it has none).
+fn spin_at_work(trace: &Trace, list: &[u32], now: i64, window_s: i64, cfg: &policy::PolicyConfig) -> Option<(i64, f64)> {
+    let lo = list.partition_point(|&i| trace.samples[i as usize].t_s < now.saturating_sub(window_s));
+    let hi = list.partition_point(|&i| trace.samples[i as usize].t_s <= now);
+    list[lo..hi].iter().rev().find_map(|&i| {
+        let s = &trace.samples[i as usize];
+        let ceiling_w = s.power_limit_w.get().map_or(cfg.idle_power_w, |l| cfg.spin_power_frac * l);
+        s.power_w
+            .get()
+            .filter(|&p| p > ceiling_w)
+            .map(|_| (s.t_s, compute_pct(s).unwrap_or(f64::NAN)))
+    })
 }
 
 /// The newest sample of the job in `[now − window_s, now]` reading at or above `threshold`.
@@ -707,7 +734,7 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
     }
     let _ = writeln!(
         s,
-        "safety check (no drain/cancel within one window after a reading at or above the threshold): {}",
+        "safety check (no drain/cancel within one window after a sample at work: a reading at or above the threshold, or for spin power above its ceiling): {}",
         if res.safety.is_empty() {
             "passed".to_string()
         } else {
@@ -742,4 +769,36 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spin check finds a sample at working power in the window, and only there: above
+    /// `spin_power_frac` of its limit, or above `idle_power_w` without one.
+    #[test]
+    fn spin_at_work_is_power_above_spins_ceiling() {
+        let cfg = policy::PolicyConfig::default();
+        let at = |t_s: i64, power_w: f64, limit_w: Option<f64>| policy::Sample {
+            t_s,
+            util_pct: 100.0.into(),
+            power_w: power_w.into(),
+            power_limit_w: limit_w.map_or(policy::Reading::MISSING, Into::into),
+            ..Default::default()
+        };
+        let mut trace = Trace {
+            samples: vec![at(60, 70.0, Some(400.0)), at(120, 119.0, Some(400.0)), at(180, 99.0, None)],
+            ..Default::default()
+        };
+        let list = [0u32, 1, 2];
+        // 30 % of 400 W is 120 W; without a limit the ceiling is idle_power_w (100 W).
+        assert_eq!(spin_at_work(&trace, &list, 180, 1200, &cfg), None);
+        trace.samples[1].power_w = 121.0.into();
+        assert_eq!(spin_at_work(&trace, &list, 180, 1200, &cfg), Some((120, 100.0)));
+        trace.samples[2].power_w = 101.0.into();
+        assert_eq!(spin_at_work(&trace, &list, 180, 1200, &cfg), Some((180, 100.0)));
+        // Outside the window: not seen.
+        assert_eq!(spin_at_work(&trace, &list, 180 + 1200, 1100, &cfg), None);
+    }
 }

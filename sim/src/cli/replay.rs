@@ -123,6 +123,12 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
     let p = policy::Policy::new(&cfg).map_err(|e| match interval {
         // The interval came from the flag, not from the policy: name the flag.
         Some(i) if e.key == "policy.interval" => anyhow::anyhow!("--interval {i}: {}", e.problem),
+        // A limit of the policy's that the flag's interval breaks (`max_sample_gap` shorter
+        // than it, or a window it does not fit): name the flag as well as the key (trial 13:
+        // the refusal blamed the policy's interval, which the flag had replaced).
+        Some(i) if e.problem.contains("policy.interval") => {
+            anyhow::anyhow!("--interval {i} does not fit {source}: {e} (policy.interval here is the --interval given)")
+        }
         _ => anyhow::anyhow!("{source}: {e}"),
     })?;
     Ok(ReplayPolicy {
