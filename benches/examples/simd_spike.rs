@@ -1,0 +1,1173 @@
+//! A feasibility spike for issue 2's 20 ns target, not the engine: `lanes_spike.rs`'s common
+//! path (a job whose GPUs all report one valid sample each at one instant) with (1) a compact
+//! job-lane state and (2) hand-written AVX-512 (std::arch, chosen at run time, with the
+//! compact scalar code as the fallback).
+//!
+//! Semantics are `lanes_spike`'s: every field check of guard 3, the twelve entry flags, the
+//! freeze and gap marks, eviction, counts and sums, the sliding peak (two stacks), per-GPU
+//! coverage, pooling, and one finding per job. Three differences, all on the slow path: a job
+//! with an invalid field, or whose ring is full, is counted as "slow path" and left untouched
+//! (`lanes_spike` windowed it anyway, which the engine does not do), so the compact integers
+//! below never see an out-of-range value.
+//!
+//! The compact state (what changed from `lanes_spike`, and why each stays exact):
+//! - Flag counts are `u8`, laid out `[flag][lane]`: a count never exceeds the ring's 32 rows.
+//!   The twelve flags of a row are stored as twelve bytes, one bit per lane, so that the
+//!   push and the eviction are one masked byte add/sub over the counts (two AVX-512 ops).
+//! - Sums of utilisation (milli-percent ≤ 100,000), power (deciwatts ≤ 20,000) and memory
+//!   (MiB ≤ 1,048,576) are `u32` (≤ 32 rows: ≤ 3.2 M, 640 k, 33.6 M); the sum of squared
+//!   power stays `u64` (32 × 4·10⁸ does not fit 32 bits).
+//! - A ring row is 128 bytes, two cache lines, aligned (`lanes_spike`: 164 bytes straddling
+//!   three or four): utilisation `u32` and memory `u32` in the first line (written by the push,
+//!   read by the eviction); the suffix maximum `u32`, power `u16` (≤ 20,000), the time offset
+//!   and the flag bytes in the second (read for the window's front).
+//! - The header is 640 bytes (10 lines): scalars; counts; four `u32` sums/maxima; the `u64`
+//!   square sum; the freeze fingerprint (the last known bits of four fields, 256 bytes: kept
+//!   exact, a hash could call a changing GPU frozen).
+//!
+//! Usage: `simd_spike [jobs] [--check]` (default 10,000 jobs × 8 GPUs): prints the best of 30
+//! cycles (after 40 warm-up cycles) for each variant and for the engine, all in one process on
+//! the same all-busy workload, and checks the findings of every variant against the engine's
+//! and the AVX-512 path against the scalar one on random input. See the report of session 9
+//! (branch `simd`) for the figures.
+
+// Lane loops index several arrays by GPU at once; that is the point of the layout.
+#![allow(clippy::needless_range_loop)]
+
+use policy::{Cause, Engine, Evidence, Finding, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Reading, Sample, Scope, Verdict};
+use std::hint::black_box;
+use std::mem::offset_of;
+use std::time::Instant;
+
+const L: usize = 8;
+const CAP: usize = 32;
+const NFLAGS: usize = 12;
+
+const F_MEM_HELD: usize = 0;
+const F_MEM_FREE: usize = 1;
+const F_PROCS_POS: usize = 2;
+const F_PROCS_ZERO: usize = 3;
+const F_POWER_KNOWN: usize = 4;
+const F_POWER_IDLE: usize = 5;
+const F_POWER_SPIN_LOW: usize = 6;
+const F_UTIL_SPIN: usize = 7;
+const F_ZERO_OR_MISSING: usize = 8;
+const F_CHANGED: usize = 9;
+const F_GAP_BEFORE: usize = 10;
+const F_ALL_ZERO: usize = 11;
+
+const MISSING_BITS: u64 = 0x7ff8_6d69_7373_696e;
+const M: f64 = f64::from_bits(MISSING_BITS);
+
+/// One instant of a job's window, one lane per GPU: two aligned cache lines.
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+#[repr(C, align(64))]
+struct Row {
+    // Line 1: written by the push, read by the eviction.
+    util: [u32; L],
+    mem: [u32; L],
+    // Line 2: the suffix maximum (read at the front), power, time, flags.
+    sfx: [u32; L],
+    power: [u16; L],
+    t_off: u32,
+    /// `flags[f]` bit `i`: flag `f` set on lane `i`.
+    flags: [u8; NFLAGS],
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+#[repr(C, align(64))]
+struct Scalars {
+    base_t: i64,
+    last_valid_t: i64,
+    newest_t: i64,
+    breach_start: Option<i64>,
+    head: u32,
+    len: u32,
+    out_len: u32,
+    rung: u8,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+#[repr(C, align(64))]
+struct Hdr {
+    s: Scalars,
+    /// `counts[f * 8 + i]`: rows in the window with flag `f` on lane `i` (96 bytes used).
+    counts: [u8; 128],
+    sum_util: [u32; L],
+    sum_pw: [u32; L],
+    sum_mem: [u32; L],
+    in_max: [u32; L],
+    sum_pw2: [u64; L],
+    last_bits: [[u64; L]; 4],
+}
+
+impl Hdr {
+    fn empty() -> Hdr {
+        Hdr {
+            s: Scalars {
+                base_t: i64::MIN,
+                last_valid_t: i64::MIN,
+                newest_t: i64::MIN,
+                breach_start: None,
+                head: 0,
+                len: 0,
+                out_len: 0,
+                rung: 0,
+            },
+            counts: [0; 128],
+            sum_util: [0; L],
+            sum_pw: [0; L],
+            sum_mem: [0; L],
+            in_max: [0; L],
+            sum_pw2: [0; L],
+            last_bits: [[MISSING_BITS; L]; 4],
+        }
+    }
+}
+
+type Ring = [Row; CAP];
+
+struct Th {
+    mem_held_frac: f64,
+    mem_held_mib: f64,
+    idle_power_frac: f64,
+    idle_power_w: f64,
+    spin_power_frac: f64,
+    spin_util_milli: u32,
+    max_gap_s: i64,
+    window_s: i64,
+    low_below_milli: u32,
+    warmup_s: i64,
+}
+
+#[inline(always)]
+fn raw(r: Reading) -> f64 {
+    f64::from_bits(r.to_bits())
+}
+
+fn slow_finding() -> Finding {
+    Finding {
+        job_index: 0,
+        verdict: Verdict::InsufficientEvidence,
+        signature: None,
+        cause: Cause::NoBreach,
+        cap: None,
+        dwell_s: 0,
+        evidence: Evidence::default(),
+        wasted_gpu_h: 0.0,
+        hypothetical: false,
+        exempt: None,
+    }
+}
+
+/// What the brief pools for the job; both paths end in [`finish`].
+struct Pooled {
+    first_t: i64,
+    n: u32,
+    problem: bool,
+    min_peak: u32,
+    peak: u32,
+    all_spin: bool,
+    util_sum: u64,
+    pw_sum: u64,
+    mem_sum: u64,
+    pw_n: u64,
+    mem_n: u64,
+    held_gpus: u32,
+    frozen: u32,
+}
+
+#[inline(always)]
+fn finish(h: &mut Scalars, p: Pooled, now: i64, th: &Th, slow: &mut u64) -> Finding {
+    let n = p.n;
+    let ev = Evidence {
+        window_start_s: p.first_t,
+        window_end_s: h.last_valid_t,
+        gpus_allocated: L as u32,
+        gpus_observed: L as u32,
+        samples_min_per_gpu: n,
+        samples_max_per_gpu: n,
+        frozen_gpus: p.frozen,
+        peak_util_pct: p.peak as f64 / 1000.0,
+        mean_util_pct: p.util_sum as f64 / (n as u64 * L as u64) as f64 / 1000.0,
+        mem_used_mean_mib: (p.mem_n > 0).then(|| p.mem_sum as f64 / p.mem_n as f64),
+        mem_held_gpus: p.held_gpus,
+        power_mean_w: (p.pw_n > 0).then(|| p.pw_sum as f64 / p.pw_n as f64 / 10.0),
+        ..Evidence::default()
+    };
+    // The ladder, for a job that does not breach (the common case).
+    let (verdict, cause) = if now < th.warmup_s {
+        (Verdict::Healthy, Cause::Warmup)
+    } else if p.problem {
+        (Verdict::InsufficientEvidence, Cause::NoBreach)
+    } else if p.min_peak < th.low_below_milli || p.all_spin {
+        // A breach: the engine would classify here (not modelled: counted as slow).
+        *slow += 1;
+        (Verdict::Watching, Cause::Breach)
+    } else {
+        (Verdict::Healthy, Cause::NoBreach)
+    };
+    if verdict == Verdict::Healthy {
+        h.breach_start = None;
+        h.rung = 0;
+    }
+    Finding {
+        job_index: 0,
+        verdict,
+        signature: None,
+        cause,
+        cap: None,
+        dwell_s: 0,
+        evidence: ev,
+        wasted_gpu_h: 0.0,
+        hypothetical: false,
+        exempt: None,
+    }
+}
+
+/// Step 1: the compact state, plain scalar loops over lanes (also the fallback).
+#[inline(always)]
+fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th, slow: &mut u64) -> Finding {
+    let t = s[0].t_s;
+    let mut synced = true;
+    let (mut u, mut sm, mut mt, mut mu, mut p, mut l) = ([0f64; L], [0f64; L], [0f64; L], [0f64; L], [0f64; L], [0f64; L]);
+    let mut procs = [0u32; L];
+    let mut bits = [[0u64; L]; 4];
+    for i in 0..L {
+        let x = &s[i];
+        synced &= x.t_s == t;
+        u[i] = raw(x.util_pct);
+        sm[i] = raw(x.sm_active);
+        mt[i] = raw(x.mem_total_mib);
+        mu[i] = raw(x.mem_used_mib);
+        p[i] = raw(x.power_w);
+        l[i] = raw(x.power_limit_w);
+        procs[i] = x.procs.unwrap_or(u32::MAX);
+        bits[0][i] = x.util_pct.to_bits();
+        bits[1][i] = x.sm_active.to_bits();
+        bits[2][i] = x.mem_used_mib.to_bits();
+        bits[3][i] = x.power_w.to_bits();
+    }
+    if !synced || t <= h.s.newest_t || t > now + 60 {
+        *slow += 1;
+        return slow_finding();
+    }
+    let mut flags = [0u32; L];
+    let mut util_milli = [0u32; L];
+    let mut mem_mib = [0u32; L];
+    let mut power_dw = [0u32; L];
+    let mut known = [[false; L]; 4];
+    let mut bad_any = false;
+    let b = |c: bool, f: usize| (c as u32) << f;
+    for i in 0..L {
+        let u_ok = (u[i] >= 0.0) & (u[i] <= 100.0);
+        let sm_ok = (sm[i] >= 0.0) & (sm[i] <= 1.0);
+        let mt_ok = (mt[i] > 0.0) & (mt[i] <= 1_048_576.0);
+        let mu_in = (mu[i] >= 0.0) & (mu[i] <= 1_048_576.0);
+        let mu_over = mu_in & mt_ok & (mu[i] > mt[i]);
+        let mu_ok = mu_in & !mu_over;
+        let p_ok = (p[i] >= 1.0) & (p[i] <= 2000.0);
+        let l_ok = (l[i] >= 1.0) & (l[i] <= 2000.0);
+        let miss = |x: f64| x.to_bits() == MISSING_BITS;
+        let bad = (!miss(u[i]) & !u_ok)
+            | (!miss(sm[i]) & !sm_ok)
+            | (!miss(mt[i]) & !mt_ok)
+            | (!miss(mu[i]) & !mu_in)
+            | mu_over
+            | (!miss(p[i]) & !p_ok)
+            | (!miss(l[i]) & !l_ok)
+            | ((procs[i] != u32::MAX) & (procs[i] > 1_000_000));
+        let compute = if u_ok { u[i] } else { sm[i] * 100.0 };
+        bad_any |= bad | !(u_ok | sm_ok);
+        let um = (compute * 1000.0 + 0.5) as u32;
+        let held = if mt_ok {
+            mu[i] >= th.mem_held_frac * mt[i]
+        } else {
+            mu[i] >= th.mem_held_mib
+        };
+        let (idle, spin_low) = if l_ok {
+            (p[i] <= th.idle_power_frac * l[i], p[i] <= th.spin_power_frac * l[i])
+        } else {
+            (p[i] <= th.idle_power_w, p[i] <= th.idle_power_w)
+        };
+        flags[i] = b(mu_ok & held, F_MEM_HELD)
+            | b(mu_ok & !held, F_MEM_FREE)
+            | b(procs[i] == 0, F_PROCS_ZERO)
+            | b((procs[i] != 0) & (procs[i] <= 1_000_000), F_PROCS_POS)
+            | b(p_ok, F_POWER_KNOWN)
+            | b(p_ok & idle, F_POWER_IDLE)
+            | b(p_ok & spin_low, F_POWER_SPIN_LOW)
+            | b(um >= th.spin_util_milli, F_UTIL_SPIN)
+            | b((compute == 0.0) & (mu[i] == 0.0) & (p[i] == 0.0), F_ALL_ZERO)
+            | b((compute == 0.0) & ((mu[i] == 0.0) | !mu_ok) & !p_ok, F_ZERO_OR_MISSING);
+        util_milli[i] = um;
+        mem_mib[i] = if mu_ok { (mu[i] + 0.5) as u32 } else { 0 };
+        power_dw[i] = if p_ok { (p[i] * 10.0 + 0.5) as u32 } else { 0 };
+        known[0][i] = u_ok;
+        known[1][i] = sm_ok;
+        known[2][i] = mu_ok;
+        known[3][i] = p_ok;
+    }
+    if bad_any {
+        *slow += 1;
+        return slow_finding();
+    }
+    let st = &mut h.s;
+    st.newest_t = t;
+    // Freeze and gap marks.
+    let first = st.last_valid_t == i64::MIN;
+    let gap = !first && t - st.last_valid_t > th.max_gap_s;
+    for i in 0..L {
+        let mut changed = first;
+        for f in 0..4 {
+            changed |= known[f][i] & (bits[f][i] != h.last_bits[f][i]);
+            h.last_bits[f][i] = if known[f][i] { bits[f][i] } else { h.last_bits[f][i] };
+        }
+        flags[i] |= b(changed, F_CHANGED) | b(gap, F_GAP_BEFORE);
+    }
+    st.last_valid_t = t;
+    if st.base_t == i64::MIN {
+        st.base_t = t;
+    }
+    // Evict.
+    let cutoff = now - th.window_s;
+    let off_cut = (cutoff - st.base_t).max(-1);
+    while st.len > 0 && ring[st.head as usize].t_off as i64 <= off_cut {
+        if st.out_len == 0 {
+            let mut m = [0u32; L];
+            for k in (0..st.len).rev() {
+                let r = &mut ring[((st.head + k) as usize) & (CAP - 1)];
+                for i in 0..L {
+                    m[i] = m[i].max(r.util[i]);
+                }
+                r.sfx = m;
+            }
+            st.out_len = st.len;
+            h.in_max = [0; L];
+        }
+        let r = &ring[st.head as usize];
+        for f in 0..NFLAGS {
+            for i in 0..L {
+                h.counts[f * L + i] -= (r.flags[f] >> i) & 1;
+            }
+        }
+        for i in 0..L {
+            let pw = r.power[i] as u32;
+            h.sum_util[i] -= r.util[i];
+            h.sum_pw[i] -= pw;
+            h.sum_pw2[i] -= pw as u64 * pw as u64;
+            h.sum_mem[i] -= r.mem[i];
+        }
+        st.head = (st.head + 1) & (CAP as u32 - 1);
+        st.len -= 1;
+        st.out_len -= 1;
+    }
+    if st.len as usize == CAP {
+        // A production core grows the ring here.
+        *slow += 1;
+        return slow_finding();
+    }
+    // Push.
+    let slot = ((st.head + st.len) as usize) & (CAP - 1);
+    let r = &mut ring[slot];
+    r.t_off = (t - st.base_t) as u32;
+    r.util = util_milli;
+    r.mem = mem_mib;
+    for i in 0..L {
+        r.power[i] = power_dw[i] as u16;
+    }
+    for f in 0..NFLAGS {
+        let mut m = 0u8;
+        for i in 0..L {
+            m |= (((flags[i] >> f) & 1) as u8) << i;
+        }
+        r.flags[f] = m;
+    }
+    st.len += 1;
+    for f in 0..NFLAGS {
+        for i in 0..L {
+            h.counts[f * L + i] += ((flags[i] >> f) & 1) as u8;
+        }
+    }
+    for i in 0..L {
+        let pw = power_dw[i];
+        h.sum_util[i] += util_milli[i];
+        h.sum_pw[i] += pw;
+        h.sum_pw2[i] += pw as u64 * pw as u64;
+        h.sum_mem[i] += mem_mib[i];
+        h.in_max[i] = h.in_max[i].max(util_milli[i]);
+    }
+    // Brief and pool.
+    let front = &ring[st.head as usize];
+    let n = st.len;
+    let first_t = st.base_t + front.t_off as i64;
+    let stale = now - st.last_valid_t > th.max_gap_s;
+    let short = first_t > cutoff + th.max_gap_s;
+    let mut problem = stale;
+    let mut min_peak = u32::MAX;
+    let mut all_spin = true;
+    let (mut util_sum, mut pw_sum, mut mem_sum, mut pw_n, mut mem_n, mut held_gpus, mut frozen, mut peak) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u32, 0u32, 0u32);
+    for i in 0..L {
+        let c = |f: usize| h.counts[f * L + i] as u32;
+        let fb = |f: usize| ((front.flags[f] >> i) & 1) as u32;
+        let holes = c(F_GAP_BEFORE) - fb(F_GAP_BEFORE);
+        let identical = n >= 2 && c(F_CHANGED) - fb(F_CHANGED) == 0;
+        let power_known = c(F_POWER_KNOWN);
+        let all_zero = c(F_ZERO_OR_MISSING) == n && c(F_ALL_ZERO) > 0;
+        let fz = identical & (power_known >= 2);
+        frozen += fz as u32;
+        problem |= (holes > 0) | all_zero | fz;
+        let pk = if st.out_len > 0 {
+            front.sfx[i].max(h.in_max[i])
+        } else {
+            h.in_max[i]
+        };
+        min_peak = min_peak.min(pk);
+        peak = peak.max(pk);
+        all_spin &= (c(F_UTIL_SPIN) == n) & (power_known == n) & (c(F_POWER_SPIN_LOW) == n);
+        util_sum += h.sum_util[i] as u64;
+        pw_sum += h.sum_pw[i] as u64;
+        mem_sum += h.sum_mem[i] as u64;
+        pw_n += power_known as u64;
+        mem_n += (c(F_MEM_HELD) + c(F_MEM_FREE)) as u64;
+        held_gpus += (c(F_MEM_HELD) == n) as u32;
+    }
+    black_box(short);
+    let pooled = Pooled {
+        first_t,
+        n,
+        problem,
+        min_peak,
+        peak,
+        all_spin,
+        util_sum,
+        pw_sum,
+        mem_sum,
+        pw_n,
+        mem_n,
+        held_gpus,
+        frozen,
+    };
+    finish(st, pooled, now, th, slow)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// The 8 samples' fields, one lane per GPU.
+    pub struct In {
+        pub t: __m512i,
+        pub u: __m512d,
+        pub sm: __m512d,
+        pub mt: __m512d,
+        pub mu: __m512d,
+        pub p: __m512d,
+        pub l: __m512d,
+        pub procs: __m256i,
+    }
+
+    /// Transposes 8 consecutive samples (AoS) into lanes: with gathers, or with scalar loads
+    /// through a stack array.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub unsafe fn load(s: &[Sample], gather: bool) -> In {
+        debug_assert_eq!(s.len(), L);
+        let procs = [
+            s[0].procs.unwrap_or(u32::MAX),
+            s[1].procs.unwrap_or(u32::MAX),
+            s[2].procs.unwrap_or(u32::MAX),
+            s[3].procs.unwrap_or(u32::MAX),
+            s[4].procs.unwrap_or(u32::MAX),
+            s[5].procs.unwrap_or(u32::MAX),
+            s[6].procs.unwrap_or(u32::MAX),
+            s[7].procs.unwrap_or(u32::MAX),
+        ];
+        let procs = unsafe { _mm256_loadu_si256(procs.as_ptr() as *const __m256i) };
+        if gather {
+            const S: i64 = size_of::<Sample>() as i64;
+            let idx = _mm512_set_epi64(7 * S, 6 * S, 5 * S, 4 * S, 3 * S, 2 * S, S, 0);
+            let base = s.as_ptr() as *const u8;
+            macro_rules! g {
+                ($field:ident) => {
+                    unsafe { _mm512_i64gather_pd::<1>(idx, base.add(offset_of!(Sample, $field)) as *const f64) }
+                };
+            }
+            In {
+                t: unsafe { _mm512_i64gather_epi64::<1>(idx, base.add(offset_of!(Sample, t_s)) as *const i64) },
+                u: g!(util_pct),
+                sm: g!(sm_active),
+                mt: g!(mem_total_mib),
+                mu: g!(mem_used_mib),
+                p: g!(power_w),
+                l: g!(power_limit_w),
+                procs,
+            }
+        } else {
+            macro_rules! a {
+                ($field:ident) => {{
+                    let a = [
+                        raw(s[0].$field),
+                        raw(s[1].$field),
+                        raw(s[2].$field),
+                        raw(s[3].$field),
+                        raw(s[4].$field),
+                        raw(s[5].$field),
+                        raw(s[6].$field),
+                        raw(s[7].$field),
+                    ];
+                    unsafe { _mm512_loadu_pd(a.as_ptr()) }
+                }};
+            }
+            let t = [s[0].t_s, s[1].t_s, s[2].t_s, s[3].t_s, s[4].t_s, s[5].t_s, s[6].t_s, s[7].t_s];
+            In {
+                t: unsafe { _mm512_loadu_si512(t.as_ptr() as *const _) },
+                u: a!(util_pct),
+                sm: a!(sm_active),
+                mt: a!(mem_total_mib),
+                mu: a!(mem_used_mib),
+                p: a!(power_w),
+                l: a!(power_limit_w),
+                procs,
+            }
+        }
+    }
+
+    /// The transpose alone, to measure it.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub unsafe fn load_only(s: &[Sample], gather: bool) -> u64 {
+        let x = unsafe { load(s, gather) };
+        let v = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(x.u, x.sm), _mm512_add_pd(x.mt, x.mu)), _mm512_add_pd(x.p, x.l));
+        let w = _mm512_xor_si512(_mm512_castpd_si512(v), x.t);
+        let w = _mm512_xor_si512(w, _mm512_cvtepu32_epi64(x.procs));
+        _mm512_reduce_add_epi64(w) as u64
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,popcnt")]
+    pub unsafe fn job_step(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th, slow: &mut u64, gather: bool) -> Finding {
+        let x = unsafe { load(s, gather) };
+        let t = s[0].t_s;
+        let synced = _mm512_cmpeq_epi64_mask(x.t, _mm512_set1_epi64(t)) == 0xFF;
+        if !synced || t <= h.s.newest_t || t > now + 60 {
+            *slow += 1;
+            return slow_finding();
+        }
+        macro_rules! c {
+            ($v:expr) => {
+                _mm512_set1_pd($v)
+            };
+        }
+        macro_rules! cmp {
+            ($op:ident, $a:expr, $b:expr) => {
+                _mm512_cmp_pd_mask::<$op>($a, $b)
+            };
+        }
+        let zero = _mm512_setzero_pd();
+        let (u, sm, mt, mu, p, l) = (x.u, x.sm, x.mt, x.mu, x.p, x.l);
+        let u_ok = cmp!(_CMP_GE_OQ, u, zero) & cmp!(_CMP_LE_OQ, u, c!(100.0));
+        let sm_ok = cmp!(_CMP_GE_OQ, sm, zero) & cmp!(_CMP_LE_OQ, sm, c!(1.0));
+        let mt_ok = cmp!(_CMP_GT_OQ, mt, zero) & cmp!(_CMP_LE_OQ, mt, c!(1_048_576.0));
+        let mu_in = cmp!(_CMP_GE_OQ, mu, zero) & cmp!(_CMP_LE_OQ, mu, c!(1_048_576.0));
+        let mu_over = mu_in & mt_ok & cmp!(_CMP_GT_OQ, mu, mt);
+        let mu_ok = mu_in & !mu_over;
+        let p_ok = cmp!(_CMP_GE_OQ, p, c!(1.0)) & cmp!(_CMP_LE_OQ, p, c!(2000.0));
+        let l_ok = cmp!(_CMP_GE_OQ, l, c!(1.0)) & cmp!(_CMP_LE_OQ, l, c!(2000.0));
+        let missing = _mm512_set1_epi64(MISSING_BITS as i64);
+        macro_rules! miss {
+            ($v:expr) => {
+                _mm512_cmpeq_epi64_mask(_mm512_castpd_si512($v), missing)
+            };
+        }
+        let procs = x.procs;
+        let procs_known = _mm256_cmpneq_epi32_mask(procs, _mm256_set1_epi32(-1));
+        let procs_le = _mm256_cmple_epu32_mask(procs, _mm256_set1_epi32(1_000_000));
+        let bad = (!miss!(u) & !u_ok)
+            | (!miss!(sm) & !sm_ok)
+            | (!miss!(mt) & !mt_ok)
+            | (!miss!(mu) & !mu_in)
+            | mu_over
+            | (!miss!(p) & !p_ok)
+            | (!miss!(l) & !l_ok)
+            | (procs_known & !procs_le);
+        if (bad | !(u_ok | sm_ok)) != 0 {
+            *slow += 1;
+            return slow_finding();
+        }
+        let compute = _mm512_mask_blend_pd(u_ok, _mm512_mul_pd(sm, c!(100.0)), u);
+        let um = _mm512_cvttpd_epu32(_mm512_add_pd(_mm512_mul_pd(compute, c!(1000.0)), c!(0.5)));
+        let held_thr = _mm512_mask_blend_pd(mt_ok, c!(th.mem_held_mib), _mm512_mul_pd(c!(th.mem_held_frac), mt));
+        let held = cmp!(_CMP_GE_OQ, mu, held_thr);
+        let idle_thr = _mm512_mask_blend_pd(l_ok, c!(th.idle_power_w), _mm512_mul_pd(c!(th.idle_power_frac), l));
+        let spin_thr = _mm512_mask_blend_pd(l_ok, c!(th.idle_power_w), _mm512_mul_pd(c!(th.spin_power_frac), l));
+        let idle = cmp!(_CMP_LE_OQ, p, idle_thr);
+        let spin_low = cmp!(_CMP_LE_OQ, p, spin_thr);
+        let pz = _mm256_cmpeq_epi32_mask(procs, _mm256_setzero_si256());
+        let cz = cmp!(_CMP_EQ_OQ, compute, zero);
+        let muz = cmp!(_CMP_EQ_OQ, mu, zero);
+        let pwz = cmp!(_CMP_EQ_OQ, p, zero);
+        let mem_mib = _mm512_maskz_cvttpd_epu32(mu_ok, _mm512_add_pd(mu, c!(0.5)));
+        let power32 = _mm512_maskz_cvttpd_epu32(p_ok, _mm512_add_pd(_mm512_mul_pd(p, c!(10.0)), c!(0.5)));
+        let power16 = _mm256_cvtepi32_epi16(power32);
+
+        let st = &mut h.s;
+        st.newest_t = t;
+        // Freeze and gap marks.
+        let first = st.last_valid_t == i64::MIN;
+        let gap = !first && t - st.last_valid_t > th.max_gap_s;
+        let mut changed: u8 = if first { 0xFF } else { 0 };
+        for (f, (v, k)) in [(u, u_ok), (sm, sm_ok), (mu, mu_ok), (p, p_ok)].into_iter().enumerate() {
+            let lp = h.last_bits[f].as_mut_ptr() as *mut __m512i;
+            let last = unsafe { _mm512_load_si512(lp) };
+            let b = _mm512_castpd_si512(v);
+            changed |= _mm512_mask_cmpneq_epi64_mask(k, b, last);
+            unsafe { _mm512_store_si512(lp, _mm512_mask_mov_epi64(last, k, b)) };
+        }
+        st.last_valid_t = t;
+        if st.base_t == i64::MIN {
+            st.base_t = t;
+        }
+        let m: [u8; NFLAGS] = [
+            mu_ok & held,
+            mu_ok & !held,
+            procs_known & !pz & procs_le,
+            pz,
+            p_ok,
+            p_ok & idle,
+            p_ok & spin_low,
+            _mm256_cmpge_epu32_mask(um, _mm256_set1_epi32(th.spin_util_milli as i32)),
+            cz & (muz | !mu_ok) & !p_ok,
+            changed,
+            if gap { 0xFF } else { 0 },
+            cz & muz & pwz,
+        ];
+        let f_lo = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]]);
+        let f_hi = u32::from_le_bytes([m[8], m[9], m[10], m[11]]);
+
+        // Evict, in registers.
+        let cp = h.counts.as_mut_ptr();
+        let mut c_lo = unsafe { _mm512_load_si512(cp as *const __m512i) };
+        let mut c_hi = unsafe { _mm256_load_si256(cp.add(64) as *const __m256i) };
+        let ld = |a: &[u32; L]| unsafe { _mm256_load_si256(a.as_ptr() as *const __m256i) };
+        let mut s_util = ld(&h.sum_util);
+        let mut s_pw = ld(&h.sum_pw);
+        let mut s_mem = ld(&h.sum_mem);
+        let mut in_max = ld(&h.in_max);
+        let mut s_pw2 = unsafe { _mm512_load_si512(h.sum_pw2.as_ptr() as *const __m512i) };
+        let ones512 = _mm512_set1_epi8(1);
+        let ones256 = _mm256_set1_epi8(1);
+        let cutoff = now - th.window_s;
+        let off_cut = (cutoff - st.base_t).max(-1);
+        while st.len > 0 && ring[st.head as usize].t_off as i64 <= off_cut {
+            if st.out_len == 0 {
+                let mut mx = _mm256_setzero_si256();
+                for k in (0..st.len).rev() {
+                    let r = &mut ring[((st.head + k) as usize) & (CAP - 1)];
+                    mx = _mm256_max_epu32(mx, ld(&r.util));
+                    unsafe { _mm256_store_si256(r.sfx.as_mut_ptr() as *mut __m256i, mx) };
+                }
+                st.out_len = st.len;
+                in_max = _mm256_setzero_si256();
+            }
+            let r = &ring[st.head as usize];
+            let fl = u64::from_le_bytes(r.flags[0..8].try_into().unwrap());
+            let fh = u32::from_le_bytes(r.flags[8..12].try_into().unwrap());
+            c_lo = _mm512_mask_sub_epi8(c_lo, fl, c_lo, ones512);
+            c_hi = _mm256_mask_sub_epi8(c_hi, fh, c_hi, ones256);
+            let rp = _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(r.power.as_ptr() as *const __m128i) });
+            s_util = _mm256_sub_epi32(s_util, ld(&r.util));
+            s_mem = _mm256_sub_epi32(s_mem, ld(&r.mem));
+            s_pw = _mm256_sub_epi32(s_pw, rp);
+            let rp64 = _mm512_cvtepu32_epi64(rp);
+            s_pw2 = _mm512_sub_epi64(s_pw2, _mm512_mul_epu32(rp64, rp64));
+            st.head = (st.head + 1) & (CAP as u32 - 1);
+            st.len -= 1;
+            st.out_len -= 1;
+        }
+        if st.len as usize == CAP {
+            *slow += 1;
+            unsafe {
+                _mm512_store_si512(cp as *mut __m512i, c_lo);
+                _mm256_store_si256(cp.add(64) as *mut __m256i, c_hi);
+                _mm256_store_si256(h.sum_util.as_mut_ptr() as *mut __m256i, s_util);
+                _mm256_store_si256(h.sum_pw.as_mut_ptr() as *mut __m256i, s_pw);
+                _mm256_store_si256(h.sum_mem.as_mut_ptr() as *mut __m256i, s_mem);
+                _mm256_store_si256(h.in_max.as_mut_ptr() as *mut __m256i, in_max);
+                _mm512_store_si512(h.sum_pw2.as_mut_ptr() as *mut __m512i, s_pw2);
+            }
+            return slow_finding();
+        }
+        // Push.
+        let slot = ((st.head + st.len) as usize) & (CAP - 1);
+        {
+            let r = &mut ring[slot];
+            unsafe {
+                _mm256_store_si256(r.util.as_mut_ptr() as *mut __m256i, um);
+                _mm256_store_si256(r.mem.as_mut_ptr() as *mut __m256i, mem_mib);
+                _mm_storeu_si128(r.power.as_mut_ptr() as *mut __m128i, power16);
+            }
+            r.t_off = (t - st.base_t) as u32;
+            r.flags[0..8].copy_from_slice(&f_lo.to_le_bytes());
+            r.flags[8..12].copy_from_slice(&f_hi.to_le_bytes());
+        }
+        st.len += 1;
+        c_lo = _mm512_mask_add_epi8(c_lo, f_lo, c_lo, ones512);
+        c_hi = _mm256_mask_add_epi8(c_hi, f_hi, c_hi, ones256);
+        s_util = _mm256_add_epi32(s_util, um);
+        s_mem = _mm256_add_epi32(s_mem, mem_mib);
+        s_pw = _mm256_add_epi32(s_pw, power32);
+        let p64 = _mm512_cvtepu32_epi64(power32);
+        s_pw2 = _mm512_add_epi64(s_pw2, _mm512_mul_epu32(p64, p64));
+        in_max = _mm256_max_epu32(in_max, um);
+        unsafe {
+            _mm512_store_si512(cp as *mut __m512i, c_lo);
+            _mm256_store_si256(cp.add(64) as *mut __m256i, c_hi);
+            _mm256_store_si256(h.sum_util.as_mut_ptr() as *mut __m256i, s_util);
+            _mm256_store_si256(h.sum_pw.as_mut_ptr() as *mut __m256i, s_pw);
+            _mm256_store_si256(h.sum_mem.as_mut_ptr() as *mut __m256i, s_mem);
+            _mm256_store_si256(h.in_max.as_mut_ptr() as *mut __m256i, in_max);
+            _mm512_store_si512(h.sum_pw2.as_mut_ptr() as *mut __m512i, s_pw2);
+        }
+
+        // Brief and pool.
+        let front = &ring[st.head as usize];
+        let n = st.len;
+        let first_t = st.base_t + front.t_off as i64;
+        let stale = now - st.last_valid_t > th.max_gap_s;
+        let short = first_t > cutoff + th.max_gap_s;
+        let byte = |m: u64, f: usize| (m >> (8 * f)) as u8;
+        let eq_lo = _mm512_cmpeq_epi8_mask(c_lo, _mm512_set1_epi8(n as i8));
+        let eq_hi = _mm256_cmpeq_epi8_mask(c_hi, _mm256_set1_epi8(n as i8)) as u64;
+        let ffh = u32::from_le_bytes(front.flags[8..12].try_into().unwrap());
+        let adj_hi = _mm256_mask_sub_epi8(c_hi, ffh, c_hi, ones256);
+        let nz_adj_hi = _mm256_test_epi8_mask(adj_hi, adj_hi) as u64;
+        let nz_hi = _mm256_test_epi8_mask(c_hi, c_hi) as u64;
+        let holes = byte(nz_adj_hi, F_GAP_BEFORE - 8);
+        let identical = if n >= 2 { !byte(nz_adj_hi, F_CHANGED - 8) } else { 0 };
+        let pk2 = byte(_mm512_cmpge_epu8_mask(c_lo, _mm512_set1_epi8(2)), F_POWER_KNOWN);
+        let all_zero = byte(eq_hi, F_ZERO_OR_MISSING - 8) & byte(nz_hi, F_ALL_ZERO - 8);
+        let fz = identical & pk2;
+        let problem = stale | (holes != 0) | (all_zero != 0) | (fz != 0);
+        let all_spin = byte(eq_lo, F_UTIL_SPIN) & byte(eq_lo, F_POWER_KNOWN) & byte(eq_lo, F_POWER_SPIN_LOW) == 0xFF;
+        let held_gpus = byte(eq_lo, F_MEM_HELD).count_ones();
+        let mut sad = [0u64; 8];
+        unsafe { _mm512_storeu_si512(sad.as_mut_ptr() as *mut _, _mm512_sad_epu8(c_lo, _mm512_setzero_si512())) };
+        let pk = if st.out_len > 0 {
+            _mm256_max_epu32(ld(&front.sfx), in_max)
+        } else {
+            in_max
+        };
+        let pk = _mm512_zextsi256_si512(pk);
+        let hsum = |v: __m256i| _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)) as u32 as u64;
+        black_box(short);
+        let pooled = Pooled {
+            first_t,
+            n,
+            problem,
+            min_peak: _mm512_mask_reduce_min_epu32(0xFF, pk),
+            peak: _mm512_mask_reduce_max_epu32(0xFF, pk),
+            all_spin,
+            util_sum: hsum(s_util),
+            pw_sum: hsum(s_pw),
+            mem_sum: hsum(s_mem),
+            pw_n: sad[F_POWER_KNOWN],
+            mem_n: sad[F_MEM_HELD] + sad[F_MEM_FREE],
+            held_gpus,
+            frozen: fz.count_ones(),
+        };
+        finish(st, pooled, now, th, slow)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Variant {
+    Scalar,
+    Avx512Gather,
+    Avx512Loads,
+    Avx512Prefetch,
+    LoadOnlyGather,
+    LoadOnlyScalar,
+}
+
+fn have_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+struct State {
+    hdrs: Vec<Hdr>,
+    rings: Vec<Ring>,
+}
+
+impl State {
+    fn new(jobs: usize) -> State {
+        State {
+            hdrs: vec![Hdr::empty(); jobs],
+            rings: vec![[Row::default(); CAP]; jobs],
+        }
+    }
+}
+
+/// One cycle of one variant over all jobs.
+#[inline(never)]
+fn cycle(v: Variant, st: &mut State, samples: &[Sample], now: i64, th: &Th, slow: &mut u64, out: &mut Vec<Finding>) -> u64 {
+    out.clear();
+    let mut acc = 0u64;
+    let it = st.hdrs.iter_mut().zip(st.rings.iter_mut()).zip(samples.chunks_exact(L));
+    match v {
+        Variant::Scalar => {
+            for ((h, r), s) in it {
+                out.push(job_step_scalar(h, r, s, now, th, slow));
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Variant::Avx512Gather | Variant::Avx512Loads => {
+            assert!(have_avx512());
+            let g = v == Variant::Avx512Gather;
+            for ((h, r), s) in it {
+                // SAFETY: the features were detected above.
+                out.push(unsafe { avx512::job_step(h, r, s, now, th, slow, g) });
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Variant::Avx512Prefetch => {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            assert!(have_avx512());
+            const D: usize = 4;
+            let n = st.hdrs.len();
+            for j in 0..n {
+                if j + D < n {
+                    // The rows this job will touch D jobs from now: the push slot, the
+                    // evicted head and the front after it (its second line).
+                    let h = &st.hdrs[j + D].s;
+                    let ring = st.rings[j + D].as_ptr();
+                    let pf = |k: u32, line: usize| {
+                        let p = unsafe { (ring.add((k as usize) & (CAP - 1)) as *const i8).add(64 * line) };
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+                    };
+                    pf(h.head + h.len, 0);
+                    pf(h.head + h.len, 1);
+                    pf(h.head, 0);
+                    pf(h.head, 1);
+                    pf(h.head + 1, 1);
+                }
+                let s = &samples[j * L..(j + 1) * L];
+                // SAFETY: the features were detected above.
+                out.push(unsafe { avx512::job_step(&mut st.hdrs[j], &mut st.rings[j], s, now, th, slow, false) });
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Variant::LoadOnlyGather | Variant::LoadOnlyScalar => {
+            assert!(have_avx512());
+            let g = v == Variant::LoadOnlyGather;
+            for s in samples.chunks_exact(L) {
+                // SAFETY: as above.
+                acc = acc.wrapping_add(unsafe { avx512::load_only(s, g) });
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!(),
+    }
+    acc
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn thresholds() -> Th {
+    Th {
+        mem_held_frac: 0.05,
+        mem_held_mib: 1024.0,
+        idle_power_frac: 0.25,
+        idle_power_w: 100.0,
+        spin_power_frac: 0.3,
+        spin_util_milli: 90_000,
+        max_gap_s: 180,
+        window_s: 1200,
+        low_below_milli: 15_000,
+        warmup_s: 900,
+    }
+}
+
+fn stamp(samples: &mut [Sample], c: i64) {
+    for (i, s) in samples.iter_mut().enumerate() {
+        s.t_s = c * 60;
+        s.power_w = (350.0 + ((c as usize + i) & 7) as f64 * 0.1).into();
+    }
+}
+
+/// Random input, valid and not, at random instants: the AVX-512 path must give the scalar
+/// path's findings and state exactly.
+fn check_random(th: &Th) {
+    let jobs = 64;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut a = State::new(jobs);
+    let mut b = State::new(jobs);
+    let (mut sa, mut sb) = (0u64, 0u64);
+    let (mut oa, mut ob) = (Vec::new(), Vec::new());
+    let mut samples: Vec<Sample> = vec![Sample::default(); jobs * L];
+    let mut t = 0i64;
+    let mut compared = 0usize;
+    let mut valid = 0usize;
+    let (mut frozen, mut healthy, mut watching) = (0usize, 0usize, 0usize);
+    for _ in 0..3000 {
+        t += [60, 60, 60, 60, 30, 1, 200, 400, 1300][(rnd() % 9) as usize];
+        let now = t + (rnd() % 3) as i64 * 30;
+        let mut jr = 0u64;
+        for (i, s) in samples.iter_mut().enumerate() {
+            let r = rnd();
+            if i % L == 0 {
+                jr = rnd();
+            }
+            let pick = |k: u64, vals: &[f64]| -> Reading {
+                let v = vals[((r >> k) % vals.len() as u64) as usize];
+                if v.to_bits() == MISSING_BITS { Reading::MISSING } else { v.into() }
+            };
+            let job_r = (i / L) as u64;
+            // One GPU of the job late now and then (the job then goes slow).
+            s.t_s = if (r >> 58) == 0 { t - 1 } else { t };
+            // Mostly valid; sometimes one odd value (the job then goes slow).
+            let odd = (r % 997) == 0;
+            s.util_pct = pick(3, if odd { &[-1.0, f64::NAN, 101.0, -0.0, M] } else { &[0.0, 5.0, 95.0, 100.0, 95.0, 99.9, 14.9] });
+            s.sm_active = pick(8, if odd { &[1.5, M] } else { &[M, M, 0.0, 0.5, 1.0] });
+            s.mem_total_mib = pick(12, &[81_920.0, 81_920.0, M, 40_000.0]);
+            s.mem_used_mib = pick(16, if odd { &[90_000.0, -3.0, M] } else { &[0.0, 60_000.0, 1000.0, 3000.0, M, 39_999.6] });
+            s.power_w = if (r >> 20) % 4 == 0 {
+                pick(22, &[M, 0.0, 1.0, 60.0, 99.0, 100.0, 119.0, 2000.0])
+            } else {
+                (60.0 + ((r >> 24) % 3000) as f64 * 0.1 + job_r as f64).into()
+            };
+            s.power_limit_w = pick(40, &[400.0, 400.0, M, 300.0]);
+            s.procs = [None, Some(0), Some(1), Some(3), Some(1)][((r >> 44) % 5) as usize];
+            if odd && (r >> 50) % 3 == 0 {
+                s.procs = Some(2_000_000);
+            }
+            // A job that reports nothing this cycle: keep its old instant.
+            if jr % 16 == 0 {
+                s.t_s = t - 7;
+            }
+        }
+        let _ = cycle(Variant::Scalar, &mut a, &samples, now, th, &mut sa, &mut oa);
+        let _ = cycle(Variant::Avx512Gather, &mut b, &samples, now, th, &mut sb, &mut ob);
+        assert_eq!(sa, sb, "slow-path counts differ");
+        for (j, (x, y)) in oa.iter().zip(ob.iter()).enumerate() {
+            assert_eq!(x, y, "job {j}: findings differ at t={t}");
+            compared += 1;
+            valid += (x.evidence.samples_min_per_gpu > 0) as usize;
+            frozen += (x.evidence.frozen_gpus > 0) as usize;
+            healthy += (x.verdict == Verdict::Healthy) as usize;
+            watching += (x.verdict == Verdict::Watching) as usize;
+        }
+        assert!(a.hdrs == b.hdrs, "headers differ");
+        for j in 0..jobs {
+            let h = &a.hdrs[j].s;
+            for k in 0..h.len {
+                let i = ((h.head + k) as usize) & (CAP - 1);
+                let (x, y) = (&a.rings[j][i], &b.rings[j][i]);
+                assert_eq!((x.util, x.mem, x.power, x.t_off, x.flags), (y.util, y.mem, y.power, y.t_off, y.flags));
+            }
+        }
+    }
+    println!("random check: AVX-512 = scalar on {compared} findings ({valid} windowed: {healthy} healthy, {watching} breaching, {frozen} with a frozen GPU; {sa} slow-path)");
+}
+
+/// Twenty cycles of one variant (or of the engine), for instruction counts: callgrind
+/// (`--toggle-collect=*counted*`) or gdb single-stepping (valgrind 3.19 has no AVX-512).
+#[inline(never)]
+fn counted(v: Option<Variant>, st: &mut State, engine: &mut Engine, stamped: &[Vec<Sample>], facts: &[JobFacts], th: &Th, out: &mut Vec<Finding>) -> u64 {
+    let mut slow = 0;
+    let mut acc = 0;
+    for (c, samples) in (41..=60i64).zip(stamped) {
+        match v {
+            Some(v) => acc += cycle(v, st, samples, c * 60, th, &mut slow, out),
+            None => engine.step(
+                c * 60,
+                &Observation {
+                    jobs: facts,
+                    samples,
+                    scope: Scope::Whole,
+                    drains: &[],
+                },
+                out,
+            ),
+        }
+    }
+    acc + slow
+}
+
+fn count_mode(jobs: usize, which: &str, base: &[Sample]) {
+    let th = thresholds();
+    let v = [Variant::Scalar, Variant::Avx512Gather, Variant::Avx512Loads, Variant::Avx512Prefetch].into_iter().find(|v| format!("{v:?}").eq_ignore_ascii_case(which));
+    let facts: Vec<JobFacts> = (0..jobs)
+        .map(|j| JobFacts {
+            job_id: format!("{}", 1_000_000 + j),
+            alloc: (0..L as u16).map(|g| GpuRef { node: NodeId(j as u32), gpu: g }).collect(),
+            ..Default::default()
+        })
+        .collect();
+    let mut st = State::new(jobs);
+    let mut engine = Engine::new(Policy::default(), Mode::Observe);
+    let mut out = Vec::with_capacity(jobs);
+    let mut slow = 0;
+    let mut samples = base.to_vec();
+    for c in 1..=40i64 {
+        stamp(&mut samples, c);
+        match v {
+            Some(v) => {
+                cycle(v, &mut st, &samples, c * 60, &th, &mut slow, &mut out);
+            }
+            None => engine.step(
+                c * 60,
+                &Observation {
+                    jobs: &facts,
+                    samples: &samples,
+                    scope: Scope::Whole,
+                    drains: &[],
+                },
+                &mut out,
+            ),
+        }
+    }
+    let stamped: Vec<Vec<Sample>> = (41..=60)
+        .map(|c| {
+            stamp(&mut samples, c);
+            samples.clone()
+        })
+        .collect();
+    black_box(counted(v, &mut st, &mut engine, &stamped, &facts, &th, &mut out));
+    println!("{which}: {} findings", out.len());
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let jobs: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(10_000);
+    let only: Option<&str> = args.iter().find_map(|a| a.strip_prefix("--only=")).map(|s| s as &str);
+    let th = thresholds();
+    let avx = have_avx512();
+    {
+        // The gathers read a Reading's f64 at the field's offset.
+        let s = Sample { util_pct: 42.5.into(), ..Default::default() };
+        let p = unsafe { *((&s as *const Sample as *const u8).add(offset_of!(Sample, util_pct)) as *const f64) };
+        assert_eq!(p, 42.5);
+    }
+    println!("Sample is {} bytes; Hdr {} bytes, Row {} bytes; AVX-512 {}", size_of::<Sample>(), size_of::<Hdr>(), size_of::<Row>(), if avx { "detected" } else { "absent: scalar only" });
+    let base: Vec<Sample> = (0..jobs * L)
+        .map(|i| Sample {
+            node: NodeId((i / L) as u32),
+            gpu: (i % L) as u16,
+            util_pct: 95.0.into(),
+            mem_used_mib: 60_000.0.into(),
+            mem_total_mib: 81_920.0.into(),
+            power_w: 350.0.into(),
+            power_limit_w: 400.0.into(),
+            procs: Some(1),
+            ..Default::default()
+        })
+        .collect();
+    if let Some(w) = args.iter().find_map(|a| a.strip_prefix("--count=")) {
+        count_mode(jobs, w, &base);
+        return;
+    }
+    if avx && only.is_none() {
+        check_random(&th);
+    }
+    let mut variants = vec![Variant::Scalar];
+    if avx {
+        variants.extend([Variant::Avx512Gather, Variant::Avx512Loads, Variant::Avx512Prefetch, Variant::LoadOnlyGather, Variant::LoadOnlyScalar]);
+    }
+    let mut finals: Vec<(Variant, Vec<Finding>)> = Vec::new();
+    for v in variants {
+        if only.is_some_and(|o| !format!("{v:?}").eq_ignore_ascii_case(o)) {
+            continue;
+        }
+        let mut st = State::new(jobs);
+        let mut samples = base.clone();
+        let mut out: Vec<Finding> = Vec::with_capacity(jobs);
+        let mut best = f64::MAX;
+        let mut all = Vec::new();
+        let mut slow = 0u64;
+        for c in 1..=70i64 {
+            stamp(&mut samples, c);
+            let t0 = Instant::now();
+            let acc = cycle(v, &mut st, &samples, c * 60, &th, &mut slow, &mut out);
+            let ns = t0.elapsed().as_nanos() as f64 / (jobs * L) as f64;
+            black_box((&out, acc));
+            if c > 40 {
+                best = best.min(ns);
+                all.push(ns);
+            }
+        }
+        let healthy = out.iter().filter(|f| f.verdict == Verdict::Healthy).count();
+        println!("{v:?}: {jobs} jobs x {L} GPUs: {best:.1} ns per GPU-sample (best of 30 cycles; median {:.1}); {healthy} healthy; {slow} slow-path", median(&mut all));
+        if !out.is_empty() {
+            finals.push((v, out));
+        }
+    }
+    if only.is_some_and(|o| o != "engine") {
+        return;
+    }
+    // The engine on the same workload, same machine state, for comparison and for the check.
+    let facts: Vec<JobFacts> = (0..jobs)
+        .map(|j| JobFacts {
+            job_id: format!("{}", 1_000_000 + j),
+            alloc: (0..L as u16).map(|g| GpuRef { node: NodeId(j as u32), gpu: g }).collect(),
+            ..Default::default()
+        })
+        .collect();
+    let mut engine = Engine::new(Policy::default(), Mode::Observe);
+    let mut samples = base.clone();
+    let mut out = Vec::with_capacity(jobs);
+    let mut best_engine = f64::MAX;
+    let mut all = Vec::new();
+    for c in 1..=70i64 {
+        stamp(&mut samples, c);
+        let obs = Observation {
+            jobs: &facts,
+            samples: &samples,
+            scope: Scope::Whole,
+            drains: &[],
+        };
+        let t0 = Instant::now();
+        engine.step(c * 60, &obs, &mut out);
+        let ns = t0.elapsed().as_nanos() as f64 / (jobs * L) as f64;
+        black_box(&out);
+        if c > 40 {
+            best_engine = best_engine.min(ns);
+            all.push(ns);
+        }
+    }
+    println!("engine: {jobs} jobs x {L} GPUs: {best_engine:.1} ns per GPU-sample (best of 30 cycles; median {:.1})", median(&mut all));
+    // The check: same verdict, cause, signature and evidence as the engine, job by job.
+    for (v, mine) in &finals {
+        assert_eq!(mine.len(), out.len());
+        let mut bad = 0;
+        for (j, (m, e)) in mine.iter().zip(out.iter()).enumerate() {
+            let same = m.verdict == e.verdict && m.cause == e.cause && m.signature == e.signature && m.evidence == e.evidence;
+            if !same {
+                if bad == 0 {
+                    println!("{v:?} job {j} differs from the engine:\n  spike  {:?} {:?} {:?}\n  engine {:?} {:?} {:?}", m.verdict, m.cause, m.evidence, e.verdict, e.cause, e.evidence);
+                }
+                bad += 1;
+            }
+        }
+        println!("{v:?}: {} of {} findings as the engine's", mine.len() - bad, mine.len());
+    }
+}
