@@ -25,7 +25,8 @@
 //!   square sum; the freeze fingerprint (the last known bits of four fields, 256 bytes: kept
 //!   exact, a hash could call a changing GPU frozen).
 //!
-//! Usage: `simd_spike [jobs] [--check]` (default 10,000 jobs × 8 GPUs): prints the best of 30
+//! Usage: `cargo run --release -p benches --features simd-spike --example simd_spike --
+//! [jobs] [--only=VARIANT] [--count=VARIANT|engine]` (default 10,000 jobs × 8 GPUs): prints the best of 30
 //! cycles (after 40 warm-up cycles) for each variant and for the engine, all in one process on
 //! the same all-busy workload, and checks the findings of every variant against the engine's
 //! and the AVX-512 path against the scalar one on random input. See the report of session 9
@@ -33,6 +34,9 @@
 
 // Lane loops index several arrays by GPU at once; that is the point of the layout.
 #![allow(clippy::needless_range_loop)]
+// The AVX-512 intrinsics are stable since Rust 1.89, the workspace's MSRV is 1.85: this
+// example is built only with the `simd-spike` feature (benches/Cargo.toml).
+#![allow(clippy::incompatible_msrv)]
 
 use policy::{Cause, Engine, Evidence, Finding, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Reading, Sample, Scope, Verdict};
 use std::hint::black_box;
@@ -539,7 +543,10 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
     pub unsafe fn load_only(s: &[Sample], gather: bool) -> u64 {
         let x = unsafe { load(s, gather) };
-        let v = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(x.u, x.sm), _mm512_add_pd(x.mt, x.mu)), _mm512_add_pd(x.p, x.l));
+        let v = _mm512_add_pd(
+            _mm512_add_pd(_mm512_add_pd(x.u, x.sm), _mm512_add_pd(x.mt, x.mu)),
+            _mm512_add_pd(x.p, x.l),
+        );
         let w = _mm512_xor_si512(_mm512_castpd_si512(v), x.t);
         let w = _mm512_xor_si512(w, _mm512_cvtepu32_epi64(x.procs));
         _mm512_reduce_add_epi64(w) as u64
@@ -784,6 +791,7 @@ mod avx512 {
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Variant {
     Scalar,
+    ScalarPrefetch,
     Avx512Gather,
     Avx512Loads,
     Avx512Prefetch,
@@ -818,6 +826,31 @@ impl State {
     }
 }
 
+/// Prefetches the rows a job will touch (D jobs before it is stepped): the push slot, the
+/// evicted head and the front after it (its second line). The hardware prefetchers do not
+/// follow these: each job's ring is its own 4 KiB page.
+#[inline(always)]
+fn prefetch_rows(h: &Scalars, ring: &Ring) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let ring = ring.as_ptr();
+        let pf = |k: u32, line: usize| {
+            // SAFETY: in bounds (masked slot, line 0 or 1 of a 128-byte row); a prefetch
+            // never faults anyway.
+            let p = unsafe { (ring.add((k as usize) & (CAP - 1)) as *const i8).add(64 * line) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+        };
+        pf(h.head + h.len, 0);
+        pf(h.head + h.len, 1);
+        pf(h.head, 0);
+        pf(h.head, 1);
+        pf(h.head + 1, 1);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (h, ring);
+}
+
 /// One cycle of one variant over all jobs.
 #[inline(never)]
 fn cycle(v: Variant, st: &mut State, samples: &[Sample], now: i64, th: &Th, slow: &mut u64, out: &mut Vec<Finding>) -> u64 {
@@ -839,31 +872,24 @@ fn cycle(v: Variant, st: &mut State, samples: &[Sample], now: i64, th: &Th, slow
                 out.push(unsafe { avx512::job_step(h, r, s, now, th, slow, g) });
             }
         }
-        #[cfg(target_arch = "x86_64")]
-        Variant::Avx512Prefetch => {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            assert!(have_avx512());
+        Variant::ScalarPrefetch | Variant::Avx512Prefetch => {
+            let simd = v == Variant::Avx512Prefetch;
+            assert!(!simd || have_avx512());
             const D: usize = 4;
             let n = st.hdrs.len();
             for j in 0..n {
                 if j + D < n {
-                    // The rows this job will touch D jobs from now: the push slot, the
-                    // evicted head and the front after it (its second line).
-                    let h = &st.hdrs[j + D].s;
-                    let ring = st.rings[j + D].as_ptr();
-                    let pf = |k: u32, line: usize| {
-                        let p = unsafe { (ring.add((k as usize) & (CAP - 1)) as *const i8).add(64 * line) };
-                        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
-                    };
-                    pf(h.head + h.len, 0);
-                    pf(h.head + h.len, 1);
-                    pf(h.head, 0);
-                    pf(h.head, 1);
-                    pf(h.head + 1, 1);
+                    prefetch_rows(&st.hdrs[j + D].s, &st.rings[j + D]);
                 }
                 let s = &samples[j * L..(j + 1) * L];
-                // SAFETY: the features were detected above.
-                out.push(unsafe { avx512::job_step(&mut st.hdrs[j], &mut st.rings[j], s, now, th, slow, false) });
+                let (h, r) = (&mut st.hdrs[j], &mut st.rings[j]);
+                #[cfg(target_arch = "x86_64")]
+                if simd {
+                    // SAFETY: the features were detected above.
+                    out.push(unsafe { avx512::job_step(h, r, s, now, th, slow, false) });
+                    continue;
+                }
+                out.push(job_step_scalar(h, r, s, now, th, slow));
             }
         }
         #[cfg(target_arch = "x86_64")]
@@ -939,17 +965,35 @@ fn check_random(th: &Th) {
             }
             let pick = |k: u64, vals: &[f64]| -> Reading {
                 let v = vals[((r >> k) % vals.len() as u64) as usize];
-                if v.to_bits() == MISSING_BITS { Reading::MISSING } else { v.into() }
+                if v.to_bits() == MISSING_BITS {
+                    Reading::MISSING
+                } else {
+                    v.into()
+                }
             };
             let job_r = (i / L) as u64;
             // One GPU of the job late now and then (the job then goes slow).
             s.t_s = if (r >> 58) == 0 { t - 1 } else { t };
             // Mostly valid; sometimes one odd value (the job then goes slow).
             let odd = (r % 997) == 0;
-            s.util_pct = pick(3, if odd { &[-1.0, f64::NAN, 101.0, -0.0, M] } else { &[0.0, 5.0, 95.0, 100.0, 95.0, 99.9, 14.9] });
+            s.util_pct = pick(
+                3,
+                if odd {
+                    &[-1.0, f64::NAN, 101.0, -0.0, M]
+                } else {
+                    &[0.0, 5.0, 95.0, 100.0, 95.0, 99.9, 14.9]
+                },
+            );
             s.sm_active = pick(8, if odd { &[1.5, M] } else { &[M, M, 0.0, 0.5, 1.0] });
             s.mem_total_mib = pick(12, &[81_920.0, 81_920.0, M, 40_000.0]);
-            s.mem_used_mib = pick(16, if odd { &[90_000.0, -3.0, M] } else { &[0.0, 60_000.0, 1000.0, 3000.0, M, 39_999.6] });
+            s.mem_used_mib = pick(
+                16,
+                if odd {
+                    &[90_000.0, -3.0, M]
+                } else {
+                    &[0.0, 60_000.0, 1000.0, 3000.0, M, 39_999.6]
+                },
+            );
             s.power_w = if (r >> 20) % 4 == 0 {
                 pick(22, &[M, 0.0, 1.0, 60.0, 99.0, 100.0, 119.0, 2000.0])
             } else {
@@ -982,7 +1026,10 @@ fn check_random(th: &Th) {
             for k in 0..h.len {
                 let i = ((h.head + k) as usize) & (CAP - 1);
                 let (x, y) = (&a.rings[j][i], &b.rings[j][i]);
-                assert_eq!((x.util, x.mem, x.power, x.t_off, x.flags), (y.util, y.mem, y.power, y.t_off, y.flags));
+                assert_eq!(
+                    (x.util, x.mem, x.power, x.t_off, x.flags),
+                    (y.util, y.mem, y.power, y.t_off, y.flags)
+                );
             }
         }
     }
@@ -992,7 +1039,15 @@ fn check_random(th: &Th) {
 /// Twenty cycles of one variant (or of the engine), for instruction counts: callgrind
 /// (`--toggle-collect=*counted*`) or gdb single-stepping (valgrind 3.19 has no AVX-512).
 #[inline(never)]
-fn counted(v: Option<Variant>, st: &mut State, engine: &mut Engine, stamped: &[Vec<Sample>], facts: &[JobFacts], th: &Th, out: &mut Vec<Finding>) -> u64 {
+fn counted(
+    v: Option<Variant>,
+    st: &mut State,
+    engine: &mut Engine,
+    stamped: &[Vec<Sample>],
+    facts: &[JobFacts],
+    th: &Th,
+    out: &mut Vec<Finding>,
+) -> u64 {
     let mut slow = 0;
     let mut acc = 0;
     for (c, samples) in (41..=60i64).zip(stamped) {
@@ -1015,11 +1070,24 @@ fn counted(v: Option<Variant>, st: &mut State, engine: &mut Engine, stamped: &[V
 
 fn count_mode(jobs: usize, which: &str, base: &[Sample]) {
     let th = thresholds();
-    let v = [Variant::Scalar, Variant::Avx512Gather, Variant::Avx512Loads, Variant::Avx512Prefetch].into_iter().find(|v| format!("{v:?}").eq_ignore_ascii_case(which));
+    let v = [
+        Variant::Scalar,
+        Variant::ScalarPrefetch,
+        Variant::Avx512Gather,
+        Variant::Avx512Loads,
+        Variant::Avx512Prefetch,
+    ]
+    .into_iter()
+    .find(|v| format!("{v:?}").eq_ignore_ascii_case(which));
     let facts: Vec<JobFacts> = (0..jobs)
         .map(|j| JobFacts {
             job_id: format!("{}", 1_000_000 + j),
-            alloc: (0..L as u16).map(|g| GpuRef { node: NodeId(j as u32), gpu: g }).collect(),
+            alloc: (0..L as u16)
+                .map(|g| GpuRef {
+                    node: NodeId(j as u32),
+                    gpu: g,
+                })
+                .collect(),
             ..Default::default()
         })
         .collect();
@@ -1064,11 +1132,20 @@ fn main() {
     let avx = have_avx512();
     {
         // The gathers read a Reading's f64 at the field's offset.
-        let s = Sample { util_pct: 42.5.into(), ..Default::default() };
+        let s = Sample {
+            util_pct: 42.5.into(),
+            ..Default::default()
+        };
         let p = unsafe { *((&s as *const Sample as *const u8).add(offset_of!(Sample, util_pct)) as *const f64) };
         assert_eq!(p, 42.5);
     }
-    println!("Sample is {} bytes; Hdr {} bytes, Row {} bytes; AVX-512 {}", size_of::<Sample>(), size_of::<Hdr>(), size_of::<Row>(), if avx { "detected" } else { "absent: scalar only" });
+    println!(
+        "Sample is {} bytes; Hdr {} bytes, Row {} bytes; AVX-512 {}",
+        size_of::<Sample>(),
+        size_of::<Hdr>(),
+        size_of::<Row>(),
+        if avx { "detected" } else { "absent: scalar only" }
+    );
     let base: Vec<Sample> = (0..jobs * L)
         .map(|i| Sample {
             node: NodeId((i / L) as u32),
@@ -1089,9 +1166,15 @@ fn main() {
     if avx && only.is_none() {
         check_random(&th);
     }
-    let mut variants = vec![Variant::Scalar];
+    let mut variants = vec![Variant::Scalar, Variant::ScalarPrefetch];
     if avx {
-        variants.extend([Variant::Avx512Gather, Variant::Avx512Loads, Variant::Avx512Prefetch, Variant::LoadOnlyGather, Variant::LoadOnlyScalar]);
+        variants.extend([
+            Variant::Avx512Gather,
+            Variant::Avx512Loads,
+            Variant::Avx512Prefetch,
+            Variant::LoadOnlyGather,
+            Variant::LoadOnlyScalar,
+        ]);
     }
     let mut finals: Vec<(Variant, Vec<Finding>)> = Vec::new();
     for v in variants {
@@ -1128,7 +1211,12 @@ fn main() {
     let facts: Vec<JobFacts> = (0..jobs)
         .map(|j| JobFacts {
             job_id: format!("{}", 1_000_000 + j),
-            alloc: (0..L as u16).map(|g| GpuRef { node: NodeId(j as u32), gpu: g }).collect(),
+            alloc: (0..L as u16)
+                .map(|g| GpuRef {
+                    node: NodeId(j as u32),
+                    gpu: g,
+                })
+                .collect(),
             ..Default::default()
         })
         .collect();
@@ -1154,7 +1242,10 @@ fn main() {
             all.push(ns);
         }
     }
-    println!("engine: {jobs} jobs x {L} GPUs: {best_engine:.1} ns per GPU-sample (best of 30 cycles; median {:.1})", median(&mut all));
+    println!(
+        "engine: {jobs} jobs x {L} GPUs: {best_engine:.1} ns per GPU-sample (best of 30 cycles; median {:.1})",
+        median(&mut all)
+    );
     // The check: same verdict, cause, signature and evidence as the engine, job by job.
     for (v, mine) in &finals {
         assert_eq!(mine.len(), out.len());
@@ -1163,7 +1254,10 @@ fn main() {
             let same = m.verdict == e.verdict && m.cause == e.cause && m.signature == e.signature && m.evidence == e.evidence;
             if !same {
                 if bad == 0 {
-                    println!("{v:?} job {j} differs from the engine:\n  spike  {:?} {:?} {:?}\n  engine {:?} {:?} {:?}", m.verdict, m.cause, m.evidence, e.verdict, e.cause, e.evidence);
+                    println!(
+                        "{v:?} job {j} differs from the engine:\n  spike  {:?} {:?} {:?}\n  engine {:?} {:?} {:?}",
+                        m.verdict, m.cause, m.evidence, e.verdict, e.cause, e.evidence
+                    );
                 }
                 bad += 1;
             }
