@@ -38,14 +38,17 @@
 // example is built only with the `simd-spike` feature (benches/Cargo.toml).
 #![allow(clippy::incompatible_msrv)]
 
-use policy::{Cause, Engine, Evidence, Finding, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Reading, Sample, Scope, Verdict};
+use policy::{
+    Cause, Engine, Evidence, EvidenceProblem, Finding, GpuRef, JobFacts, Mode, NodeId, Observation, Policy, Reading, Sample, Scope, Verdict,
+};
 use std::hint::black_box;
 use std::mem::offset_of;
 use std::time::Instant;
 
 const L: usize = 8;
 const CAP: usize = 32;
-const NFLAGS: usize = 12;
+/// Flags per lane and row (the engine's entry flags, `COPY_GAP` included).
+const NFLAGS: usize = 13;
 
 const F_MEM_HELD: usize = 0;
 const F_MEM_FREE: usize = 1;
@@ -59,6 +62,9 @@ const F_ZERO_OR_MISSING: usize = 8;
 const F_CHANGED: usize = 9;
 const F_GAP_BEFORE: usize = 10;
 const F_ALL_ZERO: usize = 11;
+const F_COPY_GAP: usize = 12;
+/// `Row::t_off`'s top bit: the row's `GAP_BEFORE`, the same on every lane (a job-level gap).
+const T_GAP: u32 = 1 << 31;
 
 const MISSING_BITS: u64 = 0x7ff8_6d69_7373_696e;
 const M: f64 = f64::from_bits(MISSING_BITS);
@@ -73,9 +79,39 @@ struct Row {
     // Line 2: the suffix maximum (read at the front), power, time, flags.
     sfx: [u32; L],
     power: [u16; L],
+    /// Offset from `base_t` (31 bits), and [`T_GAP`].
     t_off: u32,
-    /// `flags[f]` bit `i`: flag `f` set on lane `i`.
-    flags: [u8; NFLAGS],
+    /// One byte per flag, bit `i` for lane `i`: flags 0–9, then `ALL_ZERO` and `COPY_GAP`
+    /// (`GAP_BEFORE` is in `t_off`).
+    flags: [u8; 12],
+}
+
+impl Row {
+    /// The row's flags as count masks: bit `8f + i` of the pair is flag `f` on lane `i`.
+    #[inline(always)]
+    fn masks(&self) -> (u64, u64) {
+        let f = &self.flags;
+        let lo = u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]);
+        let gap = if self.t_off & T_GAP != 0 { 0xFF } else { 0 };
+        let hi = u64::from_le_bytes([f[8], f[9], gap, f[10], f[11], 0, 0, 0]);
+        (lo, hi)
+    }
+
+    #[inline(always)]
+    fn set(&mut self, t_off: u32, lo: u64, hi: u64) {
+        let h = hi.to_le_bytes();
+        self.flags[0..8].copy_from_slice(&lo.to_le_bytes());
+        self.flags[8] = h[0];
+        self.flags[9] = h[1];
+        self.flags[10] = h[3];
+        self.flags[11] = h[4];
+        self.t_off = t_off | if h[2] != 0 { T_GAP } else { 0 };
+    }
+
+    #[inline(always)]
+    fn off(&self) -> u32 {
+        self.t_off & !T_GAP
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -95,14 +131,18 @@ struct Scalars {
 #[repr(C, align(64))]
 struct Hdr {
     s: Scalars,
-    /// `counts[f * 8 + i]`: rows in the window with flag `f` on lane `i` (96 bytes used).
+    /// `counts[f * 8 + i]`: rows in the window with flag `f` on lane `i` (104 bytes used).
     counts: [u8; 128],
+    /// Per lane, the offset of the newest row whose readings changed (`u32::MAX`: none)
+    /// and the rows pushed since (saturating), for the engine's copy gaps and frozen tail.
+    last_change_off: [u32; L],
     sum_util: [u32; L],
     sum_pw: [u32; L],
     sum_mem: [u32; L],
     in_max: [u32; L],
     sum_pw2: [u64; L],
     last_bits: [[u64; L]; 4],
+    copies: [u16; L],
 }
 
 impl Hdr {
@@ -119,6 +159,8 @@ impl Hdr {
                 rung: 0,
             },
             counts: [0; 128],
+            last_change_off: [u32::MAX; L],
+            copies: [0; L],
             sum_util: [0; L],
             sum_pw: [0; L],
             sum_mem: [0; L],
@@ -168,7 +210,7 @@ fn slow_finding() -> Finding {
 struct Pooled {
     first_t: i64,
     n: u32,
-    problem: bool,
+    problem: Option<EvidenceProblem>,
     min_peak: u32,
     peak: u32,
     all_spin: bool,
@@ -179,6 +221,7 @@ struct Pooled {
     mem_n: u64,
     held_gpus: u32,
     frozen: u32,
+    undetectable: u32,
 }
 
 #[inline(always)]
@@ -192,6 +235,7 @@ fn finish(h: &mut Scalars, p: Pooled, now: i64, th: &Th, slow: &mut u64) -> Find
         samples_min_per_gpu: n,
         samples_max_per_gpu: n,
         frozen_gpus: p.frozen,
+        freeze_undetectable_gpus: p.undetectable,
         peak_util_pct: p.peak as f64 / 1000.0,
         mean_util_pct: p.util_sum as f64 / (n as u64 * L as u64) as f64 / 1000.0,
         mem_used_mean_mib: (p.mem_n > 0).then(|| p.mem_sum as f64 / p.mem_n as f64),
@@ -202,8 +246,8 @@ fn finish(h: &mut Scalars, p: Pooled, now: i64, th: &Th, slow: &mut u64) -> Find
     // The ladder, for a job that does not breach (the common case).
     let (verdict, cause) = if now < th.warmup_s {
         (Verdict::Healthy, Cause::Warmup)
-    } else if p.problem {
-        (Verdict::InsufficientEvidence, Cause::NoBreach)
+    } else if let Some(problem) = p.problem {
+        (Verdict::InsufficientEvidence, Cause::Evidence(problem))
     } else if p.min_peak < th.low_below_milli || p.all_spin {
         // A breach: the engine would classify here (not modelled: counted as slow).
         *slow += 1;
@@ -318,7 +362,16 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
     }
     let st = &mut h.s;
     st.newest_t = t;
-    // Freeze and gap marks.
+    if st.base_t == i64::MIN {
+        st.base_t = t;
+    }
+    if t - st.base_t >= T_GAP as i64 {
+        // 68 years of one job: not modelled.
+        *slow += 1;
+        return slow_finding();
+    }
+    let t_off = (t - st.base_t) as u32;
+    // Freeze, gap and copy-gap marks.
     let first = st.last_valid_t == i64::MIN;
     let gap = !first && t - st.last_valid_t > th.max_gap_s;
     for i in 0..L {
@@ -327,16 +380,21 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
             changed |= known[f][i] & (bits[f][i] != h.last_bits[f][i]);
             h.last_bits[f][i] = if known[f][i] { bits[f][i] } else { h.last_bits[f][i] };
         }
-        flags[i] |= b(changed, F_CHANGED) | b(gap, F_GAP_BEFORE);
+        let lco = h.last_change_off[i];
+        let copy_gap = changed && h.copies[i] >= 1 && lco != u32::MAX && (t_off - lco) as i64 > th.max_gap_s;
+        flags[i] |= b(changed, F_CHANGED) | b(gap, F_GAP_BEFORE) | b(copy_gap, F_COPY_GAP);
+        if changed {
+            h.last_change_off[i] = t_off;
+            h.copies[i] = 0;
+        } else {
+            h.copies[i] = h.copies[i].saturating_add(1);
+        }
     }
     st.last_valid_t = t;
-    if st.base_t == i64::MIN {
-        st.base_t = t;
-    }
     // Evict.
     let cutoff = now - th.window_s;
     let off_cut = (cutoff - st.base_t).max(-1);
-    while st.len > 0 && ring[st.head as usize].t_off as i64 <= off_cut {
+    while st.len > 0 && ring[st.head as usize].off() as i64 <= off_cut {
         if st.out_len == 0 {
             let mut m = [0u32; L];
             for k in (0..st.len).rev() {
@@ -350,10 +408,10 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
             h.in_max = [0; L];
         }
         let r = &ring[st.head as usize];
-        for f in 0..NFLAGS {
-            for i in 0..L {
-                h.counts[f * L + i] -= (r.flags[f] >> i) & 1;
-            }
+        let (lo, hi) = r.masks();
+        for k in 0..64 {
+            h.counts[k] -= ((lo >> k) & 1) as u8;
+            h.counts[64 + k] -= ((hi >> k) & 1) as u8;
         }
         for i in 0..L {
             let pw = r.power[i] as u32;
@@ -374,24 +432,27 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
     // Push.
     let slot = ((st.head + st.len) as usize) & (CAP - 1);
     let r = &mut ring[slot];
-    r.t_off = (t - st.base_t) as u32;
     r.util = util_milli;
     r.mem = mem_mib;
     for i in 0..L {
         r.power[i] = power_dw[i] as u16;
     }
+    let (mut lo, mut hi) = (0u64, 0u64);
     for f in 0..NFLAGS {
-        let mut m = 0u8;
         for i in 0..L {
-            m |= (((flags[i] >> f) & 1) as u8) << i;
+            let bit = ((flags[i] >> f) & 1) as u64;
+            if f < 8 {
+                lo |= bit << (8 * f + i);
+            } else {
+                hi |= bit << (8 * (f - 8) + i);
+            }
         }
-        r.flags[f] = m;
     }
+    r.set(t_off, lo, hi);
     st.len += 1;
-    for f in 0..NFLAGS {
-        for i in 0..L {
-            h.counts[f * L + i] += ((flags[i] >> f) & 1) as u8;
-        }
+    for k in 0..64 {
+        h.counts[k] += ((lo >> k) & 1) as u8;
+        h.counts[64 + k] += ((hi >> k) & 1) as u8;
     }
     for i in 0..L {
         let pw = power_dw[i];
@@ -401,27 +462,53 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
         h.sum_mem[i] += mem_mib[i];
         h.in_max[i] = h.in_max[i].max(util_milli[i]);
     }
-    // Brief and pool.
+    // Brief and pool, in the engine's order of problems (`GpuWindow::brief`): stale, gap
+    // (copy gaps where power is known twice), all-zero, frozen (or a frozen tail).
     let front = &ring[st.head as usize];
+    let (flo, fhi) = front.masks();
     let n = st.len;
-    let first_t = st.base_t + front.t_off as i64;
+    let first_t = st.base_t + front.off() as i64;
     let stale = now - st.last_valid_t > th.max_gap_s;
     let short = first_t > cutoff + th.max_gap_s;
-    let mut problem = stale;
+    let mut problem = stale.then_some(EvidenceProblem::Stale);
     let mut min_peak = u32::MAX;
     let mut all_spin = true;
     let (mut util_sum, mut pw_sum, mut mem_sum, mut pw_n, mut mem_n, mut held_gpus, mut frozen, mut peak) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u32, 0u32, 0u32);
+    let mut undetectable = 0u32;
     for i in 0..L {
         let c = |f: usize| h.counts[f * L + i] as u32;
-        let fb = |f: usize| ((front.flags[f] >> i) & 1) as u32;
-        let holes = c(F_GAP_BEFORE) - fb(F_GAP_BEFORE);
-        let identical = n >= 2 && c(F_CHANGED) - fb(F_CHANGED) == 0;
+        let fb = |f: usize| {
+            (if f < 8 {
+                (flo >> (8 * f + i)) & 1
+            } else {
+                (fhi >> (8 * (f - 8) + i)) & 1
+            }) as u32
+        };
         let power_known = c(F_POWER_KNOWN);
+        let copy_holes = if power_known >= 2 { c(F_COPY_GAP) - fb(F_COPY_GAP) } else { 0 };
+        let holes = c(F_GAP_BEFORE) - fb(F_GAP_BEFORE) + copy_holes;
+        let identical = n >= 2 && c(F_CHANGED) - fb(F_CHANGED) == 0;
         let all_zero = c(F_ZERO_OR_MISSING) == n && c(F_ALL_ZERO) > 0;
-        let fz = identical & (power_known >= 2);
-        frozen += fz as u32;
-        problem |= (holes > 0) | all_zero | fz;
+        let lco = h.last_change_off[i];
+        let tail = power_known >= 2 && h.copies[i] >= 1 && lco != u32::MAX && now - (st.base_t + lco as i64) > th.max_gap_s;
+        let fz = (identical & (power_known >= 2)) | tail;
+        undetectable += (identical && power_known < 2) as u32;
+        let p = if stale {
+            Some(EvidenceProblem::Stale)
+        } else if holes > 0 {
+            Some(EvidenceProblem::Gap)
+        } else if all_zero {
+            Some(EvidenceProblem::AllZero)
+        } else if fz {
+            Some(EvidenceProblem::Frozen)
+        } else {
+            None
+        };
+        frozen += (p == Some(EvidenceProblem::Frozen)) as u32;
+        if let Some(p) = p {
+            problem = Some(problem.map_or(p, |q| q.min(p)));
+        }
         let pk = if st.out_len > 0 {
             front.sfx[i].max(h.in_max[i])
         } else {
@@ -452,6 +539,7 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
         mem_n,
         held_gpus,
         frozen,
+        undetectable,
     };
     finish(st, pooled, now, th, slow)
 }
@@ -621,21 +709,50 @@ mod avx512 {
 
         let st = &mut h.s;
         st.newest_t = t;
-        // Freeze and gap marks.
+        if st.base_t == i64::MIN {
+            st.base_t = t;
+        }
+        if t - st.base_t >= T_GAP as i64 {
+            *slow += 1;
+            return slow_finding();
+        }
+        let t_off = (t - st.base_t) as u32;
+        // Freeze, gap and copy-gap marks.
         let first = st.last_valid_t == i64::MIN;
         let gap = !first && t - st.last_valid_t > th.max_gap_s;
         let mut changed: u8 = if first { 0xFF } else { 0 };
         for (f, (v, k)) in [(u, u_ok), (sm, sm_ok), (mu, mu_ok), (p, p_ok)].into_iter().enumerate() {
             let lp = h.last_bits[f].as_mut_ptr() as *mut __m512i;
-            let last = unsafe { _mm512_load_si512(lp) };
+            let last = unsafe { _mm512_loadu_si512(lp) };
             let b = _mm512_castpd_si512(v);
             changed |= _mm512_mask_cmpneq_epi64_mask(k, b, last);
-            unsafe { _mm512_store_si512(lp, _mm512_mask_mov_epi64(last, k, b)) };
+            unsafe { _mm512_storeu_si512(lp, _mm512_mask_mov_epi64(last, k, b)) };
+        }
+        let lco_p = h.last_change_off.as_mut_ptr() as *mut __m256i;
+        let cop_p = h.copies.as_mut_ptr() as *mut __m128i;
+        let lco = unsafe { _mm256_loadu_si256(lco_p) };
+        let copies = _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(cop_p) });
+        let none = _mm256_set1_epi32(-1);
+        let toff = _mm256_set1_epi32(t_off as i32);
+        // t_off − lco > max_gap (lco ≤ t_off: an earlier offset of the same base).
+        let copy_gap = changed
+            & _mm256_cmpge_epu32_mask(copies, _mm256_set1_epi32(1))
+            & _mm256_cmpneq_epi32_mask(lco, none)
+            & _mm256_cmpgt_epu32_mask(
+                _mm256_sub_epi32(toff, lco),
+                _mm256_set1_epi32(th.max_gap_s.min(u32::MAX as i64) as i32),
+            );
+        let lco = _mm256_mask_mov_epi32(lco, changed, toff);
+        let copies = _mm256_maskz_min_epu32(
+            !changed,
+            _mm256_add_epi32(copies, _mm256_set1_epi32(1)),
+            _mm256_set1_epi32(u16::MAX as i32),
+        );
+        unsafe {
+            _mm256_storeu_si256(lco_p, lco);
+            _mm_storeu_si128(cop_p, _mm256_cvtepi32_epi16(copies));
         }
         st.last_valid_t = t;
-        if st.base_t == i64::MIN {
-            st.base_t = t;
-        }
         let m: [u8; NFLAGS] = [
             mu_ok & held,
             mu_ok & !held,
@@ -649,40 +766,39 @@ mod avx512 {
             changed,
             if gap { 0xFF } else { 0 },
             cz & muz & pwz,
+            copy_gap,
         ];
         let f_lo = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]]);
-        let f_hi = u32::from_le_bytes([m[8], m[9], m[10], m[11]]);
+        let f_hi = u64::from_le_bytes([m[8], m[9], m[10], m[11], m[12], 0, 0, 0]);
 
         // Evict, in registers.
         let cp = h.counts.as_mut_ptr();
-        let mut c_lo = unsafe { _mm512_load_si512(cp as *const __m512i) };
-        let mut c_hi = unsafe { _mm256_load_si256(cp.add(64) as *const __m256i) };
-        let ld = |a: &[u32; L]| unsafe { _mm256_load_si256(a.as_ptr() as *const __m256i) };
+        let mut c_lo = unsafe { _mm512_loadu_si512(cp as *const __m512i) };
+        let mut c_hi = unsafe { _mm512_loadu_si512(cp.add(64) as *const __m512i) };
+        let ld = |a: &[u32; L]| unsafe { _mm256_loadu_si256(a.as_ptr() as *const __m256i) };
         let mut s_util = ld(&h.sum_util);
         let mut s_pw = ld(&h.sum_pw);
         let mut s_mem = ld(&h.sum_mem);
         let mut in_max = ld(&h.in_max);
-        let mut s_pw2 = unsafe { _mm512_load_si512(h.sum_pw2.as_ptr() as *const __m512i) };
-        let ones512 = _mm512_set1_epi8(1);
-        let ones256 = _mm256_set1_epi8(1);
+        let mut s_pw2 = unsafe { _mm512_loadu_si512(h.sum_pw2.as_ptr() as *const __m512i) };
+        let ones = _mm512_set1_epi8(1);
         let cutoff = now - th.window_s;
         let off_cut = (cutoff - st.base_t).max(-1);
-        while st.len > 0 && ring[st.head as usize].t_off as i64 <= off_cut {
+        while st.len > 0 && ring[st.head as usize].off() as i64 <= off_cut {
             if st.out_len == 0 {
                 let mut mx = _mm256_setzero_si256();
                 for k in (0..st.len).rev() {
                     let r = &mut ring[((st.head + k) as usize) & (CAP - 1)];
                     mx = _mm256_max_epu32(mx, ld(&r.util));
-                    unsafe { _mm256_store_si256(r.sfx.as_mut_ptr() as *mut __m256i, mx) };
+                    unsafe { _mm256_storeu_si256(r.sfx.as_mut_ptr() as *mut __m256i, mx) };
                 }
                 st.out_len = st.len;
                 in_max = _mm256_setzero_si256();
             }
             let r = &ring[st.head as usize];
-            let fl = u64::from_le_bytes(r.flags[0..8].try_into().unwrap());
-            let fh = u32::from_le_bytes(r.flags[8..12].try_into().unwrap());
-            c_lo = _mm512_mask_sub_epi8(c_lo, fl, c_lo, ones512);
-            c_hi = _mm256_mask_sub_epi8(c_hi, fh, c_hi, ones256);
+            let (fl, fh) = r.masks();
+            c_lo = _mm512_mask_sub_epi8(c_lo, fl, c_lo, ones);
+            c_hi = _mm512_mask_sub_epi8(c_hi, fh, c_hi, ones);
             let rp = _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(r.power.as_ptr() as *const __m128i) });
             s_util = _mm256_sub_epi32(s_util, ld(&r.util));
             s_mem = _mm256_sub_epi32(s_mem, ld(&r.mem));
@@ -693,70 +809,81 @@ mod avx512 {
             st.len -= 1;
             st.out_len -= 1;
         }
-        if st.len as usize == CAP {
-            *slow += 1;
-            unsafe {
-                _mm512_store_si512(cp as *mut __m512i, c_lo);
-                _mm256_store_si256(cp.add(64) as *mut __m256i, c_hi);
-                _mm256_store_si256(h.sum_util.as_mut_ptr() as *mut __m256i, s_util);
-                _mm256_store_si256(h.sum_pw.as_mut_ptr() as *mut __m256i, s_pw);
-                _mm256_store_si256(h.sum_mem.as_mut_ptr() as *mut __m256i, s_mem);
-                _mm256_store_si256(h.in_max.as_mut_ptr() as *mut __m256i, in_max);
-                _mm512_store_si512(h.sum_pw2.as_mut_ptr() as *mut __m512i, s_pw2);
-            }
-            return slow_finding();
-        }
-        // Push.
-        let slot = ((st.head + st.len) as usize) & (CAP - 1);
-        {
+        let full = st.len as usize == CAP;
+        if !full {
+            // Push.
+            let slot = ((st.head + st.len) as usize) & (CAP - 1);
             let r = &mut ring[slot];
             unsafe {
-                _mm256_store_si256(r.util.as_mut_ptr() as *mut __m256i, um);
-                _mm256_store_si256(r.mem.as_mut_ptr() as *mut __m256i, mem_mib);
+                _mm256_storeu_si256(r.util.as_mut_ptr() as *mut __m256i, um);
+                _mm256_storeu_si256(r.mem.as_mut_ptr() as *mut __m256i, mem_mib);
                 _mm_storeu_si128(r.power.as_mut_ptr() as *mut __m128i, power16);
             }
-            r.t_off = (t - st.base_t) as u32;
-            r.flags[0..8].copy_from_slice(&f_lo.to_le_bytes());
-            r.flags[8..12].copy_from_slice(&f_hi.to_le_bytes());
+            r.set(t_off, f_lo, f_hi);
+            st.len += 1;
+            c_lo = _mm512_mask_add_epi8(c_lo, f_lo, c_lo, ones);
+            c_hi = _mm512_mask_add_epi8(c_hi, f_hi, c_hi, ones);
+            s_util = _mm256_add_epi32(s_util, um);
+            s_mem = _mm256_add_epi32(s_mem, mem_mib);
+            s_pw = _mm256_add_epi32(s_pw, power32);
+            let p64 = _mm512_cvtepu32_epi64(power32);
+            s_pw2 = _mm512_add_epi64(s_pw2, _mm512_mul_epu32(p64, p64));
+            in_max = _mm256_max_epu32(in_max, um);
         }
-        st.len += 1;
-        c_lo = _mm512_mask_add_epi8(c_lo, f_lo, c_lo, ones512);
-        c_hi = _mm256_mask_add_epi8(c_hi, f_hi, c_hi, ones256);
-        s_util = _mm256_add_epi32(s_util, um);
-        s_mem = _mm256_add_epi32(s_mem, mem_mib);
-        s_pw = _mm256_add_epi32(s_pw, power32);
-        let p64 = _mm512_cvtepu32_epi64(power32);
-        s_pw2 = _mm512_add_epi64(s_pw2, _mm512_mul_epu32(p64, p64));
-        in_max = _mm256_max_epu32(in_max, um);
         unsafe {
-            _mm512_store_si512(cp as *mut __m512i, c_lo);
-            _mm256_store_si256(cp.add(64) as *mut __m256i, c_hi);
-            _mm256_store_si256(h.sum_util.as_mut_ptr() as *mut __m256i, s_util);
-            _mm256_store_si256(h.sum_pw.as_mut_ptr() as *mut __m256i, s_pw);
-            _mm256_store_si256(h.sum_mem.as_mut_ptr() as *mut __m256i, s_mem);
-            _mm256_store_si256(h.in_max.as_mut_ptr() as *mut __m256i, in_max);
-            _mm512_store_si512(h.sum_pw2.as_mut_ptr() as *mut __m512i, s_pw2);
+            _mm512_storeu_si512(cp as *mut __m512i, c_lo);
+            _mm512_storeu_si512(cp.add(64) as *mut __m512i, c_hi);
+            _mm256_storeu_si256(h.sum_util.as_mut_ptr() as *mut __m256i, s_util);
+            _mm256_storeu_si256(h.sum_pw.as_mut_ptr() as *mut __m256i, s_pw);
+            _mm256_storeu_si256(h.sum_mem.as_mut_ptr() as *mut __m256i, s_mem);
+            _mm256_storeu_si256(h.in_max.as_mut_ptr() as *mut __m256i, in_max);
+            _mm512_storeu_si512(h.sum_pw2.as_mut_ptr() as *mut __m512i, s_pw2);
+        }
+        if full {
+            // A production core grows the ring here.
+            *slow += 1;
+            return slow_finding();
         }
 
-        // Brief and pool.
+        // Brief and pool, as the scalar path (the engine's order of problems).
         let front = &ring[st.head as usize];
+        let (_, ffh) = front.masks();
         let n = st.len;
-        let first_t = st.base_t + front.t_off as i64;
+        let first_t = st.base_t + front.off() as i64;
         let stale = now - st.last_valid_t > th.max_gap_s;
         let short = first_t > cutoff + th.max_gap_s;
         let byte = |m: u64, f: usize| (m >> (8 * f)) as u8;
         let eq_lo = _mm512_cmpeq_epi8_mask(c_lo, _mm512_set1_epi8(n as i8));
-        let eq_hi = _mm256_cmpeq_epi8_mask(c_hi, _mm256_set1_epi8(n as i8)) as u64;
-        let ffh = u32::from_le_bytes(front.flags[8..12].try_into().unwrap());
-        let adj_hi = _mm256_mask_sub_epi8(c_hi, ffh, c_hi, ones256);
-        let nz_adj_hi = _mm256_test_epi8_mask(adj_hi, adj_hi) as u64;
-        let nz_hi = _mm256_test_epi8_mask(c_hi, c_hi) as u64;
-        let holes = byte(nz_adj_hi, F_GAP_BEFORE - 8);
-        let identical = if n >= 2 { !byte(nz_adj_hi, F_CHANGED - 8) } else { 0 };
+        let eq_hi = _mm512_cmpeq_epi8_mask(c_hi, _mm512_set1_epi8(n as i8));
+        let adj_hi = _mm512_mask_sub_epi8(c_hi, ffh, c_hi, ones);
+        let nz_adj_hi = _mm512_test_epi8_mask(adj_hi, adj_hi);
+        let nz_hi = _mm512_test_epi8_mask(c_hi, c_hi);
         let pk2 = byte(_mm512_cmpge_epu8_mask(c_lo, _mm512_set1_epi8(2)), F_POWER_KNOWN);
+        let holes = byte(nz_adj_hi, F_GAP_BEFORE - 8) | (pk2 & byte(nz_adj_hi, F_COPY_GAP - 8));
+        let identical = if n >= 2 { !byte(nz_adj_hi, F_CHANGED - 8) } else { 0 };
         let all_zero = byte(eq_hi, F_ZERO_OR_MISSING - 8) & byte(nz_hi, F_ALL_ZERO - 8);
-        let fz = identical & pk2;
-        let problem = stale | (holes != 0) | (all_zero != 0) | (fz != 0);
+        // The frozen tail: now − (base + lco) > max_gap, i.e. lco < now − base − max_gap.
+        let lim = now - st.base_t - th.max_gap_s;
+        let tail = if lim <= 0 {
+            0
+        } else {
+            pk2 & _mm256_cmpge_epu32_mask(copies, _mm256_set1_epi32(1))
+                & _mm256_cmpneq_epi32_mask(lco, none)
+                & _mm256_cmplt_epu32_mask(lco, _mm256_set1_epi32(lim.min(u32::MAX as i64) as u32 as i32))
+        };
+        let fz = (identical & pk2) | tail;
+        let problem = if stale {
+            Some(EvidenceProblem::Stale)
+        } else if holes != 0 {
+            Some(EvidenceProblem::Gap)
+        } else if all_zero != 0 {
+            Some(EvidenceProblem::AllZero)
+        } else if fz != 0 {
+            Some(EvidenceProblem::Frozen)
+        } else {
+            None
+        };
+        let frozen = if stale { 0 } else { (fz & !holes & !all_zero).count_ones() };
         let all_spin = byte(eq_lo, F_UTIL_SPIN) & byte(eq_lo, F_POWER_KNOWN) & byte(eq_lo, F_POWER_SPIN_LOW) == 0xFF;
         let held_gpus = byte(eq_lo, F_MEM_HELD).count_ones();
         let mut sad = [0u64; 8];
@@ -782,7 +909,8 @@ mod avx512 {
             pw_n: sad[F_POWER_KNOWN],
             mem_n: sad[F_MEM_HELD] + sad[F_MEM_FREE],
             held_gpus,
-            frozen: fz.count_ones(),
+            frozen,
+            undetectable: (identical & !pk2).count_ones(),
         };
         finish(st, pooled, now, th, slow)
     }
