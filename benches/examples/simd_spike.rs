@@ -120,10 +120,14 @@ struct Scalars {
     base_t: i64,
     last_valid_t: i64,
     newest_t: i64,
-    breach_start: Option<i64>,
+    /// `i64::MIN`: none (an `Option` would not leave room for `copies` in this line).
+    breach_start: i64,
     head: u32,
     len: u32,
     out_len: u32,
+    /// Per lane, rows pushed since the readings last changed (saturating): see
+    /// `Hdr::last_change_off`.
+    copies: [u16; L],
     rung: u8,
 }
 
@@ -133,16 +137,16 @@ struct Hdr {
     s: Scalars,
     /// `counts[f * 8 + i]`: rows in the window with flag `f` on lane `i` (104 bytes used).
     counts: [u8; 128],
-    /// Per lane, the offset of the newest row whose readings changed (`u32::MAX`: none)
-    /// and the rows pushed since (saturating), for the engine's copy gaps and frozen tail.
+    // 64-byte vectors on 64-byte boundaries: a load split across two lines cost 5 ns.
+    sum_pw2: [u64; L],
+    last_bits: [[u64; L]; 4],
+    /// Per lane, the offset of the newest row whose readings changed (`u32::MAX`: none), for
+    /// the engine's copy gaps and frozen tail.
     last_change_off: [u32; L],
     sum_util: [u32; L],
     sum_pw: [u32; L],
     sum_mem: [u32; L],
     in_max: [u32; L],
-    sum_pw2: [u64; L],
-    last_bits: [[u64; L]; 4],
-    copies: [u16; L],
 }
 
 impl Hdr {
@@ -152,15 +156,15 @@ impl Hdr {
                 base_t: i64::MIN,
                 last_valid_t: i64::MIN,
                 newest_t: i64::MIN,
-                breach_start: None,
+                breach_start: i64::MIN,
                 head: 0,
                 len: 0,
                 out_len: 0,
+                copies: [0; L],
                 rung: 0,
             },
             counts: [0; 128],
             last_change_off: [u32::MAX; L],
-            copies: [0; L],
             sum_util: [0; L],
             sum_pw: [0; L],
             sum_mem: [0; L],
@@ -256,7 +260,7 @@ fn finish(h: &mut Scalars, p: Pooled, now: i64, th: &Th, slow: &mut u64) -> Find
         (Verdict::Healthy, Cause::NoBreach)
     };
     if verdict == Verdict::Healthy {
-        h.breach_start = None;
+        h.breach_start = i64::MIN;
         h.rung = 0;
     }
     Finding {
@@ -381,13 +385,13 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
             h.last_bits[f][i] = if known[f][i] { bits[f][i] } else { h.last_bits[f][i] };
         }
         let lco = h.last_change_off[i];
-        let copy_gap = changed && h.copies[i] >= 1 && lco != u32::MAX && (t_off - lco) as i64 > th.max_gap_s;
+        let copy_gap = changed && st.copies[i] >= 1 && lco != u32::MAX && (t_off - lco) as i64 > th.max_gap_s;
         flags[i] |= b(changed, F_CHANGED) | b(gap, F_GAP_BEFORE) | b(copy_gap, F_COPY_GAP);
         if changed {
             h.last_change_off[i] = t_off;
-            h.copies[i] = 0;
+            st.copies[i] = 0;
         } else {
-            h.copies[i] = h.copies[i].saturating_add(1);
+            st.copies[i] = st.copies[i].saturating_add(1);
         }
     }
     st.last_valid_t = t;
@@ -491,7 +495,7 @@ fn job_step_scalar(h: &mut Hdr, ring: &mut Ring, s: &[Sample], now: i64, th: &Th
         let identical = n >= 2 && c(F_CHANGED) - fb(F_CHANGED) == 0;
         let all_zero = c(F_ZERO_OR_MISSING) == n && c(F_ALL_ZERO) > 0;
         let lco = h.last_change_off[i];
-        let tail = power_known >= 2 && h.copies[i] >= 1 && lco != u32::MAX && now - (st.base_t + lco as i64) > th.max_gap_s;
+        let tail = power_known >= 2 && st.copies[i] >= 1 && lco != u32::MAX && now - (st.base_t + lco as i64) > th.max_gap_s;
         let fz = (identical & (power_known >= 2)) | tail;
         undetectable += (identical && power_known < 2) as u32;
         let p = if stale {
@@ -729,7 +733,7 @@ mod avx512 {
             unsafe { _mm512_storeu_si512(lp, _mm512_mask_mov_epi64(last, k, b)) };
         }
         let lco_p = h.last_change_off.as_mut_ptr() as *mut __m256i;
-        let cop_p = h.copies.as_mut_ptr() as *mut __m128i;
+        let cop_p = st.copies.as_mut_ptr() as *mut __m128i;
         let lco = unsafe { _mm256_loadu_si256(lco_p) };
         let copies = _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(cop_p) });
         let none = _mm256_set1_epi32(-1);
