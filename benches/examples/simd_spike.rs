@@ -1,36 +1,59 @@
 //! A feasibility spike for issue 2's 20 ns target, not the engine: `lanes_spike.rs`'s common
 //! path (a job whose GPUs all report one valid sample each at one instant) with (1) a compact
-//! job-lane state and (2) hand-written AVX-512 (std::arch, chosen at run time, with the
-//! compact scalar code as the fallback).
+//! job-lane state, (2) hand-written AVX-512 (std::arch, chosen at run time, with the compact
+//! scalar code as the fallback) and (3) software prefetch of each job's ring rows.
 //!
-//! Semantics are `lanes_spike`'s: every field check of guard 3, the twelve entry flags, the
-//! freeze and gap marks, eviction, counts and sums, the sliding peak (two stacks), per-GPU
-//! coverage, pooling, and one finding per job. Three differences, all on the slow path: a job
-//! with an invalid field, or whose ring is full, is counted as "slow path" and left untouched
-//! (`lanes_spike` windowed it anyway, which the engine does not do), so the compact integers
-//! below never see an out-of-range value.
+//! Semantics: every field check of guard 3, the thirteen entry flags, the freeze, gap and
+//! copy-gap marks, eviction, counts and sums, the sliding peak (two stacks), per-GPU coverage
+//! in the engine's order (stale, gap with copy gaps, all-zero, frozen or frozen tail), the
+//! `freeze_undetectable` count, pooling, and one finding per job. `lanes_spike` modelled less
+//! of `GpuWindow::brief` (no copy gaps, no frozen tail, no `freeze_undetectable_gpus`, a
+//! frozen count ignoring the problem order, `Cause::NoBreach` for broken evidence): its
+//! findings differ from the engine's on anything but the all-busy bench. Slow path (counted,
+//! left to a real core): a GPU late or out of step with the job's others, an invalid field
+//! (`lanes_spike` windowed it anyway), a full ring, a breach (signatures and the ladder).
+//!
+//! Checks, run every time: every variant's findings equal the engine's on the bench
+//! workload; the scalar path's findings equal the engine's on 25,600 varied findings (busy and
+//! idle readings, memory free and held, missing fields, SM activity for util, gaps, frozen
+//! GPUs); the AVX-512 path equals the scalar one (findings, header, rows) on 192,000 random
+//! findings, invalid and out-of-step input included.
 //!
 //! The compact state (what changed from `lanes_spike`, and why each stays exact):
-//! - Flag counts are `u8`, laid out `[flag][lane]`: a count never exceeds the ring's 32 rows.
-//!   The twelve flags of a row are stored as twelve bytes, one bit per lane, so that the
-//!   push and the eviction are one masked byte add/sub over the counts (two AVX-512 ops).
+//! - Flag counts are `u8`, laid out `[flag][lane]`: a count never exceeds the ring's 32 rows
+//!   (a production core sizing rings from window ÷ interval needs `u16` beyond 255 rows).
+//!   A row's flags are stored as one byte per flag, one bit per lane, so that the push and
+//!   the eviction are one masked byte add/sub each over the counts (two AVX-512 ops).
 //! - Sums of utilisation (milli-percent ≤ 100,000), power (deciwatts ≤ 20,000) and memory
 //!   (MiB ≤ 1,048,576) are `u32` (≤ 32 rows: ≤ 3.2 M, 640 k, 33.6 M); the sum of squared
-//!   power stays `u64` (32 × 4·10⁸ does not fit 32 bits).
-//! - A ring row is 128 bytes, two cache lines, aligned (`lanes_spike`: 164 bytes straddling
-//!   three or four): utilisation `u32` and memory `u32` in the first line (written by the push,
-//!   read by the eviction); the suffix maximum `u32`, power `u16` (≤ 20,000), the time offset
-//!   and the flag bytes in the second (read for the window's front).
-//! - The header is 640 bytes (10 lines): scalars; counts; four `u32` sums/maxima; the `u64`
-//!   square sum; the freeze fingerprint (the last known bits of four fields, 256 bytes: kept
-//!   exact, a hash could call a changing GPU frozen).
+//!   power stays `u64` (32 × 4·10⁸ does not fit 32 bits). Valid input only reaches them.
+//! - A ring row is 128 bytes, two aligned cache lines (`lanes_spike`: 164 bytes straddling
+//!   three or four): utilisation `u32` and memory `u32` in the first; the suffix maximum
+//!   `u32`, power `u16` (≤ 20,000), the time offset (31 bits, the job-level `GAP_BEFORE` in
+//!   the top bit) and 12 flag bytes in the second.
+//! - The header is 704 bytes (11 lines; `lanes_spike`: 960): scalars and copies-since-change;
+//!   counts; the `u64` square sum; the freeze fingerprint (the last known bits of four fields,
+//!   256 bytes, kept exact: a hash could call a changing GPU frozen); the last change's offset
+//!   and four `u32` sums/maxima. 64-byte vectors sit on 64-byte boundaries.
+//! - Headers and rings are two flat arrays. Each job's ring is its own 4 KiB: the hardware
+//!   prefetchers do not follow a cycle from one job's rows to the next's, so the rows a job
+//!   will touch are prefetched four jobs ahead (`prefetch_rows`).
+//!
+//! Figures (2026-11-30, the 2-core AMD EPYC machine under load from other sessions; best of 30
+//! cycles, two runs): AVX-512 with prefetch 9.7–10.1 ns per GPU-sample at 10,000 × 8 and
+//! 7.8–7.9 ns at 64 × 8, against the engine's 65–69 and 46 in the same process; about 107
+//! instructions per GPU-sample (gdb single-stepping; valgrind 3.19 has no AVX-512) against the
+//! engine's 831 (callgrind). All jobs here start together, so every 20th cycle rebuilds every
+//! job's suffix maxima at once and costs 55–65 ns per sample; the mean of 20 consecutive
+//! cycles is 14–20 ns at 10,000 × 8. See the session 9 report (branch `simd`) for the table.
 //!
 //! Usage: `cargo run --release -p benches --features simd-spike --example simd_spike --
-//! [jobs] [--only=VARIANT] [--count=VARIANT|engine]` (default 10,000 jobs × 8 GPUs): prints the best of 30
-//! cycles (after 40 warm-up cycles) for each variant and for the engine, all in one process on
-//! the same all-busy workload, and checks the findings of every variant against the engine's
-//! and the AVX-512 path against the scalar one on random input. See the report of session 9
-//! (branch `simd`) for the figures.
+//! [jobs] [--only=VARIANT] [--count=VARIANT|engine]` (default 10,000 jobs × 8 GPUs): runs the
+//! checks, then prints for each variant and for the engine the best and median of 30 cycles
+//! (after 40 warm-up cycles), the mean of cycles 41–60 and the two rebuild cycles. `--count`
+//! runs 40 cycles, then 20 inside `counted` for instruction counts (`valgrind --tool=callgrind
+//! --toggle-collect='*counted*'`, or gdb `stepi` from `counted` to its return for AVX-512).
+//! `SIMD_SPIKE_CYCLES=1` prints every measured cycle.
 
 // Lane loops index several arrays by GPU at once; that is the point of the layout.
 #![allow(clippy::needless_range_loop)]
