@@ -700,6 +700,33 @@ fn a_dcgm_import_notes_every_reading_the_policy_uses_that_no_sample_has() {
     assert!(util[0].contains("SM activity") && !util[0].contains("unknown everywhere"), "{s}");
 }
 
+/// Operator trial 13: `--node node7` lost to the pages' `Hostname` label (n1) without a word,
+/// and the import failed with "none of its samples falls on a GPU and time of a job". The
+/// failure now carries the warning naming the host the samples were read as, and why.
+#[test]
+fn a_dcgm_import_failing_on_jobs_says_which_host_the_node_flag_lost_to() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    dcgm_pages(d, "pages", &["DCGM_FI_DEV_GPU_UTIL"]);
+    std::fs::write(
+        d.join("jobs.csv"),
+        "job_id,user,account,partition,qos,name,comment,start_s,end_s,time_limit_s,gpus,alloc\n7,u,a,p,q,n,,1714564800,1714568400,,2,node7:0-1\n",
+    )
+    .unwrap();
+    let e = fails(
+        d,
+        &["import", "dcgm", "pages", "--node", "node7", "--jobs", "jobs.csv", "--out", "o"],
+    );
+    assert!(e.contains("none of its 20 samples falls on a GPU and time of a job"), "{e}");
+    assert!(
+        e.contains("warning: --node node7 was not used") && e.contains("read as host n1 (the Hostname label"),
+        "{e}"
+    );
+    // Where the import succeeds the warning is printed with the others.
+    let s = ok(d, &["import", "dcgm", "pages", "--node", "node7", "--out", "o2"]);
+    assert!(s.contains("warning: --node node7 was not used"), "{s}");
+}
+
 /// The operator trial's renumbering: GPU 0 (busy, job 1) falls off the bus after 30 minutes
 /// and nvidia-smi shows GPU 1 (idle, job 2) at index 0 from then on. Imported by UUID, the idle
 /// readings stay job 2's, job 1 has a gap (never drained or cancelled), and the import says

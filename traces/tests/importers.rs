@@ -397,6 +397,101 @@ fn dcgm_folder_line_timestamps_win_and_names_are_checked() {
     assert_eq!(t.nodes.name(t.samples[0].node), "n9");
 }
 
+/// Operator trial 13: line timestamps written in seconds were read as milliseconds, put every
+/// sample in January 1970, and the import said only "conflicting_series". A timestamp more
+/// than a day from its page's name is a bad row naming the file, the line and what it looks
+/// like.
+#[test]
+fn dcgm_line_timestamps_far_from_the_page_are_refused_naming_the_unit_they_look_like() {
+    let page_t = 1_795_946_400;
+    let line = |t: i64| format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",Hostname=\"n1\"}} 50 {t}\n");
+    let name = format!("{page_t}.prom");
+    // Seconds: refused, naming the page, the line, 1970 and seconds.
+    let text = format!("# HELP x\n{}", line(page_t + 5));
+    let e = import::dcgm::parse_pages(&[(page_t, &name, &text)], None, false, &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("{name}: line 2, column 48 (timestamp)")), "{e}");
+    assert!(
+        e.contains("1970-01-21") && e.contains("look like seconds") && e.contains("2026-11-29"),
+        "{e}"
+    );
+    // The same from a folder.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(&name), &text).unwrap();
+    let e = import::dcgm::import(d.path(), None, false, Attribution::PseudoJobPerGpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&name) && e.contains("line 2") && e.contains("look like seconds"), "{e}");
+    // --lenient skips them (counted), leaving no sample rather than samples in 1970.
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(page_t, &name, &text)], None, true, &mut r).unwrap();
+    assert!(raw.is_empty() && r.skipped.len() == 1, "{raw:?}");
+    // Microseconds, and a page named in milliseconds, are named too.
+    let e = import::dcgm::parse_pages(
+        &[(page_t, &name, &line(page_t * 1_000_000))],
+        None,
+        false,
+        &mut ImportReport::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("look like microseconds"), "{e}");
+    let e = import::dcgm::parse_pages(
+        &[(page_t * 1000, "p", &line(page_t * 1000))],
+        None,
+        false,
+        &mut ImportReport::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("the page's name looks like milliseconds"), "{e}");
+    // Milliseconds within a day of the page are read.
+    let raw = import::dcgm::parse_pages(
+        &[(page_t, &name, &line((page_t - 3600) * 1000))],
+        None,
+        false,
+        &mut ImportReport::default(),
+    )
+    .unwrap();
+    assert_eq!(raw[0].sample.t_s, page_t - 3600);
+}
+
+/// Operator trial 13: `--node` was silently ignored for pages carrying a `Hostname` label, and
+/// the import then failed with "none of its samples falls on a GPU and time of a job". The
+/// label wins (as documented), with a warning naming the host it gave, the label and the line.
+#[test]
+fn dcgm_node_flag_losing_to_a_hostname_label_is_warned() {
+    let page = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"dcgm-exporter-x7\"} 50\nDCGM_FI_DEV_GPU_UTIL{gpu=\"1\",Hostname=\"node7\"} 50\n";
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(&[(100, "100.prom", page)], Some("node7"), false, &mut r).unwrap();
+    assert_eq!(find(&raw, "dcgm-exporter-x7", 0).len(), 1);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    let w = &r.warnings[0];
+    assert!(
+        w.contains("--node node7") && w.contains("dcgm-exporter-x7 (the Hostname label, first at 100.prom line 1)"),
+        "{w}"
+    );
+    assert!(!w.contains("node7 (the"), "the host that matches --node is not listed: {w}");
+    // Without --node, or when the labels agree with it, nothing to warn.
+    let agreeing = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",hostname=\"node7\"} 50\n";
+    for (node, page) in [(None, page), (Some("node7"), agreeing)] {
+        let mut r = ImportReport::default();
+        import::dcgm::parse_pages(&[(100, "100.prom", page)], node, false, &mut r).unwrap();
+        assert!(r.warnings.iter().all(|w| !w.contains("--node")), "{:?}", r.warnings);
+    }
+    // An empty label is no label: --node names the series (it said "no --node was given").
+    let mut r = ImportReport::default();
+    let raw = import::dcgm::parse_pages(
+        &[(100, "p", "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"\"} 5\n")],
+        Some("n3"),
+        false,
+        &mut r,
+    )
+    .unwrap();
+    assert_eq!(raw[0].node, "n3");
+}
+
 #[test]
 fn prom_line_parser_handles_escapes_and_rejects_garbage() {
     let p = import::dcgm::parse_line(r#"DCGM_FI_DEV_GPU_UTIL{gpu="0",modelName="NVIDIA \"H100\" 80GB",Hostname="a"} 7 123"#)

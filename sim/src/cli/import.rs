@@ -52,7 +52,8 @@ pub struct Args {
     /// `nvidia-smi-log` and `dcgm` (without it, each GPU becomes one pseudo-job).
     #[arg(long)]
     pub jobs: Option<PathBuf>,
-    /// Host name the log was taken on (`nvidia-smi-log`; `dcgm` series without a host label).
+    /// Host name the log was taken on (`nvidia-smi-log`; `dcgm` series without a host label:
+    /// a `Hostname`/`hostname` label wins, with a warning naming the host it gave).
     #[arg(long)]
     pub node: Option<String>,
     /// Zone of nvidia-smi's local timestamps (`nvidia-smi-log`): `local` (the default), an
@@ -109,8 +110,14 @@ fn attribution(jobs: Option<&PathBuf>, lenient: bool) -> Result<Attribution> {
     })
 }
 
-/// Why an import produced no samples, with what to check.
+/// Why an import produced no samples, with what to check, followed by the import's warnings
+/// (operator trial 13: the one saying which host `--node` lost to was never printed).
 fn no_samples_reason(args: &Args, report: &ImportReport) -> String {
+    let warnings: String = report.warnings.iter().map(|w| format!("\n  warning: {w}")).collect();
+    format!("{}{warnings}", no_samples_cause(args, report))
+}
+
+fn no_samples_cause(args: &Args, report: &ImportReport) -> String {
     let src = args.src.display();
     let unattributed = report.count("unattributed_samples");
     let skipped = report.skipped.len();

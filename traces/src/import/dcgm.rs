@@ -2,9 +2,12 @@
 //! `<unix_seconds>.prom`, each one page in the Prometheus text format.
 //!
 //! * **Time.** A sample line's own timestamp (milliseconds, Prometheus style) wins; otherwise
-//!   the file name's seconds are used.
+//!   the file name's seconds are used. A line's timestamp more than a day from its page's
+//!   name is a bad row naming both times and what they look like (seconds, microseconds, a
+//!   page named in milliseconds): seconds read as milliseconds would put the samples in 1970.
 //! * **Labels.** The host is the `Hostname` or `hostname` label (exporter versions differ),
-//!   else `--node`; the GPU is the `gpu` label, which is **NVML's index**, not necessarily
+//!   else `--node`: the label wins, and with `--node` a warning names each host a label gave
+//!   instead (an empty label is no label); the GPU is the `gpu` label, which is **NVML's index**, not necessarily
 //!   Slurm's. With a `UUID`/`uuid` label a GPU is its UUID: it keeps the index it had when
 //!   first seen, even after a renumbering ([`super::identify_gpus`]); without one GPUs are
 //!   their indices, and a note says so. Series with a non-empty
@@ -197,6 +200,69 @@ struct UuidsAt {
     /// Per (host, gpu label): the `device` labels seen (`nvidia<N>`: the device file, whose
     /// number is the minor number Slurm's GRES indices name).
     devices: BTreeMap<(String, u16), std::collections::BTreeSet<String>>,
+    /// With `--node`: each host a `Hostname`/`hostname` label named instead of `--node`'s,
+    /// with the label's name and where it was first read.
+    hosts_not_node: BTreeMap<String, (&'static str, PathBuf, u64)>,
+}
+
+/// How far (seconds) a line's own timestamp may lie from its page's time, the file name's
+/// seconds. A scrape reads values moments before it is written; a day off is no clock skew but
+/// a unit (seconds or microseconds where the format writes milliseconds) or a misnamed page.
+const MAX_LINE_SKEW_S: i64 = 86_400;
+
+/// Why a line's timestamp `t_ms` (milliseconds, as the Prometheus text format writes them) is
+/// implausible on a page taken at `page_t_s`, with what it looks like, or `None` when it is
+/// within [`MAX_LINE_SKEW_S`] of the page (operator trial 13: timestamps written in seconds
+/// put every sample in January 1970, and the import said only "conflicting_series").
+fn line_time_problem(t_ms: i64, page_t_s: i64) -> Option<String> {
+    let off_s = |s: i64| i128::from(s) - i128::from(page_t_s);
+    let near = |s: i64| off_s(s).abs() <= i128::from(MAX_LINE_SKEW_S);
+    let t_s = t_ms.div_euclid(1000);
+    if near(t_s) {
+        return None;
+    }
+    // 2000-01-01: a millisecond reading before it, near the page as seconds, is seconds.
+    const Y2000_S: i64 = 946_684_800;
+    let hint = if near(t_ms) && t_s < Y2000_S {
+        format!(
+            "they look like seconds (as seconds this one is {}), but the Prometheus text format writes milliseconds since the epoch: multiply them by 1000, or drop them to use the page's name",
+            super::when(t_ms)
+        )
+    } else if near(t_ms.div_euclid(1_000_000)) {
+        "they look like microseconds, but the Prometheus text format writes milliseconds since the epoch".to_string()
+    } else if near(t_s.saturating_mul(1000)) {
+        "the page's name looks like milliseconds: name pages <unix_seconds>.prom".to_string()
+    } else {
+        "check the clock of the host that wrote them and the page's name".to_string()
+    };
+    Some(format!(
+        "timestamp {t_ms} (milliseconds) is {}, {} days {} the time in this page's name, {}; a line's timestamp may be at most {} day from its page's: {hint}",
+        super::when(t_s),
+        off_s(t_s).abs() / 86_400,
+        if off_s(t_s) < 0 { "before" } else { "after" },
+        super::when(page_t_s),
+        MAX_LINE_SKEW_S / 86_400,
+    ))
+}
+
+/// Warns, with `--node`, which host names the pages' `Hostname`/`hostname` labels gave
+/// instead (operator trial 13: `--node` was silently ignored, and the import then failed
+/// with "none of its samples falls on a GPU and time of a job"). The label wins, as
+/// documented: `--node` names only series without one.
+fn note_node(uuids: &UuidsAt, node: Option<&str>, report: &mut ImportReport) {
+    let Some(node) = node else { return };
+    if uuids.hosts_not_node.is_empty() {
+        return;
+    }
+    let hosts: Vec<String> = uuids
+        .hosts_not_node
+        .iter()
+        .map(|(host, (key, file, line))| format!("{host} (the {key} label, first at {} line {line})", file.display()))
+        .collect();
+    report.warnings.push(format!(
+        "--node {node} was not used for series whose page names their host: a Hostname/hostname label wins over --node, which names only series without one; samples read as host {}; jobs.csv's alloc must name that host for its jobs to get them",
+        super::listed(&hosts, 8)
+    ));
 }
 
 /// Says which numbering the import wrote (trial 12: a replay judged a busy job on its idle
@@ -325,7 +391,11 @@ fn parse_page(
             report.bump("mig_series_skipped");
             continue;
         }
-        let host = match p.label(&["Hostname", "hostname"]).or(node) {
+        // An empty label is no label (as in Prometheus): --node names such series too.
+        let labelled = ["Hostname", "hostname"]
+            .into_iter()
+            .find_map(|k| p.label(&[k]).map(str::trim).filter(|h| !h.is_empty()).map(|h| (k, h)));
+        let host = match labelled.map(|(_, h)| h).or(node) {
             Some(h) if !h.trim().is_empty() => {
                 if let Some(why) = crate::alloc::node_name_problem(h.trim()) {
                     log.bad_row(bad(1, format!("host {:?} is not a usable node name: {why}", h.trim())))?;
@@ -341,6 +411,23 @@ fn parse_page(
                 continue;
             }
         };
+        if let (Some((key, h)), Some(flag)) = (labelled, node) {
+            if h != flag.trim() {
+                uuids
+                    .hosts_not_node
+                    .entry(h.to_string())
+                    .or_insert_with(|| (key, path.into(), n as u64 + 1));
+            }
+        }
+        if let Some(problem) = p.t_ms.and_then(|ms| line_time_problem(ms, file_t_s)) {
+            // The column of the timestamp: after the last blank of the line.
+            let col = line.trim_end().rfind([' ', '\t']).map_or(1, |i| i + 2);
+            log.bad_row(RowProblem {
+                column: "timestamp".into(),
+                ..bad(col, problem)
+            })?;
+            continue;
+        }
         let t_s = p.t_ms.map_or(file_t_s, |ms| ms.div_euclid(1000));
         span.see(t_s, || match p.t_ms {
             Some(_) => bad(0, String::new()),
@@ -453,6 +540,7 @@ pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attrib
     span.check()?;
     drop_uuid_conflicts(&mut readings, &uuids, &mut report);
     note_numbering(&uuids, &mut report);
+    note_node(&uuids, node, &mut report);
     let mut raw = to_raw(readings);
     super::identify_gpus(&mut raw, &mut report);
     report.skipped.extend(log.skipped);
@@ -487,6 +575,7 @@ pub fn parse_pages(
     report.skipped.extend(log.skipped);
     drop_uuid_conflicts(&mut readings, &uuids, report);
     note_numbering(&uuids, report);
+    note_node(&uuids, node, report);
     let mut raw = to_raw(readings);
     super::identify_gpus(&mut raw, report);
     Ok(raw)
