@@ -518,6 +518,13 @@ fn sweep_sizes_are_capped_before_allocating() {
     // Threads.
     let e = fails(d, &small_sweep(&["--threads", "100000"]));
     assert!(e.contains("--threads 100000") && e.contains("1024"), "{e}");
+    // Operator trial 13: someone who gave --threads 1025 was told "(give --threads)".
+    let e = fails(d, &small_sweep(&["--threads", "1025"]));
+    assert!(
+        e.contains("--threads 1025: at most 1024 worker threads; give --threads 1024 or fewer"),
+        "{e}"
+    );
+    assert!(!e.contains("(give --threads)"), "{e}");
     // A flag grid of 6.4 million configurations: refused up front with the count.
     let pcts: Vec<String> = (1..=80).map(|p| p.to_string()).collect();
     let windows: Vec<String> = (1..=80).map(|m| format!("{m}m")).collect();

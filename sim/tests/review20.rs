@@ -21,4 +21,9 @@ fn a_thread_count_from_rayon_num_threads_is_named_as_such_when_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("RAYON_NUM_THREADS"), "{err}");
+    // Operator trial 13: the way out is named, and that it wins over the variable.
+    assert!(
+        err.contains("give --threads 1024 or fewer, which wins over RAYON_NUM_THREADS"),
+        "{err}"
+    );
 }

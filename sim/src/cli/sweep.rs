@@ -226,7 +226,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("{from}: need at least one thread");
     }
     if threads > crate::budget::MAX_THREADS {
-        bail!("{from}: at most {} worker threads (give --threads)", crate::budget::MAX_THREADS);
+        let max = crate::budget::MAX_THREADS;
+        // Operator trial 13: "(give --threads)" was told to someone who had just given it.
+        let fix = if args.threads.is_some() {
+            format!("give --threads {max} or fewer")
+        } else {
+            format!("give --threads {max} or fewer, which wins over RAYON_NUM_THREADS and the core count")
+        };
+        bail!("{from}: at most {max} worker threads; {fix}");
     }
     super::check_out(&args.out)?;
     let pool = rayon::ThreadPoolBuilder::new()
