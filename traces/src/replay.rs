@@ -511,13 +511,16 @@ pub const FINDINGS_COLUMNS: [&str; 28] = [
     "wasted_gpus",
 ];
 
-/// Columns of `jobs-summary.csv`.
-pub const SUMMARY_COLUMNS: [&str; 25] = [
+/// Columns of `jobs-summary.csv`. `cycles_in_warmup` equal to `cycles` (above 0) marks a job
+/// never judged: its `highest_verdict` reads `healthy` only because warmup does (operator
+/// trial 13: the CSV could not tell it from a job judged healthy).
+pub const SUMMARY_COLUMNS: [&str; 26] = [
     "job_id",
     "gpus",
     "start_s",
     "end_s",
     "cycles",
+    "cycles_in_warmup",
     "highest_verdict",
     "signature",
     "highest_at_s",
@@ -618,6 +621,7 @@ pub fn write_replay(out: &Path, trace: &Trace, res: &ReplayResult) -> Result<(),
             j.facts.start_s.to_string(),
             j.end_s.to_string(),
             o.cycles.to_string(),
+            o.cycles_in_warmup.to_string(),
             opt(o.highest.map(Verdict::as_str)),
             o.highest
                 .map_or(String::new(), |_| o.highest_signature.map_or("none", SignatureId::name).to_string()),

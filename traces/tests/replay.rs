@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use policy::{Policy, PolicyConfig, Verdict};
-use traces::replay::{replay, write_replay, FINDINGS_COLUMNS};
+use traces::replay::{replay, write_replay, FINDINGS_COLUMNS, SUMMARY_COLUMNS};
 use traces::{read_trace, Trace};
 
 /// Job h (1 GPU, hung from the start: 0 %, memory held, idle power) and job b (busy), both
@@ -301,6 +301,22 @@ fn the_summary_counts_jobs_seen_only_in_warmup_apart() {
         text.contains("highest verdict per job: healthy 1, in warmup throughout (not judged) 1"),
         "{text}"
     );
+    // Operator trial 13: jobs-summary.csv read `healthy` for both; cycles_in_warmup tells
+    // them apart.
+    let out = tempfile::tempdir().unwrap();
+    write_replay(out.path(), &t, &r).unwrap();
+    let csv = std::fs::read_to_string(out.path().join("jobs-summary.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(header, SUMMARY_COLUMNS, "{csv}");
+    let cell = |id: &str, c: &str| {
+        let row: Vec<&str> = csv.lines().find(|l| l.starts_with(&format!("{id},"))).unwrap().split(',').collect();
+        row[header.iter().position(|h| *h == c).unwrap()].to_string()
+    };
+    assert_eq!(cell("y", "highest_verdict"), "healthy", "{csv}");
+    assert_eq!(cell("y", "cycles_in_warmup"), cell("y", "cycles"), "{csv}");
+    assert_eq!(cell("y", "cycles"), of("y").cycles.to_string(), "{csv}");
+    assert_eq!(cell("o", "cycles_in_warmup"), of("o").cycles_in_warmup.to_string(), "{csv}");
+    assert!(of("o").cycles_in_warmup < of("o").cycles, "{csv}");
 }
 
 /// Trial 11: a log sampled every 5 minutes replayed under a 3-minute gap made every job
