@@ -732,6 +732,19 @@ fn a_dcgm_import_failing_on_jobs_says_which_host_the_node_flag_lost_to() {
     // Where the import succeeds the warning is printed with the others.
     let s = ok(d, &["import", "dcgm", "pages", "--node", "node7", "--out", "o2"]);
     assert!(s.contains("warning: --node node7 was not used"), "{s}");
+    // Line timestamps in seconds, skipped with --lenient: the failure gives the first reason.
+    std::fs::create_dir(d.join("secs")).unwrap();
+    std::fs::write(
+        d.join("secs/1795946400.prom"),
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n1\"} 50 1795946400\n",
+    )
+    .unwrap();
+    let e = fails(d, &["import", "dcgm", "secs", "--lenient", "--out", "o3"]);
+    assert!(
+        e.contains("all 1 rows were malformed") && e.contains("secs/1795946400.prom: line 1"),
+        "{e}"
+    );
+    assert!(e.contains("they look like seconds"), "{e}");
 }
 
 /// The operator trial's renumbering: GPU 0 (busy, job 1) falls off the bus after 30 minutes

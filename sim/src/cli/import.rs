@@ -135,7 +135,11 @@ fn no_samples_cause(args: &Args, report: &ImportReport) -> String {
             "{src}: none of its {unattributed} samples falls on a GPU and time of a job in --jobs {jobs}, so nothing was imported; {tz}check that --jobs lists the jobs that ran on these nodes at these times"
         )
     } else if skipped > 0 {
-        format!("{src}: all {skipped} rows were malformed and skipped (--lenient), so nothing was imported")
+        // The first one's reason (operator trial 13: line timestamps in seconds, all skipped).
+        format!(
+            "{src}: all {skipped} rows were malformed and skipped (--lenient), so nothing was imported; the first: {}",
+            report.skipped[0]
+        )
     } else {
         format!("{src}: holds no samples, so nothing was imported (is it empty, or only a header?)")
     }
