@@ -79,11 +79,18 @@ fn slice_job(mode: &str, pre_mode: &str, pre_cycles: i64) -> (Option<Verdict>, V
     std::fs::write(dir.path().join("smi.mode"), "ok").unwrap();
     for i in pre_cycles..10 {
         let r = d.cycle(T0 + i * 60);
-        assert!(r.findings.iter().all(|f| f.job_id != "602"), "control: 602 judged while 601's MIG process shows");
+        assert!(
+            r.findings.iter().all(|f| f.job_id != "602"),
+            "control: 602 judged while 601's MIG process shows"
+        );
     }
     c.borrow_mut().jobs.retain(|j| j.job_id != "601");
     std::fs::write(dir.path().join("gpus.txt"), gpus(3)).unwrap();
-    std::fs::write(dir.path().join("apps.csv"), "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
     let mut worst: Option<Verdict> = None;
     for i in 10..130 {
         let r = d.cycle(T0 + i * 60);
@@ -91,7 +98,13 @@ fn slice_job(mode: &str, pre_mode: &str, pre_cycles: i64) -> (Option<Verdict>, V
             worst = Some(worst.map_or(f.verdict, |w| w.max(f.verdict)));
         }
     }
-    let calls: Vec<String> = c.borrow().calls.iter().filter(|c| c.contains("602") || c.starts_with("drain")).cloned().collect();
+    let calls: Vec<String> = c
+        .borrow()
+        .calls
+        .iter()
+        .filter(|c| c.contains("602") || c.starts_with("drain"))
+        .cloned()
+        .collect();
     eprintln!("mode {mode:?} pre {pre_mode:?}: 602 worst {worst:?}, calls {calls:?}");
     (worst, calls)
 }
@@ -123,7 +136,10 @@ fn review25_control_unreadable_mode_text_is_a_row_error() {
 #[test]
 fn review25_unknown_error_mig_mode_is_taken_for_not_mig() {
     let r = slice_job("[Unknown Error]", "ok", 0);
-    assert!(!judged(&r), "slice job judged on its MIG parent when the mode read [Unknown Error]: {r:?}");
+    assert!(
+        !judged(&r),
+        "slice job judged on its MIG parent when the mode read [Unknown Error]: {r:?}"
+    );
 }
 
 /// The same with `[Insufficient Permissions]` (a missing marker, smi.rs:308): the mode of a GPU
@@ -131,7 +147,10 @@ fn review25_unknown_error_mig_mode_is_taken_for_not_mig() {
 #[test]
 fn review25_insufficient_permissions_mig_mode_is_taken_for_not_mig() {
     let r = slice_job("[Insufficient Permissions]", "ok", 0);
-    assert!(!judged(&r), "slice job judged on its MIG parent when the mode read [Insufficient Permissions]: {r:?}");
+    assert!(
+        !judged(&r),
+        "slice job judged on its MIG parent when the mode read [Insufficient Permissions]: {r:?}"
+    );
 }
 
 /// The refusal of `mig.mode.current` is kept for the whole run (telemetry.rs:222-229): a daemon
@@ -141,7 +160,10 @@ fn review25_insufficient_permissions_mig_mode_is_taken_for_not_mig() {
 #[test]
 fn review25_a_refusal_outlives_the_driver_that_refused() {
     let r = slice_job("Enabled", "nomig", 3);
-    assert!(!judged(&r), "slice job judged on its MIG parent after a driver upgrade under a running daemon: {r:?}");
+    assert!(
+        !judged(&r),
+        "slice job judged on its MIG parent after a driver upgrade under a running daemon: {r:?}"
+    );
 }
 
 /// An nvidia-smi that knows neither `minor_number` nor `mig.mode.current`, and names
@@ -151,7 +173,11 @@ fn both_refused(which: &str) -> enforcer::telemetry::TelemetryRead {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("gpus.txt"), "0 GPU-a 50 0 1000 81920 200 400\n").unwrap();
     let fake = common::fakes().join("nvidia-smi");
-    let other = if which == "minor_number" { "mig.mode.current" } else { "minor_number" };
+    let other = if which == "minor_number" {
+        "mig.mode.current"
+    } else {
+        "minor_number"
+    };
     let program = common::script(
         dir.path(),
         "nvidia-smi-old",
@@ -165,7 +191,12 @@ fn both_refused(which: &str) -> enforcer::telemetry::TelemetryRead {
     );
     let mut smi = NvidiaSmi::new(program, std::time::Duration::from_secs(5), enforcer::run::KillMode::Ignore);
     let r = smi.read(T0);
-    eprintln!("{which} first: no_data {:?} {:?}, gpus {}", r.no_data, r.no_data_detail, r.gpus.len());
+    eprintln!(
+        "{which} first: no_data {:?} {:?}, gpus {}",
+        r.no_data,
+        r.no_data_detail,
+        r.gpus.len()
+    );
     assert!((smi.minor_refused, r.no_data.as_deref(), r.gpus.len()) == (true, None, 1), "{r:?}");
     r
 }
@@ -202,7 +233,11 @@ fn review25_one_mig_gpu_hides_an_idle_whole_gpu_job() {
         "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 5000 81920 62 400 0 Enabled\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 3 81920 55 400 1 Disabled\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("apps.csv"), "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "MIG-GPU-aaaaaaaa-0000-0000-0000-000000000000/1/0, 6001, 9000\n",
+    )
+    .unwrap();
     let mut d: Daemon<FakeSlurm, NvidiaSmi, RealExecutor<FakeSlurm>> = Daemon::new(
         config_with(POLICY, &dir.path().join("state"), "observe", ""),
         FakeSlurm(c.clone()),
