@@ -264,3 +264,30 @@ fn review25_one_mig_gpu_hides_an_idle_whole_gpu_job() {
         "an idle whole-GPU job on a node with one MIG GPU was never judged: {worst:?} {skipped:?}"
     );
 }
+
+/// The new floor `spin_util_pct > util_threshold_pct` (843de39) with the default spin of 90:
+/// a config that sets only `util_threshold_pct` between 90 and 100 (accepted with a warning
+/// before, config.rs:439) no longer loads, and the error blames `spin_util_pct`, a key the
+/// file does not set; at 100 it advises "set spin_util_pct above 100", which the range check
+/// (at most 100) refuses, so no config with that threshold can load at all. The unit test
+/// config.rs:1653 (`warn("[policy]\nutil_threshold_pct = 100")`) fails the same way.
+#[test]
+fn review25_a_threshold_of_100_cannot_be_loaded_and_the_advice_is_impossible() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = |policy: &str| {
+        let text = format!(
+            "[policy]\n{policy}\n[enforcer]\nnode = \"{NODE}\"\nstate_dir = \"{}\"\nmetrics_listen = \"\"\n",
+            dir.path().display()
+        );
+        enforcer::config::Config::from_text(&text, "t.toml")
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let only_threshold = mk("util_threshold_pct = 100");
+    let both_max = mk("util_threshold_pct = 100\nspin_util_pct = 100");
+    eprintln!("only threshold: {only_threshold:?}\nboth at 100: {both_max:?}");
+    assert!(
+        only_threshold.is_ok() || both_max.is_ok(),
+        "util_threshold_pct = 100 loads with no spin_util_pct at all: {only_threshold:?} / {both_max:?}"
+    );
+}
