@@ -71,6 +71,7 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         kill: KillMode::Kill,
         minor_refused: false,
         mig_refused: false,
+        refused_at_s: None,
     };
     let step = cfg.policy.config().interval.secs();
     let proc = Box::new(ProcFs {

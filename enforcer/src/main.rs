@@ -317,6 +317,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         kill: KillMode::Kill,
         minor_refused: false,
         mig_refused: false,
+        refused_at_s: None,
     };
     let interval = cfg.policy.config().interval.secs();
     let clock = |i: u64| -> anyhow::Result<i64> {

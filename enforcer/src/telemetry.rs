@@ -117,6 +117,11 @@ pub struct NvidiaSmi {
     pub minor_refused: bool,
     /// True once nvidia-smi has refused `mig.mode.current` in this run; start with false.
     pub mig_refused: bool,
+    /// When a field was last refused (epoch seconds): the full query is asked again
+    /// [`NvidiaSmi::RETRY_REFUSED_S`] later, since a driver upgraded under a running daemon
+    /// knows it (review 25: MIG turned on after such an upgrade went unseen for the rest of
+    /// the run, and a slice job was drained and cancelled).
+    pub refused_at_s: Option<i64>,
 }
 
 impl NvidiaSmi {
@@ -128,8 +133,17 @@ impl NvidiaSmi {
             kill,
             minor_refused: false,
             mig_refused: false,
+            refused_at_s: None,
         }
     }
+
+    /// How long a refused query field stays unasked: five minutes. MIG mode can be turned on
+    /// only on a GPU without processes, so a slice job starts after it, and a job placed on
+    /// fresh evidence needs a full window before its first alert: with the default 20-minute
+    /// window a MIG mode that appears after a driver upgrade is seen before any such job can
+    /// be acted on. The cost is one refused nvidia-smi call every five minutes on an old
+    /// driver.
+    pub const RETRY_REFUSED_S: i64 = 300;
 }
 
 enum Query {
@@ -199,8 +213,18 @@ impl NvidiaSmi {
 }
 
 impl Telemetry for NvidiaSmi {
-    fn read(&mut self, _now_s: i64) -> TelemetryRead {
+    fn read(&mut self, now_s: i64) -> TelemetryRead {
         let mut r = TelemetryRead::default();
+        if self
+            .refused_at_s
+            .is_some_and(|t| now_s.saturating_sub(t) >= Self::RETRY_REFUSED_S || now_s < t)
+        {
+            // Asked again in full: a refusal falls back as the first time did, once more
+            // warned.
+            self.minor_refused = false;
+            self.mig_refused = false;
+            self.refused_at_s = None;
+        }
         let gpu_args = |fields: &[&str]| vec![format!("--query-gpu={}", fields.join(",")), "--format=csv,nounits".into()];
         let fields = |me: &Self| -> &'static [&'static str] {
             if me.minor_refused {
@@ -218,15 +242,17 @@ impl Telemetry for NvidiaSmi {
             if line.contains("minor_number") && !self.minor_refused {
                 tracing::warn!(
                     nvidia_smi_said = %line,
-                    "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it (and without MIG modes) for the rest of this run, and placing jobs by Slurm's device index stays off"
+                    "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it (and without MIG modes) until it is asked again in 5 minutes, and placing jobs by Slurm's device index stays off meanwhile"
                 );
                 self.minor_refused = true;
+                self.refused_at_s = Some(now_s);
             } else if line.contains("mig.mode.current") && !self.mig_refused && !self.minor_refused {
                 tracing::warn!(
                     nvidia_smi_said = %line,
-                    "nvidia-smi does not know the query field mig.mode.current (a driver from before MIG); GPUs are read without it for the rest of this run"
+                    "nvidia-smi does not know the query field mig.mode.current (a driver from before MIG); GPUs are read without it until it is asked again in 5 minutes"
                 );
                 self.mig_refused = true;
+                self.refused_at_s = Some(now_s);
             } else {
                 break;
             }

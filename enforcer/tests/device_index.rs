@@ -255,8 +255,8 @@ fn with_a_contradicting_mapping_the_idle_job_is_never_judged() {
 
 /// An nvidia-smi that refuses `minor_number` (an older driver: exit 2 and `Field
 /// "minor_number" is not a valid field to query.`): the same cycle reads the GPUs with the old
-/// query, every later cycle asks only the old one, the busy job is still judged, and the
-/// device-index rule stays off.
+/// query, later cycles ask the old one but for a try of the full one every 5 minutes, the busy
+/// job is still judged, and the device-index rule stays off.
 #[test]
 fn an_nvidia_smi_without_minor_number_keeps_telemetry_and_the_rule_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -270,12 +270,14 @@ fn an_nvidia_smi_without_minor_number_keeps_telemetry_and_the_rule_off() {
     assert_eq!(worst.get("1001"), None, "{worst:?}");
     assert!(d.telemetry.minor_refused);
     let queries = gpu_queries(dir.path());
+    // Asked again every 5 minutes (a driver upgraded under the daemon knows it): at 0, 5, …,
+    // 30 minutes, each time refused and asked again without it.
     assert_eq!(
         queries.iter().filter(|q| q.contains("minor_number")).count(),
-        1,
-        "asked once: {queries:?}"
+        7,
+        "asked every 5 minutes: {queries:?}"
     );
-    assert_eq!(queries.len(), 32, "31 cycles, one of them asking twice: {queries:?}");
+    assert_eq!(queries.len(), 31 + 7, "31 cycles, 7 of them asking twice: {queries:?}");
     assert!(!c.borrow().calls.iter().any(|c| c.starts_with("drain")));
 }
 
@@ -374,8 +376,8 @@ fn a_gpu_in_mig_mode_places_and_judges_no_job_on_it() {
 }
 
 /// An nvidia-smi from before MIG refuses `mig.mode.current`: the same cycle asks without it
-/// (minor numbers still read, so the device-index rule stays on), once, and the idle job is
-/// placed and drained as before.
+/// (minor numbers still read, so the device-index rule stays on), the full query is tried
+/// again every 5 minutes, and the idle job is placed and drained as before.
 #[test]
 fn an_nvidia_smi_without_mig_modes_keeps_telemetry_and_minor_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -389,10 +391,11 @@ fn an_nvidia_smi_without_mig_modes_keeps_telemetry_and_minor_numbers() {
     let worst = worst_verdicts(&mut d, 1, 70);
     assert!(worst.get("1001").is_some_and(|v| *v >= Verdict::Alert), "{worst:?}");
     let queries = gpu_queries(dir.path());
+    // Asked again every 5 minutes, from T0 − 1 min to T0 + 70 min: 15 times.
     assert_eq!(
         queries.iter().filter(|q| q.contains("mig.mode.current")).count(),
-        1,
-        "asked once: {queries:?}"
+        15,
+        "asked every 5 minutes: {queries:?}"
     );
     assert!(queries.iter().all(|q| q.contains("minor_number")), "{queries:?}");
     assert!(c.borrow().calls.iter().any(|c| c.starts_with("drain")));

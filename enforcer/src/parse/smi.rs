@@ -340,9 +340,19 @@ fn integer<T: std::str::FromStr>(column: &str, s: &str) -> Field<T> {
         .map_err(|_| format!("{column} {t:?} is not a non-negative integer in range"))
 }
 
-/// `mig.mode.current`: `Enabled` or `Disabled` (any case); missing markers are `None`, any
-/// other text is unreadable.
+/// `mig.mode.current`: `Enabled` or `Disabled` (any case); `[N/A]` and `[Not Supported]` (a
+/// GPU without MIG) are `None`. Any other text is unreadable, bracketed or not: an error
+/// (`[Unknown Error]`) or a denial (`[Insufficient Permissions]`) leaves the mode unknown,
+/// and a GPU that may be split into slices must not read as whole (review 25: such a GPU was
+/// taken for one without MIG, and a slice job on it was drained and cancelled).
 fn mig_mode(column: &str, s: &str) -> Field<bool> {
+    let raw = s.trim();
+    if raw == "[N/A]" || raw == "[Not Supported]" {
+        return Ok(None);
+    }
+    if raw.starts_with('[') && raw.ends_with(']') {
+        return Err(format!("{column} {raw:?} leaves the GPU's MIG mode unknown"));
+    }
     let Some(t) = value(s) else { return Ok(None) };
     if t.eq_ignore_ascii_case("enabled") {
         Ok(Some(true))
