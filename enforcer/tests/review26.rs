@@ -236,31 +236,29 @@ fn review26_a_mig_mode_flapping_with_errors_never_places_the_slice_job() {
     assert!(worst.is_none_or(|v| v < Verdict::Alert) && calls.is_empty(), "602: {worst:?} {calls:?}");
 }
 
-/// One GPU whose MIG mode reads `[Insufficient Permissions]` every cycle (before ef7ab5e: "no
-/// MIG"; now a row error each cycle) and a whole GPU 1 whose job 603, placed by its own
-/// process, sits at 0 % with memory held: 603 is judged, drained and cancelled (placement by
-/// processes needs no whole list), but once it has left, our drain is never resumed: the
-/// node's GPU list never reads whole (daemon.rs:659, 669, 1159-1165). A denial on a field the
-/// resume does not need holds the node out of service until an operator resumes it by hand.
-/// Expected: the drain resumed once the job has left (the MIG mode of GPU 0 says nothing of
-/// whether the node's GPUs can be read). (Fails if no resume; see the report.)
-#[test]
-fn review26_a_permanently_denied_mig_mode_holds_our_drain_forever() {
+/// Job 603 on GPU 1, placed by its own process, at 0 % with 40 GB held and idle power (hung),
+/// in enforce mode; GPU 0 idle. `gpu0_mig` and `gpu1_power` are what GPU 0's MIG mode and GPU
+/// 1's power draw read (the fake passes a bracketed `[P1]` through untouched, and it is replaced
+/// after); `gpu1_mig` GPU 1's MIG mode. Runs until our drain (at most 150
+/// cycles), then the job leaves, and 30 more cycles. Returns (drained, resumed).
+fn hung_job_then_gone(gpu0_mig: &str, gpu1_power: &str, gpu1_mig: &str) -> (bool, bool) {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(vec![job("603", 603, 1, &[NODE])]);
     c.borrow_mut().node_gres = Some("gpu:2".into());
+    // A number goes through the fake, which jitters it (a flat power reads as frozen data).
+    let p1 = if gpu1_power.starts_with('[') { "[P1]" } else { gpu1_power };
     std::fs::write(
         dir.path().join("gpus.txt"),
-        "0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 3 81920 55 400 0 DENIED\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 40000 81920 62 400 1 Disabled\n",
+        format!("0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 3 81920 55 400 0 MARK0\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 40000 81920 {p1} 400 1 MARK1\n"),
     )
     .unwrap();
     std::fs::write(dir.path().join("apps.csv"), "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n").unwrap();
     let fake = common::fakes().join("nvidia-smi");
     let program = common::script(
         dir.path(),
-        "nvidia-smi-denied",
+        "nvidia-smi-marked",
         &format!(
-            "out=$(FAKE_DIR='{d}' '{f}' \"$@\"); rc=$?; printf '%s\\n' \"$out\" | sed 's/DENIED/[Insufficient Permissions]/'; exit $rc",
+            "out=$(FAKE_DIR='{d}' '{f}' \"$@\"); rc=$?; printf '%s\\n' \"$out\" | sed -e 's/MARK0/{gpu0_mig}/' -e 's/MARK1/{gpu1_mig}/' -e 's/\\[P1\\]/{gpu1_power}/'; exit $rc",
             d = dir.path().display(),
             f = fake.display()
         ),
@@ -274,12 +272,15 @@ fn review26_a_permanently_denied_mig_mode_holds_our_drain_forever() {
         Box::new(Procs),
         T0,
     );
+    let drained = |c: &std::rc::Rc<std::cell::RefCell<common::cluster::Cluster>>| c.borrow().calls.iter().any(|x| x.starts_with("drain"));
     let mut i = 0;
-    while i < 150 && !c.borrow().calls.iter().any(|x| x.starts_with("drain")) {
+    while i < 150 && !drained(&c) {
         d.cycle(T0 + i * 60);
         i += 1;
     }
-    assert!(c.borrow().calls.iter().any(|x| x.starts_with("drain")), "control: 603 drained: {:?}", c.borrow().calls);
+    if !drained(&c) {
+        return (false, false);
+    }
     // The job leaves (ended, or cancelled by us).
     c.borrow_mut().jobs.clear();
     std::fs::write(dir.path().join("apps.csv"), "").unwrap();
@@ -287,9 +288,37 @@ fn review26_a_permanently_denied_mig_mode_holds_our_drain_forever() {
         d.cycle(T0 + (i + k) * 60);
     }
     let calls = c.borrow().calls.clone();
-    eprintln!("calls: {calls:?}; node {}", c.borrow().node_state);
-    assert!(
-        calls.iter().any(|x| x.starts_with("resume")),
-        "drain kept 30 minutes after its job left, for GPU 0's MIG mode alone: {calls:?}"
+    eprintln!("{gpu0_mig:?} / {gpu1_power:?} / {gpu1_mig:?}: calls {calls:?}");
+    (true, calls.iter().any(|x| x.starts_with("resume")))
+}
+
+/// One GPU whose MIG mode reads `[Insufficient Permissions]` every cycle (before ef7ab5e: "no
+/// MIG"; now a row error each cycle), and job 603 hung on whole GPU 1: 603 is judged and
+/// drained (placement by processes needs no whole list), but once it has left, our drain is
+/// never resumed: the node's GPU list never reads whole (daemon.rs:659, 669, 1159-1165). A
+/// denial on a field the resume does not need holds the node out of service until an operator
+/// resumes it by hand. Control: with `Disabled` the drain is resumed. Expected: resumed.
+/// (Fails.)
+#[test]
+fn review26_a_permanently_denied_mig_mode_holds_our_drain_forever() {
+    assert_eq!(hung_job_then_gone("Disabled", "62", "Disabled"), (true, true), "control");
+    assert_eq!(
+        hung_job_then_gone("[Insufficient Permissions]", "62", "Disabled"),
+        (true, true),
+        "drain kept 30 minutes after its job left, for GPU 0's MIG mode alone"
+    );
+}
+
+/// The error mark in the job's own GPU's row: in `power.draw` the GPU's samples are no
+/// evidence and the hung job is never drained (control); in `mig.mode.current` the same mark
+/// leaves the readings as evidence and the job is drained on a GPU nvidia-smi says needs a
+/// reset. Expected: no drain either way. (Fails.)
+#[test]
+fn review26_a_gpu_reporting_an_error_only_in_its_mig_mode_is_drained_on() {
+    assert_eq!(hung_job_then_gone("Disabled", "[GPU requires reset]", "Disabled").0, false, "control");
+    assert_eq!(
+        hung_job_then_gone("Disabled", "62", "[GPU requires reset]").0,
+        false,
+        "job drained on readings of a GPU whose MIG mode reads [GPU requires reset]"
     );
 }
