@@ -63,7 +63,10 @@ fn review26_a_clock_step_back_asks_once_and_keeps_data() {
         assert!(r.no_data.is_none() && r.gpus.len() == 2, "at {t}: {r:?}");
     }
     let asked = gpu_queries(dir.path()).iter().filter(|q| q.contains("mig.mode.current")).count();
-    assert_eq!(asked, 3, "full query asked {asked} times (expected at T0, at the step, 5 minutes after it)");
+    assert_eq!(
+        asked, 3,
+        "full query asked {asked} times (expected at T0, at the step, 5 minutes after it)"
+    );
 }
 
 /// An nvidia-smi that refuses `mig.mode.current` (3 minutes), then, swapped for an older one,
@@ -82,7 +85,7 @@ fn review26_one_field_refused_then_the_other_then_neither() {
         }
         let r = s.read(T0 + i * 60);
         assert!(r.no_data.is_none() && r.gpus.len() == 2, "cycle {i}: {r:?}");
-        if i >= 3 && i < 6 {
+        if (3..6).contains(&i) {
             assert!(r.gpus.iter().all(|g| g.minor.is_none()), "cycle {i}: {r:?}");
         }
         if first_mig_read.is_none() && r.gpus[0].mig_enabled.is_some() {
@@ -91,7 +94,10 @@ fn review26_one_field_refused_then_the_other_then_neither() {
     }
     // The last refusal: minor_number at minute 5 (asked in full at minute 5, after the mig
     // refusal at 0); the MIG mode is back by minute 10.
-    assert!(first_mig_read.is_some_and(|i| i <= 10), "MIG mode first read at minute {first_mig_read:?}");
+    assert!(
+        first_mig_read.is_some_and(|i| i <= 10),
+        "MIG mode first read at minute {first_mig_read:?}"
+    );
 }
 
 /// A `MakeWriter` into a shared buffer.
@@ -225,15 +231,28 @@ fn review26_a_mig_mode_flapping_with_errors_never_places_the_slice_job() {
     }
     c.borrow_mut().jobs.retain(|j| j.job_id != "601");
     std::fs::write(dir.path().join("gpus.txt"), gpus(3)).unwrap();
-    std::fs::write(dir.path().join("apps.csv"), "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
     let mut worst: Option<Verdict> = None;
     for i in 10..130 {
         for f in d.cycle(T0 + i * 60).findings.into_iter().filter(|f| f.job_id == "602") {
             worst = Some(worst.map_or(f.verdict, |w| w.max(f.verdict)));
         }
     }
-    let calls: Vec<String> = c.borrow().calls.iter().filter(|c| c.contains("602") || c.starts_with("drain")).cloned().collect();
-    assert!(worst.is_none_or(|v| v < Verdict::Alert) && calls.is_empty(), "602: {worst:?} {calls:?}");
+    let calls: Vec<String> = c
+        .borrow()
+        .calls
+        .iter()
+        .filter(|c| c.contains("602") || c.starts_with("drain"))
+        .cloned()
+        .collect();
+    assert!(
+        worst.is_none_or(|v| v < Verdict::Alert) && calls.is_empty(),
+        "602: {worst:?} {calls:?}"
+    );
 }
 
 /// Job 603 on GPU 1, placed by its own process, at 0 % with 40 GB held and idle power (hung),
@@ -252,7 +271,11 @@ fn hung_job_then_gone(gpu0_mig: &str, gpu1_power: &str, gpu1_mig: &str) -> (bool
         format!("0 GPU-aaaaaaaa-0000-0000-0000-000000000000 0 0 3 81920 55 400 0 MARK0\n1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 40000 81920 {p1} 400 1 MARK1\n"),
     )
     .unwrap();
-    std::fs::write(dir.path().join("apps.csv"), "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n").unwrap();
+    std::fs::write(
+        dir.path().join("apps.csv"),
+        "GPU-aaaaaaaa-0000-0000-0000-000000000001, 6003, 40000\n",
+    )
+    .unwrap();
     let fake = common::fakes().join("nvidia-smi");
     let program = common::script(
         dir.path(),
@@ -315,10 +338,9 @@ fn review26_a_permanently_denied_mig_mode_holds_our_drain_forever() {
 /// reset. Expected: no drain either way. (Fails.)
 #[test]
 fn review26_a_gpu_reporting_an_error_only_in_its_mig_mode_is_drained_on() {
-    assert_eq!(hung_job_then_gone("Disabled", "[GPU requires reset]", "Disabled").0, false, "control");
-    assert_eq!(
-        hung_job_then_gone("Disabled", "62", "[GPU requires reset]").0,
-        false,
+    assert!(!hung_job_then_gone("Disabled", "[GPU requires reset]", "Disabled").0, "control");
+    assert!(
+        !hung_job_then_gone("Disabled", "62", "[GPU requires reset]").0,
         "job drained on readings of a GPU whose MIG mode reads [GPU requires reset]"
     );
 }

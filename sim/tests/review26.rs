@@ -5,7 +5,11 @@ use std::path::Path;
 use std::process::Command;
 
 fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sim")).current_dir(dir).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "sim {args:?} succeeded");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
