@@ -770,7 +770,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .apps
                 .as_ref()
                 .is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
-            let mig_mode = !mig_gpus.is_empty();
+            // A GPU whose mode is unknown may be split as well: no placement by count or index.
+            let mig_mode = !mig_gpus.is_empty() || tel.gpus.iter().any(|g| g.mig_mode_unknown);
             if !mig_jobs.is_empty() || mig_processes || mig_mode {
                 tracing::info!(mig_jobs = %mig_jobs.join(","), mig_processes, mig_mode_gpus = ?mig_gpus, "MIG slices in use on this node; no job is placed by elimination or by Slurm's device index this cycle");
                 // Placements made that way before (by an older version, or before MIG was in
@@ -986,8 +987,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             };
             // A value nvidia-smi printed but that could not be read (`ERR!`) is present and
             // invalid, never missing: the engine then takes nothing from the whole sample.
+            // An error mark in the MIG mode column is an error on the GPU: no reading of it is
+            // evidence (review 26).
             let field = |column: &str, v: Option<f64>| {
-                if g.unreadable.iter().any(|c| c == column) {
+                if g.unreadable.iter().any(|c| c == column || c == "mig.mode.current") {
                     Reading::from(f64::NAN)
                 } else {
                     Reading::from(v)

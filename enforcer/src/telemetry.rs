@@ -100,8 +100,9 @@ pub trait Telemetry {
 /// is not a valid field to query.` and exits 2 ("a supplied argument or flag is invalid",
 /// nvidia-smi(1) RETURN VALUE): the same cycle then asks without it
 /// ([`GPU_QUERY_WITHOUT_MIG`], or [`GPU_QUERY_WITHOUT_MINOR`] without either), a warning is
-/// logged once, and the rest of the run uses that list ([`NvidiaSmi::mig_refused`],
-/// [`NvidiaSmi::minor_refused`]), so telemetry never breaks. Without minor numbers the
+/// logged the first time in the run (later refusals at INFO), and later cycles use that list
+/// ([`NvidiaSmi::mig_refused`], [`NvidiaSmi::minor_refused`]) but for a try of the full one
+/// every [`NvidiaSmi::RETRY_REFUSED_S`], so telemetry never breaks. Without minor numbers the
 /// device-index placement rule stays off; without MIG modes only MIG processes and MIG gres
 /// types show MIG in use, as before.
 #[derive(Debug, Clone)]
@@ -112,16 +113,19 @@ pub struct NvidiaSmi {
     pub timeout: Duration,
     /// How a timed-out nvidia-smi is stopped (tests use [`KillMode::Ignore`]).
     pub kill: KillMode,
-    /// True once nvidia-smi has refused `minor_number` as a query field in this run; start
-    /// with false.
+    /// True while nvidia-smi's last answer refused `minor_number` as a query field (until the
+    /// next try of the full query); start with false.
     pub minor_refused: bool,
-    /// True once nvidia-smi has refused `mig.mode.current` in this run; start with false.
+    /// The same for `mig.mode.current`; start with false.
     pub mig_refused: bool,
     /// When a field was last refused (epoch seconds): the full query is asked again
     /// [`NvidiaSmi::RETRY_REFUSED_S`] later, since a driver upgraded under a running daemon
     /// knows it (review 25: MIG turned on after such an upgrade went unseen for the rest of
     /// the run, and a slice job was drained and cancelled).
     pub refused_at_s: Option<i64>,
+    /// Whether a refusal has been warned of in this run (later ones are logged at INFO: an
+    /// old driver refuses every 5 minutes); start with false.
+    pub refusal_warned: bool,
 }
 
 impl NvidiaSmi {
@@ -134,6 +138,7 @@ impl NvidiaSmi {
             minor_refused: false,
             mig_refused: false,
             refused_at_s: None,
+            refusal_warned: false,
         }
     }
 
@@ -236,23 +241,36 @@ impl Telemetry for NvidiaSmi {
             }
         };
         let mut answer = self.query(gpu_args(fields(self)));
+        // The first refusal in the run is a warning; later ones (an old driver, asked again
+        // every 5 minutes) are told at INFO.
+        macro_rules! log_refusal {
+            ($($t:tt)*) => {
+                if self.refusal_warned {
+                    tracing::info!($($t)*)
+                } else {
+                    tracing::warn!($($t)*)
+                }
+            };
+        }
         // At most one retry per field nvidia-smi may refuse.
         for _ in 0..2 {
             let Query::FieldRefused(line) = &answer else { break };
             if line.contains("minor_number") && !self.minor_refused {
-                tracing::warn!(
+                log_refusal!(
                     nvidia_smi_said = %line,
                     "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it (and without MIG modes) until it is asked again in 5 minutes, and placing jobs by Slurm's device index stays off meanwhile"
                 );
                 self.minor_refused = true;
                 self.refused_at_s = Some(now_s);
+                self.refusal_warned = true;
             } else if line.contains("mig.mode.current") && !self.mig_refused && !self.minor_refused {
-                tracing::warn!(
+                log_refusal!(
                     nvidia_smi_said = %line,
                     "nvidia-smi does not know the query field mig.mode.current (a driver from before MIG); GPUs are read without it until it is asked again in 5 minutes"
                 );
                 self.mig_refused = true;
                 self.refused_at_s = Some(now_s);
+                self.refusal_warned = true;
             } else {
                 break;
             }

@@ -52,6 +52,7 @@ fn smi_daemon(dir: &std::path::Path, smi_body: &str, jobs: Vec<SlurmJob>, procs:
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
+        refusal_warned: false,
     };
     let c = cluster(jobs);
     let procs = Procs(

@@ -30,8 +30,8 @@ pub const GPU_QUERY: [&str; 9] = plus_one(GPU_QUERY_WITHOUT_MIG, "mig.mode.curre
 /// [`GPU_QUERY_WITHOUT_MINOR`], then `minor_number` (nvidia-smi `--help-query-gpu`: "the minor
 /// number for the device is such that the Nvidia device node file for each GPU will have the
 /// form /dev/nvidia[minor number]"; Linux only, else `[N/A]`): the query before MIG modes
-/// were read, and the one used for the rest of the run once nvidia-smi has refused
-/// `mig.mode.current`. A driver whose nvidia-smi does not know `minor_number` is asked
+/// were read, and the one used once nvidia-smi has refused `mig.mode.current` (until the
+/// full query is tried again). A driver whose nvidia-smi does not know `minor_number` is asked
 /// [`GPU_QUERY_WITHOUT_MINOR`] instead.
 pub const GPU_QUERY_WITHOUT_MIG: [&str; 8] = plus_one(GPU_QUERY_WITHOUT_MINOR, "minor_number");
 
@@ -49,8 +49,8 @@ const fn plus_one<const N: usize, const M: usize>(base: [&'static str; N], last:
 }
 
 /// The query without `minor_number` and `mig.mode.current`: the query before the
-/// device-index rule, and the one used for the rest of the run once nvidia-smi has refused
-/// `minor_number` (a driver that old has no MIG either).
+/// device-index rule, and the one used once nvidia-smi has refused `minor_number` (a driver
+/// that old has no MIG either; until the full query is tried again).
 pub const GPU_QUERY_WITHOUT_MINOR: [&str; 7] = [
     "index",
     "uuid",
@@ -93,6 +93,9 @@ pub struct GpuReading {
     /// its own readings are the parent's, shared by every slice's job), `Some(false)` for
     /// `Disabled`; `None` when not queried, `[N/A]` (a GPU without MIG) or unreadable.
     pub mig_enabled: Option<bool>,
+    /// `mig.mode.current` was queried and read neither `Enabled`, `Disabled` nor a GPU without
+    /// MIG (`[N/A]`, `[Not Supported]`): the GPU may be split into slices.
+    pub mig_mode_unknown: bool,
     /// The reading columns (`utilization.gpu`, `memory.*`, `power.*`) whose value was present
     /// but could not be read (`ERR!`, nvidia-smi's mark for a GPU or driver error; `nan`;
     /// text). Such a row is no evidence at all: the daemon hands the engine those fields as
@@ -340,27 +343,33 @@ fn integer<T: std::str::FromStr>(column: &str, s: &str) -> Field<T> {
         .map_err(|_| format!("{column} {t:?} is not a non-negative integer in range"))
 }
 
-/// `mig.mode.current`: `Enabled` or `Disabled` (any case); `[N/A]` and `[Not Supported]` (a
-/// GPU without MIG) are `None`. Any other text is unreadable, bracketed or not: an error
-/// (`[Unknown Error]`) or a denial (`[Insufficient Permissions]`) leaves the mode unknown,
-/// and a GPU that may be split into slices must not read as whole (review 25: such a GPU was
-/// taken for one without MIG, and a slice job on it was drained and cancelled).
-fn mig_mode(column: &str, s: &str) -> Field<bool> {
+/// Reads `mig.mode.current` into `g`: `Enabled` or `Disabled` (any case) set
+/// [`GpuReading::mig_enabled`]; `[N/A]` and `[Not Supported]` (a GPU without MIG) leave it
+/// `None`. Anything else leaves the mode unknown ([`GpuReading::mig_mode_unknown`]): a denial
+/// (`[Insufficient Permissions]`) quietly, any other text as a problem for the row, and an
+/// error mark (`[Unknown Error]`, `[GPU requires reset]`) also makes the GPU's readings
+/// unreadable, as in any other column (reviews 25, 26: an error mark there was taken for "no
+/// MIG", and later its GPU's 0 % was judged).
+fn read_mig_mode(g: &mut GpuReading, column: &str, s: &str) -> Result<(), String> {
     let raw = s.trim();
+    g.mig_enabled = None;
+    g.mig_mode_unknown = false;
     if raw == "[N/A]" || raw == "[Not Supported]" {
-        return Ok(None);
+        return Ok(());
+    }
+    if raw.eq_ignore_ascii_case("enabled") || raw.eq_ignore_ascii_case("disabled") {
+        g.mig_enabled = Some(raw.eq_ignore_ascii_case("enabled"));
+        return Ok(());
+    }
+    g.mig_mode_unknown = true;
+    if raw == "[Insufficient Permissions]" {
+        return Ok(());
     }
     if raw.starts_with('[') && raw.ends_with(']') {
-        return Err(format!("{column} {raw:?} leaves the GPU's MIG mode unknown"));
+        g.unreadable.push(column.to_string());
+        return Err(format!("{column} {raw:?} is an error, not a reading"));
     }
-    let Some(t) = value(s) else { return Ok(None) };
-    if t.eq_ignore_ascii_case("enabled") {
-        Ok(Some(true))
-    } else if t.eq_ignore_ascii_case("disabled") {
-        Ok(Some(false))
-    } else {
-        Err(format!("{column} {t:?} is neither Enabled nor Disabled"))
-    }
+    Err(format!("{column} {raw:?} is neither Enabled nor Disabled"))
 }
 
 /// Free text (`uuid`, `name`, `process_name`).
@@ -530,7 +539,7 @@ pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiE
         let reading = match c {
             "index" => return put(&mut g.index, integer(c, v)),
             "minor_number" => return put(&mut g.minor, integer(c, v)),
-            "mig.mode.current" => return put(&mut g.mig_enabled, mig_mode(c, v)),
+            "mig.mode.current" => return read_mig_mode(g, c, v),
             "uuid" => return put(&mut g.uuid, free_text(v)),
             "name" => return put(&mut g.name, free_text(v)),
             "utilization.gpu" => &mut g.util_pct,

@@ -135,10 +135,26 @@ fn no_samples_cause(args: &Args, report: &ImportReport) -> String {
             "{src}: none of its {unattributed} samples falls on a GPU and time of a job in --jobs {jobs}, so nothing was imported; {tz}check that --jobs lists the jobs that ran on these nodes at these times"
         )
     } else if skipped > 0 {
-        // The first one's reason (operator trial 13: line timestamps in seconds, all skipped).
+        // Their reasons, lines before whole files (operator trial 13: line timestamps in
+        // seconds, all skipped; review 26: a stray file beside the pages was named instead).
+        let reasons: Vec<String> = report
+            .skipped
+            .iter()
+            .filter(|p| p.line > 0)
+            .chain(report.skipped.iter().filter(|p| p.line == 0))
+            .take(3)
+            .map(ToString::to_string)
+            .collect();
+        let mig = report.count("mig_series_skipped");
+        let mig = if mig > 0 {
+            format!("; besides, {mig} MIG series were skipped by design (a MIG slice is not judged on whole-GPU terms)")
+        } else {
+            String::new()
+        };
         format!(
-            "{src}: all {skipped} rows were malformed and skipped (--lenient), so nothing was imported; the first: {}",
-            report.skipped[0]
+            "{src}: all {skipped} rows were malformed and skipped (--lenient), so nothing was imported; {}: {}{mig}",
+            if reasons.len() == 1 { "the reason" } else { "the first reasons" },
+            reasons.join("; ")
         )
     } else {
         format!("{src}: holds no samples, so nothing was imported (is it empty, or only a header?)")

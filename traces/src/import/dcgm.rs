@@ -2,9 +2,10 @@
 //! `<unix_seconds>.prom`, each one page in the Prometheus text format.
 //!
 //! * **Time.** A sample line's own timestamp (milliseconds, Prometheus style) wins; otherwise
-//!   the file name's seconds are used. A line's timestamp more than a day from its page's
-//!   name is a bad row naming both times and what they look like (seconds, microseconds, a
-//!   page named in milliseconds): seconds read as milliseconds would put the samples in 1970.
+//!   the file name's seconds are used. A line's timestamp that falls neither between 2000 and
+//!   2100 nor within a day of its page's name is a bad row naming both times and what they
+//!   look like (seconds, microseconds, nanoseconds): seconds read as milliseconds would put
+//!   the samples in 1970. A page named with a time after 2100 as seconds is a bad row too.
 //! * **Labels.** The host is the `Hostname` or `hostname` label (exporter versions differ),
 //!   else `--node`: the label wins, and with `--node` a warning names each host a label gave
 //!   instead (an empty label is no label); the GPU is the `gpu` label, which is **NVML's index**, not necessarily
@@ -206,23 +207,28 @@ struct UuidsAt {
 }
 
 /// How far (seconds) a line's own timestamp may lie from its page's time, the file name's
-/// seconds. A scrape reads values moments before it is written; a day off is no clock skew but
-/// a unit (seconds or microseconds where the format writes milliseconds) or a misnamed page.
+/// seconds, when it does not fall between 2000 and 2100 (a plausible time is read wherever
+/// it lies: a backfilled page). Near the page, a test's small times are read as given.
 const MAX_LINE_SKEW_S: i64 = 86_400;
 
+/// 2000-01-01 and 2100-01-01, epoch seconds: the years a sample's time may plausibly fall in.
+const Y2000_S: i64 = 946_684_800;
+const Y2100_S: i64 = 4_102_444_800;
+
 /// Why a line's timestamp `t_ms` (milliseconds, as the Prometheus text format writes them) is
-/// implausible on a page taken at `page_t_s`, with what it looks like, or `None` when it is
-/// within [`MAX_LINE_SKEW_S`] of the page (operator trial 13: timestamps written in seconds
-/// put every sample in January 1970, and the import said only "conflicting_series").
+/// implausible on a page taken at `page_t_s`, with what it looks like, or `None` when it falls
+/// between 2000 and 2100 or within [`MAX_LINE_SKEW_S`] of the page (operator trial 13:
+/// timestamps written in seconds put every sample in January 1970, and the import said only
+/// "conflicting_series"). A plausible time far from the page's name is a backfilled page
+/// (review 26: one page holding days of scrapes was refused), and a line's time wins.
 fn line_time_problem(t_ms: i64, page_t_s: i64) -> Option<String> {
     let off_s = |s: i64| i128::from(s) - i128::from(page_t_s);
     let near = |s: i64| off_s(s).abs() <= i128::from(MAX_LINE_SKEW_S);
     let t_s = t_ms.div_euclid(1000);
-    if near(t_s) {
+    if near(t_s) || (Y2000_S..Y2100_S).contains(&t_s) {
         return None;
     }
-    // 2000-01-01: a millisecond reading before it, near the page as seconds, is seconds.
-    const Y2000_S: i64 = 946_684_800;
+    // A millisecond reading before 2000, near the page as seconds, is seconds.
     let hint = if near(t_ms) && t_s < Y2000_S {
         format!(
             "they look like seconds (as seconds this one is {}), but the Prometheus text format writes milliseconds since the epoch: multiply them by 1000, or drop them to use the page's name",
@@ -230,13 +236,15 @@ fn line_time_problem(t_ms: i64, page_t_s: i64) -> Option<String> {
         )
     } else if near(t_ms.div_euclid(1_000_000)) {
         "they look like microseconds, but the Prometheus text format writes milliseconds since the epoch".to_string()
+    } else if near(t_ms.div_euclid(1_000_000_000)) {
+        "they look like nanoseconds, but the Prometheus text format writes milliseconds since the epoch".to_string()
     } else if near(t_s.saturating_mul(1000)) {
         "the page's name looks like milliseconds: name pages <unix_seconds>.prom".to_string()
     } else {
         "check the clock of the host that wrote them and the page's name".to_string()
     };
     Some(format!(
-        "timestamp {t_ms} (milliseconds) is {}, {} days {} the time in this page's name, {}; a line's timestamp may be at most {} day from its page's: {hint}",
+        "timestamp {t_ms} (milliseconds) is {}, {} days {} the time in this page's name, {}; a line's timestamp must fall between 2000 and 2100, or within {} day of its page's: {hint}",
         super::when(t_s),
         off_s(t_s).abs() / 86_400,
         if off_s(t_s) < 0 { "before" } else { "after" },
@@ -353,6 +361,21 @@ fn parse_page(
     report: &mut ImportReport,
     (readings, span, uuids): (&mut Readings, &mut super::ImportSpan, &mut UuidsAt),
 ) -> Result<(), TraceError> {
+    // A page time past 2100 as seconds is milliseconds or finer, or no epoch time at all
+    // (review 26: pages named in milliseconds, whose lines carry no time, as dcgm-exporter
+    // writes them, were dated to the year 58,000 without a word). The page is not read.
+    if file_t_s >= Y2100_S {
+        return log.bad_row(RowProblem {
+            file: path.into(),
+            line: 0,
+            column: "file name".into(),
+            column_number: 0,
+            problem: format!(
+                "the page's name says {file_t_s}, a time after 2100 as seconds ({}): it looks like milliseconds or finer, or no epoch time; name pages <unix_seconds>.prom (e.g. 1795946400.prom)",
+                super::when(file_t_s)
+            ),
+        });
+    }
     for (n, line) in text.split(|&b| b == b'\n').enumerate() {
         let bad = |col: usize, what: String| RowProblem {
             file: path.into(),
@@ -411,14 +434,6 @@ fn parse_page(
                 continue;
             }
         };
-        if let (Some((key, h)), Some(flag)) = (labelled, node) {
-            if h != flag.trim() {
-                uuids
-                    .hosts_not_node
-                    .entry(h.to_string())
-                    .or_insert_with(|| (key, path.into(), n as u64 + 1));
-            }
-        }
         if let Some(problem) = p.t_ms.and_then(|ms| line_time_problem(ms, file_t_s)) {
             // The column of the timestamp: after the last blank of the line.
             let col = line.trim_end().rfind([' ', '\t']).map_or(1, |i| i + 2);
@@ -427,6 +442,14 @@ fn parse_page(
                 ..bad(col, problem)
             })?;
             continue;
+        }
+        if let (Some((key, h)), Some(flag)) = (labelled, node) {
+            if h != flag.trim() {
+                uuids
+                    .hosts_not_node
+                    .entry(h.to_string())
+                    .or_insert_with(|| (key, path.into(), n as u64 + 1));
+            }
         }
         let t_s = p.t_ms.map_or(file_t_s, |ms| ms.div_euclid(1000));
         span.see(t_s, || match p.t_ms {
