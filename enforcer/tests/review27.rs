@@ -107,7 +107,10 @@ fn review27_bare_na_and_empty_mig_modes_are_row_errors() {
         let t = smi::parse_gpus(&format!("{h}0, GPU-a, 0, 3, 81920, 62.00, 400.00, 0, {mode}\n"), None).unwrap();
         // The same marker in a reading column is missing and no row error.
         let ctl = smi::parse_gpus(&format!("{h}0, GPU-a, 0, 3, 81920, {mode}, 400.00, 0, [N/A]\n"), None).unwrap();
-        assert!(ctl.row_errors.is_empty() && ctl.gpus[0].power_w.is_none(), "control {mode:?}: {ctl:?}");
+        assert!(
+            ctl.row_errors.is_empty() && ctl.gpus[0].power_w.is_none(),
+            "control {mode:?}: {ctl:?}"
+        );
         assert!(
             t.row_errors.is_empty(),
             "mig.mode.current {mode:?}: a row error (the node's GPU list never reads whole): {:?}",
@@ -123,13 +126,25 @@ fn review27_bare_na_and_empty_mig_modes_are_row_errors() {
 #[test]
 fn review27_a_bare_na_mig_mode_holds_our_drain_forever() {
     assert_eq!(hung_then_gone("[N/A]", "Disabled"), (true, true), "control");
-    assert_eq!(hung_then_gone("[Insufficient Permissions]", "Disabled"), (true, true), "control: review 26's fix");
-    assert_eq!(hung_then_gone("N/A", "Disabled"), (true, true), "bare N/A: drain kept after its job left");
+    assert_eq!(
+        hung_then_gone("[Insufficient Permissions]", "Disabled"),
+        (true, true),
+        "control: review 26's fix"
+    );
+    assert_eq!(
+        hung_then_gone("N/A", "Disabled"),
+        (true, true),
+        "bare N/A: drain kept after its job left"
+    );
 }
 
 #[test]
 fn review27_an_empty_mig_mode_holds_our_drain_forever() {
-    assert_eq!(hung_then_gone("", "Disabled"), (true, true), "empty mode: drain kept after its job left");
+    assert_eq!(
+        hung_then_gone("", "Disabled"),
+        (true, true),
+        "empty mode: drain kept after its job left"
+    );
 }
 
 /// The job's OWN GPU reads `[Insufficient Permissions]` for its MIG mode (unknown: it "may be

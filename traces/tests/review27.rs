@@ -53,9 +53,18 @@ fn review27_seconds_on_a_page_named_in_the_first_day_of_1970_are_read_as_millise
 fn review27_a_line_a_year_off_its_page_is_read_without_a_word() {
     let page_t: i64 = 1_795_946_400;
     let mut r = ImportReport::default();
-    let raw = import::dcgm::parse_pages(&[(page_t, "1795946400.prom", &line((page_t - 365 * 86_400) * 1000))], None, false, &mut r)
-        .unwrap();
-    eprintln!("t_s {:?}, warnings {:?}", raw.iter().map(|s| s.sample.t_s).collect::<Vec<_>>(), r.warnings);
+    let raw = import::dcgm::parse_pages(
+        &[(page_t, "1795946400.prom", &line((page_t - 365 * 86_400) * 1000))],
+        None,
+        false,
+        &mut r,
+    )
+    .unwrap();
+    eprintln!(
+        "t_s {:?}, warnings {:?}",
+        raw.iter().map(|s| s.sample.t_s).collect::<Vec<_>>(),
+        r.warnings
+    );
     assert!(!r.warnings.is_empty(), "line dated a year before its page read silently");
 }
 
