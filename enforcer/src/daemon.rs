@@ -752,6 +752,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         } else {
             BTreeSet::new()
         };
+        // GPUs whose MIG mode is unknown this cycle (a denial, an error, an empty field): they
+        // may be split. Their readings are no evidence this cycle (see the samples below), and
+        // no new job is placed on the node by count or index.
+        let mig_unknown_gpus: BTreeSet<u16> = if tel.no_data.is_none() {
+            tel.gpus.iter().filter(|g| g.mig_mode_unknown).filter_map(|g| g.index).collect()
+        } else {
+            BTreeSet::new()
+        };
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
@@ -770,8 +778,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .apps
                 .as_ref()
                 .is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
-            // A GPU whose mode is unknown may be split as well: no placement by count or index.
-            let mig_mode = !mig_gpus.is_empty() || tel.gpus.iter().any(|g| g.mig_mode_unknown);
+            let mig_mode = !mig_gpus.is_empty();
+            // A GPU whose mode is unknown may be split as well: no new placement by count or
+            // index this cycle, but the placements kept stand (review 27: one unknown read
+            // dropped a placed job's placement and 18 minutes of its alert).
+            let mig_mode_unknown = !mig_unknown_gpus.is_empty();
             if !mig_jobs.is_empty() || mig_processes || mig_mode {
                 tracing::info!(mig_jobs = %mig_jobs.join(","), mig_processes, mig_mode_gpus = ?mig_gpus, "MIG slices in use on this node; no job is placed by elimination or by Slurm's device index this cycle");
                 // Placements made that way before (by an older version, or before MIG was in
@@ -804,7 +815,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::info!(jobs = %dropped.join(","), "Slurm's device indices were contradicted on this node: placements made by elimination are dropped and derived afresh");
                 }
             }
-            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !mig_mode && !contradicted;
+            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !mig_mode && !mig_mode_unknown && !contradicted;
             // Remembered MIG jobs are MIG jobs to attribution too (it checks no device index
             // while MIG is in use), though no process of theirs shows this cycle.
             let marked: Vec<SlurmJob> = on_node
@@ -987,10 +998,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             };
             // A value nvidia-smi printed but that could not be read (`ERR!`) is present and
             // invalid, never missing: the engine then takes nothing from the whole sample.
-            // An error mark in the MIG mode column is an error on the GPU: no reading of it is
-            // evidence (review 26).
+            // A GPU whose MIG mode is unknown (a denial, an error mark, an empty field) may be
+            // split into slices, so its readings may be the parent's: none is evidence this
+            // cycle (reviews 26, 27: an error mark there left them as evidence, and a job placed
+            // by its own process on a GPU whose mode was denied was drained). The job is still
+            // stepped, so one such read costs it no window.
             let field = |column: &str, v: Option<f64>| {
-                if g.unreadable.iter().any(|c| c == column || c == "mig.mode.current") {
+                if g.mig_mode_unknown || g.unreadable.iter().any(|c| c == column) {
                     Reading::from(f64::NAN)
                 } else {
                     Reading::from(v)

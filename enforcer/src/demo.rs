@@ -72,7 +72,7 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
-        refusal_warned: false,
+        refusals_warned: 0,
     };
     let step = cfg.policy.config().interval.secs();
     let proc = Box::new(ProcFs {

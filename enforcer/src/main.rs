@@ -318,7 +318,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
-        refusal_warned: false,
+        refusals_warned: 0,
     };
     let interval = cfg.policy.config().interval.secs();
     let clock = |i: u64| -> anyhow::Result<i64> {

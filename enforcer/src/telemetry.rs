@@ -123,9 +123,10 @@ pub struct NvidiaSmi {
     /// knows it (review 25: MIG turned on after such an upgrade went unseen for the rest of
     /// the run, and a slice job was drained and cancelled).
     pub refused_at_s: Option<i64>,
-    /// Whether a refusal has been warned of in this run (later ones are logged at INFO: an
-    /// old driver refuses every 5 minutes); start with false.
-    pub refusal_warned: bool,
+    /// The fields whose refusal has been warned of in this run (bit 0 `minor_number`, bit 1
+    /// `mig.mode.current`): later refusals of the same field are logged at INFO, since an old
+    /// driver refuses every 5 minutes (review 26); start with 0.
+    pub refusals_warned: u8,
 }
 
 impl NvidiaSmi {
@@ -138,7 +139,7 @@ impl NvidiaSmi {
             minor_refused: false,
             mig_refused: false,
             refused_at_s: None,
-            refusal_warned: false,
+            refusals_warned: 0,
         }
     }
 
@@ -241,11 +242,11 @@ impl Telemetry for NvidiaSmi {
             }
         };
         let mut answer = self.query(gpu_args(fields(self)));
-        // The first refusal in the run is a warning; later ones (an old driver, asked again
-        // every 5 minutes) are told at INFO.
+        // A field's first refusal in the run is a warning; later ones (an old driver, asked
+        // again every 5 minutes) are told at INFO.
         macro_rules! log_refusal {
-            ($($t:tt)*) => {
-                if self.refusal_warned {
+            ($bit:expr, $($t:tt)*) => {
+                if self.refusals_warned & $bit != 0 {
                     tracing::info!($($t)*)
                 } else {
                     tracing::warn!($($t)*)
@@ -257,20 +258,22 @@ impl Telemetry for NvidiaSmi {
             let Query::FieldRefused(line) = &answer else { break };
             if line.contains("minor_number") && !self.minor_refused {
                 log_refusal!(
+                    1,
                     nvidia_smi_said = %line,
                     "nvidia-smi does not know the query field minor_number (an older driver); GPUs are read without it (and without MIG modes) until it is asked again in 5 minutes, and placing jobs by Slurm's device index stays off meanwhile"
                 );
                 self.minor_refused = true;
                 self.refused_at_s = Some(now_s);
-                self.refusal_warned = true;
+                self.refusals_warned |= 1;
             } else if line.contains("mig.mode.current") && !self.mig_refused && !self.minor_refused {
                 log_refusal!(
+                    2,
                     nvidia_smi_said = %line,
                     "nvidia-smi does not know the query field mig.mode.current (a driver from before MIG); GPUs are read without it until it is asked again in 5 minutes"
                 );
                 self.mig_refused = true;
                 self.refused_at_s = Some(now_s);
-                self.refusal_warned = true;
+                self.refusals_warned |= 2;
             } else {
                 break;
             }

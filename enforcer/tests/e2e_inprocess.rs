@@ -574,7 +574,7 @@ fn a_cut_nvidia_smi_row_counts_as_bad_row_never_a_line_number_label() {
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
-        refusal_warned: false,
+        refusals_warned: 0,
     };
     let w = world(vec![job("1000", 1000, 2, &[NODE])], 2);
     let state = dir.path().join("state");

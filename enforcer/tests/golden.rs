@@ -134,7 +134,7 @@ fn smi_script(dir: &std::path::Path, body: &str) -> NvidiaSmi {
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
-        refusal_warned: false,
+        refusals_warned: 0,
     }
 }
 

@@ -52,7 +52,7 @@ fn smi_daemon(dir: &std::path::Path, smi_body: &str, jobs: Vec<SlurmJob>, procs:
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
-        refusal_warned: false,
+        refusals_warned: 0,
     };
     let c = cluster(jobs);
     let procs = Procs(

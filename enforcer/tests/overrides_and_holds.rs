@@ -245,7 +245,7 @@ fn smi_daemon(dir: &Path, smi_body: &str, jobs: Vec<SlurmJob>) -> (SmiDaemon, Rc
         minor_refused: false,
         mig_refused: false,
         refused_at_s: None,
-        refusal_warned: false,
+        refusals_warned: 0,
     };
     let c = cluster(jobs);
     let exec = RealExecutor {

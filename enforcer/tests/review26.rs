@@ -164,15 +164,14 @@ fn review26_an_error_mark_in_the_mig_column_leaves_the_readings_as_evidence() {
     }
 }
 
-/// An empty `mig.mode.current` field (a wrapper or a cut field; nvidia-smi prints a marker) is
-/// read as a GPU without MIG, with no row error (smi.rs:356 `value` → `Ok(None)`), though the
-/// new rule is that anything but Enabled/Disabled/[N/A]/[Not Supported] leaves the mode
-/// unknown. (ROUGH: fails.)
+/// An empty `mig.mode.current` field (a wrapper or a cut field; nvidia-smi prints a marker)
+/// was read as a GPU without MIG. It is now an unknown mode, without a row error (review 27:
+/// a row error kept the node's GPU list from reading whole and held our drain's resume).
 #[test]
 fn review26_an_empty_mig_mode_reads_as_no_mig() {
     let t = smi::parse_gpus(&format!("{HEADER}0, GPU-a, 0, 3, 81920, 62.00, 400.00, 0, \n"), None).unwrap();
     eprintln!("{t:?}");
-    assert!(!t.row_errors.is_empty(), "an empty MIG mode is 'no MIG': {t:?}");
+    assert!(t.gpus[0].mig_mode_unknown && t.row_errors.is_empty(), "{t:?}");
 }
 
 struct Procs;

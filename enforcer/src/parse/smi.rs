@@ -345,8 +345,9 @@ fn integer<T: std::str::FromStr>(column: &str, s: &str) -> Field<T> {
 
 /// Reads `mig.mode.current` into `g`: `Enabled` or `Disabled` (any case) set
 /// [`GpuReading::mig_enabled`]; `[N/A]` and `[Not Supported]` (a GPU without MIG) leave it
-/// `None`. Anything else leaves the mode unknown ([`GpuReading::mig_mode_unknown`]): a denial
-/// (`[Insufficient Permissions]`) quietly, any other text as a problem for the row, and an
+/// `None`, and so does bare `N/A`. Anything else leaves the mode unknown
+/// ([`GpuReading::mig_mode_unknown`]): a denial (`[Insufficient Permissions]`) or an empty
+/// field quietly, any other text as a problem for the row, and an
 /// error mark (`[Unknown Error]`, `[GPU requires reset]`) also makes the GPU's readings
 /// unreadable, as in any other column (reviews 25, 26: an error mark there was taken for "no
 /// MIG", and later its GPU's 0 % was judged).
@@ -354,7 +355,8 @@ fn read_mig_mode(g: &mut GpuReading, column: &str, s: &str) -> Result<(), String
     let raw = s.trim();
     g.mig_enabled = None;
     g.mig_mode_unknown = false;
-    if raw == "[N/A]" || raw == "[Not Supported]" {
+    // Bare `N/A` reads as missing in every column (`value`); so does it here.
+    if raw == "[N/A]" || raw == "[Not Supported]" || raw == "N/A" {
         return Ok(());
     }
     if raw.eq_ignore_ascii_case("enabled") || raw.eq_ignore_ascii_case("disabled") {
@@ -362,7 +364,10 @@ fn read_mig_mode(g: &mut GpuReading, column: &str, s: &str) -> Result<(), String
         return Ok(());
     }
     g.mig_mode_unknown = true;
-    if raw == "[Insufficient Permissions]" {
+    // A denial or an empty field says nothing of the GPU: unknown, without a row error, which
+    // would keep the node's GPU list from reading whole and hold our drain's resume for ever
+    // (reviews 26, 27).
+    if raw == "[Insufficient Permissions]" || raw.is_empty() {
         return Ok(());
     }
     if raw.starts_with('[') && raw.ends_with(']') {

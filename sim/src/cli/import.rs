@@ -156,6 +156,11 @@ fn no_samples_cause(args: &Args, report: &ImportReport) -> String {
             if reasons.len() == 1 { "the reason" } else { "the first reasons" },
             reasons.join("; ")
         )
+    } else if report.count("mig_series_skipped") > 0 {
+        format!(
+            "{src}: holds only MIG series ({} skipped by design: a MIG slice is not judged on whole-GPU terms), so nothing was imported",
+            report.count("mig_series_skipped")
+        )
     } else {
         format!("{src}: holds no samples, so nothing was imported (is it empty, or only a header?)")
     }

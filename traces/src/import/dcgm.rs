@@ -244,9 +244,18 @@ fn line_time_problem(t_ms: i64, page_t_s: i64) -> Option<String> {
         "check the clock of the host that wrote them and the page's name".to_string()
     };
     Some(format!(
-        "timestamp {t_ms} (milliseconds) is {}, {} days {} the time in this page's name, {}; a line's timestamp must fall between 2000 and 2100, or within {} day of its page's: {hint}",
+        "timestamp {t_ms} (milliseconds) is {}, {} {} the time in this page's name, {}; a line's timestamp must fall between 2000 and 2100, or within {} day of its page's: {hint}",
         super::when(t_s),
-        off_s(t_s).abs() / 86_400,
+        {
+            // Whole days only from two days on: "1 days" read as within the one-day bound
+            // (review 26).
+            let off = off_s(t_s).abs();
+            if off < 2 * 86_400 {
+                format!("{} hours", off / 3600)
+            } else {
+                format!("{} days", off / 86_400)
+            }
+        },
         if off_s(t_s) < 0 { "before" } else { "after" },
         super::when(page_t_s),
         MAX_LINE_SKEW_S / 86_400,
@@ -452,6 +461,20 @@ fn parse_page(
             }
         }
         let t_s = p.t_ms.map_or(file_t_s, |ms| ms.div_euclid(1000));
+        if (t_s - file_t_s).abs() > MAX_LINE_SKEW_S {
+            // Read at its own time (a backfilled page), but said: a host whose clock is off by
+            // a year looks the same (review 27).
+            report.bump("lines_far_from_page");
+            if report.count("lines_far_from_page") == 1 {
+                report.warnings.push(format!(
+                    "{} line {}: its timestamp ({}) lies more than a day from its page's name ({}); such lines are read at their own time (a backfilled page), and are counted in lines_far_from_page: if the page's host had a wrong clock, its samples are misdated",
+                    path.display(),
+                    n + 1,
+                    super::when(t_s),
+                    super::when(file_t_s)
+                ));
+            }
+        }
         span.see(t_s, || match p.t_ms {
             Some(_) => bad(0, String::new()),
             None => RowProblem {
