@@ -139,6 +139,8 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     pub mig_jobs: BTreeSet<(String, Option<i64>)>,
     /// The last cycle's time in the state file this run started from (`saved_s`), if any.
     saved_cycle_s: Option<i64>,
+    /// Whether GPUs of unknown MIG mode have been warned of in this run.
+    mig_unknown_warned: bool,
     /// Last cycle's compute-apps read listed processes, none of them in proc_root.
     pids_hidden: bool,
     /// When that was last warned about, epoch seconds.
@@ -296,6 +298,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             future_start_logged: BTreeSet::new(),
             mig_jobs,
             saved_cycle_s,
+            mig_unknown_warned: false,
             pids_hidden: false,
             pids_hidden_warned_s: None,
             gpu_slots,
@@ -760,6 +763,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         } else {
             BTreeSet::new()
         };
+        if !mig_unknown_gpus.is_empty() && !self.mig_unknown_warned {
+            self.mig_unknown_warned = true;
+            tracing::warn!(gpus = ?mig_unknown_gpus, "nvidia-smi does not say whether these GPUs are in MIG mode (mig.mode.current is denied, empty or an error): while it does not, their readings are no evidence (their jobs read insufficient_evidence) and no job on this node is placed by count or device index; run the daemon with the rights to read it (logged once per run)");
+        }
         let attributed: BTreeMap<String, Attributed> = if tel.no_data.is_some() {
             on_node
                 .iter()
