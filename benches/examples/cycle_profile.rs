@@ -36,14 +36,17 @@ fn main() {
         })
         .collect();
     let mut engine = Engine::new(Policy::default(), Mode::Observe);
+    engine.set_lane_path(std::env::var_os("LANES_OFF").is_none());
     let mut out = Vec::new();
     let mut verdicts = 0usize;
+    let mut timed = std::time::Duration::ZERO;
     for c in 1..=cycles {
         let now = c * 60;
         for (i, s) in samples.iter_mut().enumerate() {
             s.t_s = now;
             s.power_w = (300.0 + ((c as usize + i) & 7) as f64 * 0.1).into();
         }
+        let t0 = std::time::Instant::now();
         engine.step(
             now,
             &Observation {
@@ -54,11 +57,21 @@ fn main() {
             },
             &mut out,
         );
+        if c > cycles / 2 {
+            timed += t0.elapsed();
+        }
         verdicts += out.iter().filter(|f| f.verdict.is_actionable()).count();
     }
     println!(
-        "{} cycles × {} GPU-samples, {verdicts} actionable findings",
+        "{} cycles × {} GPU-samples, {verdicts} actionable findings, {} of {} jobs on the lane path",
         cycles,
-        jobs_n * per_job
+        jobs_n * per_job,
+        engine.lane_jobs(),
+        engine.tracked_jobs()
+    );
+    let measured = (cycles - cycles / 2) as f64 * (jobs_n * per_job) as f64;
+    println!(
+        "second half: {:.1} ns per GPU-sample (wall time, for a quick look; the bench is the figure)",
+        timed.as_nanos() as f64 / measured
     );
 }

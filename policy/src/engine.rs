@@ -7,6 +7,7 @@ use crate::input::{GpuRef, JobFacts, NodeId, Observation, Sample, Scope};
 use crate::sample_check;
 use crate::signature;
 use crate::verdict::Verdict;
+use crate::window::lanes::{self, LaneJob};
 use crate::window::{Brief, Coverage, Cycle, EvidenceProblem, GpuStats, GpuWindow, IngestThresholds, WindowKey};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -169,11 +170,17 @@ impl IdKey {
         k
     }
 
+    #[inline(always)]
     fn matches(&self, full: &str, candidate: &str) -> bool {
         if self.len == u8::MAX {
             full == candidate
+        } else if candidate.len() != self.len as usize {
+            false
         } else {
-            candidate.len() == self.len as usize && self.bytes[..self.len as usize] == *candidate.as_bytes()
+            // Compared as a zero-padded copy: three word compares, no call.
+            let mut c = [0u8; 24];
+            c[..candidate.len()].copy_from_slice(candidate.as_bytes());
+            c == self.bytes
         }
     }
 }
@@ -199,18 +206,116 @@ struct JobState {
     #[serde(skip)]
     seen: u64,
     alloc: Vec<GpuRef>,
+    /// The first [`ALLOC_INLINE`] GPUs of `alloc`, kept inline: every cycle compares the
+    /// allocation, and this copy sits with the rest of the job's state (see `same_alloc`).
+    #[serde(skip, default = "no_alloc_inline")]
+    alloc_inline: [GpuRef; ALLOC_INLINE],
+    /// One window per allocation slot; empty while the job is on the lane path.
     gpus: Vec<GpuWindow>,
+    /// The job's windows on the lane path (see `window::lanes`), or `None`. Never
+    /// serialised: a snapshot carries the per-GPU windows (`Engine::snapshot`).
+    #[serde(skip)]
+    lane: Option<Box<LaneJob>>,
+    /// The engine cycle from which a job off the lane path may try it again (each try reads
+    /// the whole window, so tries are spaced a ring apart: O(1) amortised per sample).
+    #[serde(skip)]
+    lane_retry_cycle: u64,
+}
+
+/// See `JobState::alloc_inline`.
+const ALLOC_INLINE: usize = 8;
+
+/// An `alloc_inline` before it is filled (a restore fills it from `alloc`).
+fn no_alloc_inline() -> [GpuRef; ALLOC_INLINE] {
+    [GpuRef { node: NodeId(0), gpu: 0 }; ALLOC_INLINE]
+}
+
+/// The first [`ALLOC_INLINE`] GPUs of `alloc`; the rest as in [`no_alloc_inline`].
+fn alloc_inline(alloc: &[GpuRef]) -> [GpuRef; ALLOC_INLINE] {
+    let mut a = no_alloc_inline();
+    for (d, g) in a.iter_mut().zip(alloc) {
+        *d = *g;
+    }
+    a
 }
 
 impl JobState {
-    fn new(job: &JobFacts) -> JobState {
+    /// True when `alloc` is this job's allocation, GPU for GPU.
+    #[inline(always)]
+    fn same_alloc(&self, alloc: &[GpuRef]) -> bool {
+        if alloc.len() != self.alloc.len() {
+            return false;
+        }
+        if alloc.len() <= ALLOC_INLINE {
+            self.alloc_inline[..alloc.len()] == *alloc
+        } else {
+            self.alloc == alloc
+        }
+    }
+
+    fn new(job: &JobFacts, lane_path: bool) -> JobState {
+        let lane = (lane_path && job.alloc.len() == lanes::L).then(LaneJob::empty);
         JobState {
             job_id: job.job_id.clone(),
             id_key: IdKey::new(&job.job_id),
             start_s: job.start_s,
             seen: 0,
             alloc: job.alloc.clone(),
-            gpus: vec![GpuWindow::default(); job.alloc.len()],
+            alloc_inline: alloc_inline(&job.alloc),
+            gpus: if lane.is_some() {
+                Vec::new()
+            } else {
+                vec![GpuWindow::default(); job.alloc.len()]
+            },
+            lane,
+            lane_retry_cycle: 0,
+        }
+    }
+
+    /// Takes the job off the lane path: its lanes become per-GPU windows.
+    #[cold]
+    #[inline(never)]
+    fn leave_lanes(&mut self, th: &IngestThresholds, cycle: u64) {
+        if let Some(l) = self.lane.take() {
+            self.gpus = l.to_windows(th);
+            self.lane_retry_cycle = cycle + lanes::CAP as u64;
+        }
+    }
+
+    /// Puts the job on the lane path when its windows line up (see
+    /// `LaneJob::from_windows`); otherwise tries again a ring later.
+    #[cold]
+    #[inline(never)]
+    fn try_lanes(&mut self, cycle: u64) {
+        match LaneJob::from_windows(&self.gpus) {
+            Some(l) => {
+                self.lane = Some(l);
+                self.gpus = Vec::new();
+            }
+            None => self.lane_retry_cycle = cycle + lanes::CAP as u64,
+        }
+    }
+
+    /// The job without its windows.
+    fn clone_facts(&self) -> JobState {
+        JobState {
+            job_id: self.job_id.clone(),
+            id_key: self.id_key,
+            start_s: self.start_s,
+            seen: self.seen,
+            alloc: self.alloc.clone(),
+            alloc_inline: self.alloc_inline,
+            gpus: Vec::new(),
+            lane: None,
+            lane_retry_cycle: 0,
+        }
+    }
+
+    /// Per-GPU windows of the job, whichever path it is on.
+    fn windows(&self, th: &IngestThresholds) -> Vec<GpuWindow> {
+        match &self.lane {
+            Some(l) => l.to_windows(th),
+            None => self.gpus.clone(),
         }
     }
 }
@@ -314,6 +419,10 @@ pub struct Engine {
     /// This cycle's scope.
     scope: Scope,
     counters: EngineCounters,
+    /// Jobs of [`lanes::L`] GPUs use the lane path (see [`Engine::set_lane_path`]).
+    lane_path: bool,
+    /// The CPU runs [`Engine::step_each_wide`].
+    wide: bool,
 }
 
 impl Engine {
@@ -342,6 +451,8 @@ impl Engine {
             stats_of: None,
             scope: Scope::Whole,
             counters: EngineCounters::default(),
+            lane_path: true,
+            wide: wide_cpu(),
         }
     }
 
@@ -420,12 +531,42 @@ impl Engine {
         self.jobs.len()
     }
 
+    /// Turns the lane path on (the default) or off. The lane path keeps the windows of a job
+    /// of exactly 8 GPUs whose samples arrive together in a compact form (see the policy
+    /// crate's `window/lanes.rs`), for speed; findings, snapshots and counters are identical
+    /// either way (`policy/tests/lane_equivalence.rs`). Off, every job keeps per-GPU windows:
+    /// for comparison, and as a fallback an operator can choose. Jobs already tracked move to
+    /// the per-GPU windows at once when it is turned off, and to lanes over the next cycles
+    /// when it is turned on.
+    pub fn set_lane_path(&mut self, on: bool) {
+        self.lane_path = on;
+        if !on {
+            let cycle = self.cycle;
+            for j in &mut self.jobs {
+                j.leave_lanes(&self.th, cycle);
+            }
+        }
+    }
+
+    /// Number of tracked jobs on the lane path now (see [`Engine::set_lane_path`]).
+    pub fn lane_jobs(&self) -> usize {
+        self.jobs.iter().filter(|j| j.lane.is_some()).count()
+    }
+
     /// Copies the windows for persistence.
     pub fn snapshot(&self, now_s: i64) -> EngineSnapshot {
         EngineSnapshot {
             taken_s: now_s,
             windows_key: Some(self.th.key()),
-            jobs: self.jobs.clone(),
+            jobs: self
+                .jobs
+                .iter()
+                .map(|j| JobState {
+                    gpus: j.windows(&self.th),
+                    lane: None,
+                    ..j.clone_facts()
+                })
+                .collect(),
         }
     }
 
@@ -455,6 +596,7 @@ impl Engine {
             }
             e.ladders.push(Ladder::default());
             j.id_key = IdKey::new(&j.job_id);
+            j.alloc_inline = alloc_inline(&j.alloc);
             // `seen` is not serialised, but an in-memory snapshot keeps it: a restored job
             // has not been seen in the new engine's cycles.
             j.seen = 0;
@@ -493,6 +635,28 @@ impl Engine {
     /// Extra lists are left empty; policies without a list are still stepped, so their
     /// escalation stays in step with time.
     pub fn step_each(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is set only where the CPU has every feature enabled there.
+            unsafe { self.step_each_wide(now_s, obs, outs) };
+            return;
+        }
+        self.step_each_body(now_s, obs, outs);
+    }
+
+    /// [`Engine::step_each`] compiled for CPUs with AVX-512 (F, BW, VL, DQ): the same code,
+    /// so the same results, with wider vectors for the lane path's loops.
+    ///
+    /// # Safety
+    /// The CPU must have every feature named.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi1,bmi2,popcnt,lzcnt")]
+    unsafe fn step_each_wide(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
+        self.step_each_body(now_s, obs, outs);
+    }
+
+    #[inline(always)]
+    fn step_each_body(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
         for out in outs.iter_mut() {
             out.clear();
         }
@@ -518,8 +682,8 @@ impl Engine {
                     // A requeued job gets a new start time, and a driver's view of a job's
                     // GPUs can change (the enforcer re-attributes them): either way the old
                     // windows say nothing about the new allocation, so the job starts afresh.
-                    if st.start_s != job.start_s || st.alloc != job.alloc {
-                        *st = JobState::new(job);
+                    if st.start_s != job.start_s || !st.same_alloc(&job.alloc) {
+                        *st = JobState::new(job, self.lane_path);
                         for l in &mut self.ladders[i as usize * np..(i as usize + 1) * np] {
                             *l = Ladder::default();
                         }
@@ -534,7 +698,7 @@ impl Engine {
                 }
                 None => {
                     let i = self.jobs.len() as u32;
-                    self.jobs.push(JobState::new(job));
+                    self.jobs.push(JobState::new(job, self.lane_path));
                     self.ladders.resize_with(self.ladders.len() + np, Ladder::default);
                     self.by_id.insert(job.job_id.clone(), i);
                     changed = true;
@@ -550,8 +714,12 @@ impl Engine {
                     // Every sample held was taken before the step: none can be placed against
                     // the new clock (guard 10), and a job is judged again only on a full
                     // window gathered after it.
-                    for g in &mut self.jobs[idx as usize].gpus {
+                    let st = &mut self.jobs[idx as usize];
+                    for g in &mut st.gpus {
                         g.forget_after_clock_step();
+                    }
+                    if let Some(l) = &mut st.lane {
+                        l.forget_after_clock_step();
                     }
                 }
             }
@@ -646,7 +814,16 @@ impl Engine {
         let mut order = std::mem::take(&mut self.order);
         let cyc = self.th.cycle(now_s);
         self.scope = obs.scope;
+        /// Jobs ahead whose lanes are prefetched (see `LaneJob::prefetch`).
+        const AHEAD: usize = 4;
         for (pos, &ji) in order.iter().enumerate() {
+            if let Some(l) = order
+                .get(pos + AHEAD)
+                .and_then(|&a| self.jobs.get(a as usize))
+                .and_then(|j| j.lane.as_deref())
+            {
+                l.prefetch();
+            }
             let job = &obs.jobs[pos];
             if ji == u32::MAX {
                 for out in outs.iter_mut() {
@@ -791,16 +968,51 @@ impl Engine {
     }
 
     /// Ingests job `ji`'s samples of this cycle, evicts what left its windows, and pools
-    /// the evidence of its observed GPUs.
+    /// the evidence of its observed GPUs. Inlined into [`Engine::step_each`]'s body, so that
+    /// the lane path is compiled for the wide CPUs too.
+    #[inline(always)]
     fn look(&mut self, ji: usize, cyc: &Cycle, obs: &Observation<'_>) -> Look {
         let th = self.th;
+        let cycle = self.cycle;
         let st = &mut self.jobs[ji];
         let (from, to) = self.ranges[ji];
         let (from, to) = (from as usize, to as usize);
+        let scope = obs.scope;
+        let whole_scope = scope == Scope::Whole;
         // A sample stamped before the job started says nothing about the job (the GPU's
         // earlier history, re-sent or scraped as a range): it is counted invalid, never
         // evidence, so no window reaching before the start is ever covered.
         let start_s = st.start_s;
+        if let Some(lane) = st.lane.as_deref_mut() {
+            // The lane path: every GPU observed, and none or one sample per GPU in slot order.
+            let observed_all = whole_scope || st.alloc.iter().all(|g| observed(scope, g));
+            let taken = observed_all
+                && if from == to {
+                    true
+                } else if to - from != lanes::L {
+                    false
+                } else if self.direct {
+                    let slots = &self.slots[from..to];
+                    slots.iter().enumerate().all(|(i, &s)| s == i as u32) && lane.ingest(|i| &obs.samples[from + i], start_s, cyc, &th)
+                } else {
+                    let routed = &self.routed[from..to];
+                    routed
+                        .iter()
+                        .enumerate()
+                        .all(|(i, r)| (r.key & 0xffff_ffff) == i as u64 && !r.conflict)
+                        && lane.ingest(|i| &obs.samples[routed[i].idx as usize], start_s, cyc, &th)
+                };
+            if taken {
+                lane.evict(cyc);
+                let mut acc = Accum::new(st.alloc.len() as u32);
+                for i in 0..lanes::L {
+                    acc.take(&lane.brief(i, cyc, &th));
+                }
+                self.stats_of = None;
+                return acc.finish(lane.late_total());
+            }
+            st.leave_lanes(&th, cycle);
+        }
         if self.direct {
             for (s, &slot) in obs.samples[from..to].iter().zip(&self.slots[from..to]) {
                 if slot != NO_SLOT {
@@ -825,57 +1037,25 @@ impl Engine {
             }
         }
         // Ingest everything first, so late samples are always counted.
-        let mut ev = Evidence {
-            gpus_allocated: st.alloc.len() as u32,
-            ..Evidence::default()
-        };
-        let scope = obs.scope;
-        let whole_scope = scope == Scope::Whole;
-        let mut look = Look {
-            ev: Evidence::default(),
-            problem: None,
-            any_short: false,
-            whole: true,
-            min_peak_milli: u32::MAX,
-            all_spin: true,
-        };
+        let mut acc = Accum::new(st.alloc.len() as u32);
         let mut late = 0;
-        let mut pool = Pool::default();
+        let mut observed_all = true;
         for (w, g) in st.gpus.iter_mut().zip(&st.alloc) {
             late = w.late.saturating_add(late);
             // Under `Scope::Whole` every GPU is observed; the allocation is not even read.
             if !whole_scope && !observed(scope, g) {
-                look.whole = false;
+                acc.look.whole = false;
+                observed_all = false;
                 continue;
             }
             w.evict(cyc);
-            let b = w.brief(cyc, &th);
-            if b.freeze_undetectable {
-                ev.freeze_undetectable_gpus += 1;
-            }
-            match b.coverage {
-                Coverage::Full => {}
-                Coverage::Short => look.any_short = true,
-                Coverage::Broken(p) => {
-                    if p == EvidenceProblem::Frozen {
-                        ev.frozen_gpus += 1;
-                    }
-                    look.problem = Some(look.problem.map_or(p, |q| q.min(p)));
-                }
-            }
-            look.min_peak_milli = look.min_peak_milli.min(b.peak_util_milli);
-            look.all_spin &= b.spin_candidate;
-            pool.add(&b);
+            acc.take(&w.brief(cyc, &th));
         }
-        ev.late_samples = late;
-        ev.gpus_observed = pool.gpus;
-        if pool.gpus == 0 {
-            look.problem = Some(EvidenceProblem::MissingNode);
+        if self.lane_path && observed_all && st.gpus.len() == lanes::L && cycle >= st.lane_retry_cycle {
+            st.try_lanes(cycle);
         }
-        pool.finish(&mut ev);
-        look.ev = ev;
         self.stats_of = None;
-        look
+        acc.finish(late)
     }
 
     /// Policy `p`'s finding for job `ji` (input position `pos`) from this cycle's look,
@@ -918,9 +1098,16 @@ impl Engine {
                 self.scratch.clear();
                 let st = &self.jobs[ji];
                 let cyc = self.th.cycle(now_s);
-                for (w, g) in st.gpus.iter().zip(&st.alloc) {
-                    if self.scope == Scope::Whole || observed(self.scope, g) {
-                        self.scratch.push(w.stats(&w.brief(&cyc, &self.th)));
+                if let Some(l) = &st.lane {
+                    // The lane path runs only with every GPU observed.
+                    for i in 0..lanes::L {
+                        self.scratch.push(l.stats(i, &l.brief(i, &cyc, &self.th)));
+                    }
+                } else {
+                    for (w, g) in st.gpus.iter().zip(&st.alloc) {
+                        if self.scope == Scope::Whole || observed(self.scope, g) {
+                            self.scratch.push(w.stats(&w.brief(&cyc, &self.th)));
+                        }
                     }
                 }
                 self.stats_of = Some(ji);
@@ -1081,6 +1268,67 @@ fn facts_unchanged(seen: &Option<Box<[String; 6]>>, job: &JobFacts) -> bool {
     }
 }
 
+/// One job's look being gathered, GPU by GPU, from each observed GPU's [`Brief`]: the same
+/// for the general path and the lane path.
+struct Accum {
+    look: Look,
+    pool: Pool,
+}
+
+impl Accum {
+    #[inline(always)]
+    fn new(gpus_allocated: u32) -> Accum {
+        Accum {
+            look: Look {
+                ev: Evidence {
+                    gpus_allocated,
+                    ..Evidence::default()
+                },
+                problem: None,
+                any_short: false,
+                whole: true,
+                min_peak_milli: u32::MAX,
+                all_spin: true,
+            },
+            pool: Pool::default(),
+        }
+    }
+
+    #[inline(always)]
+    fn take(&mut self, b: &Brief) {
+        let look = &mut self.look;
+        if b.freeze_undetectable {
+            look.ev.freeze_undetectable_gpus += 1;
+        }
+        match b.coverage {
+            Coverage::Full => {}
+            Coverage::Short => look.any_short = true,
+            Coverage::Broken(p) => {
+                if p == EvidenceProblem::Frozen {
+                    look.ev.frozen_gpus += 1;
+                }
+                look.problem = Some(look.problem.map_or(p, |q| q.min(p)));
+            }
+        }
+        look.min_peak_milli = look.min_peak_milli.min(b.peak_util_milli);
+        look.all_spin &= b.spin_candidate;
+        self.pool.add(b);
+    }
+
+    /// The look, given the samples dropped as late over every GPU of the job.
+    #[inline(always)]
+    fn finish(mut self, late: u32) -> Look {
+        let look = &mut self.look;
+        look.ev.late_samples = late;
+        look.ev.gpus_observed = self.pool.gpus;
+        if self.pool.gpus == 0 {
+            look.problem = Some(EvidenceProblem::MissingNode);
+        }
+        self.pool.finish(&mut look.ev);
+        self.look
+    }
+}
+
 /// The evidence pooled over a job's observed GPUs. Means are pooled over samples (one
 /// division each per job, none per GPU).
 struct Pool {
@@ -1175,4 +1423,22 @@ pub fn alloc_nodes(alloc: &[GpuRef]) -> Vec<NodeId> {
         }
     }
     v
+}
+
+/// True when this CPU has the features [`Engine::step_each_wide`] is compiled for.
+fn wide_cpu() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("bmi1")
+            && is_x86_feature_detected!("bmi2")
+            && is_x86_feature_detected!("popcnt")
+            && is_x86_feature_detected!("lzcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }

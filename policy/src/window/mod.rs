@@ -7,6 +7,8 @@
 //! (the ring's front part holds suffix maxima, its back part a running maximum; the front
 //! part is rebuilt once per window's worth of evictions, so O(1) amortised).
 
+pub(crate) mod lanes;
+
 use crate::config::PolicyConfig;
 use crate::input::{Reading, Sample};
 use crate::sample_check;
@@ -550,6 +552,94 @@ impl From<WindowRepr> for GpuWindow {
     }
 }
 
+/// What one sample's readings say, decided against the ingest thresholds: guard 3 field by
+/// field, and the entry flags that do not depend on the window (not `CHANGED`, `GAP_BEFORE`
+/// or `COPY_GAP`). Shared by [`GpuWindow::ingest`] and the lane path, so that both decide
+/// every sample alike.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Classified {
+    /// A compute reading is usable: util, or SM activity when util is not.
+    pub(crate) compute_ok: bool,
+    /// Some present field is rejected (out of bounds, a sentinel, memory used over total).
+    pub(crate) any_bad: bool,
+    pub(crate) util_milli: u32,
+    pub(crate) mem_mib: u32,
+    pub(crate) power_dw: u16,
+    pub(crate) flags: u16,
+    /// The bits of the readings the freeze check compares, and whether each is known.
+    pub(crate) bits: [u64; FROZEN_FIELDS],
+    pub(crate) known: [bool; FROZEN_FIELDS],
+}
+
+/// See [`Classified`]. Guard 3 is applied here field by field (see `sample_check`): a field
+/// that is absent, a sentinel or out of bounds is unknown, never zero. `sample_check::check`
+/// states the same rules one field at a time; `ingest_agrees_with_check` holds the two
+/// together.
+#[inline(always)]
+pub(crate) fn classify(s: &Sample, th: &IngestThresholds) -> Classified {
+    use sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS, MIN_POWER_W};
+    let (u, sm, mt, mu, p, l) = (s.util_pct, s.sm_active, s.mem_total_mib, s.mem_used_mib, s.power_w, s.power_limit_w);
+    let u_ok = u.within(100.0);
+    let sm_ok = sm.within(1.0);
+    let mt_ok = mt.within_positive(MAX_MEM_MIB);
+    let mu_in = mu.within(MAX_MEM_MIB);
+    // Memory used above a valid total is rejected too (it counts as a second bad field).
+    let mu_over = mu_in & mt_ok & (mu.raw() > mt.raw());
+    let mu_ok = mu_in & !mu_over;
+    let p_ok = p.within_from(MIN_POWER_W, MAX_POWER_W);
+    let l_ok = l.within_from(MIN_POWER_W, MAX_POWER_W);
+    let procs = s.procs.unwrap_or(u32::MAX);
+    let procs_bad = s.procs.is_some() & (procs > MAX_PROCS);
+    let bad = |r: Reading, ok: bool| !r.is_missing() & !ok;
+    let any_bad = bad(u, u_ok) | bad(sm, sm_ok) | bad(mt, mt_ok) | bad(mu, mu_in) | mu_over | bad(p, p_ok) | bad(l, l_ok) | procs_bad;
+    let compute = if u_ok {
+        u.raw()
+    } else if sm_ok {
+        sm.raw() * 100.0
+    } else {
+        0.0
+    };
+    // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
+    let util_milli = (compute * 1000.0 + 0.5) as u32;
+    let (mu_v, mt_v, p_v, l_v) = (mu.raw(), mt.raw(), p.raw(), l.raw());
+    let held = if mt_ok {
+        mu_v >= th.mem_held_frac * mt_v
+    } else {
+        mu_v >= th.mem_held_mib
+    };
+    let (idle, spin_low) = if l_ok {
+        (p_v <= th.idle_power_frac * l_v, p_v <= th.spin_power_frac * l_v)
+    } else {
+        (p_v <= th.idle_power_w, p_v <= th.idle_power_w)
+    };
+    let bit = |c: bool, f: u16| (c as u16) * f;
+    let flags = bit(mu_ok & held, MEM_HELD)
+        | bit(mu_ok & !held, MEM_FREE)
+        | bit(procs == 0, PROCS_ZERO)
+        | bit((procs != 0) & (procs <= MAX_PROCS), PROCS_POS)
+        | bit(p_ok, POWER_KNOWN)
+        | bit(p_ok & idle, POWER_IDLE)
+        | bit(p_ok & spin_low, POWER_SPIN_LOW)
+        | bit(util_milli >= th.spin_util_milli, UTIL_SPIN)
+        // The broken-exporter pattern on the compute reading in use (util, or SM activity
+        // when util is missing) and the raw memory and power (a missing one is NaN and never
+        // equals 0; −0.0 does, as it did as an `Option<f64>`).
+        | bit((compute == 0.0) & (mu_v == 0.0) & (p_v == 0.0), ALL_ZERO)
+        // Power 0 W is itself unknown (no live GPU draws it), so `!p_ok` covers it.
+        | bit((compute == 0.0) & ((mu_v == 0.0) | !mu_ok) & !p_ok, ZERO_OR_MISSING);
+    Classified {
+        compute_ok: u_ok | sm_ok,
+        any_bad,
+        util_milli,
+        // Both are bounded (guard 3) and non-negative: +0.5 and truncation rounds.
+        power_dw: if p_ok { (p_v * 10.0 + 0.5) as u16 } else { 0 },
+        mem_mib: if mu_ok { (mu_v + 0.5) as u32 } else { 0 },
+        flags,
+        bits: [u.to_bits(), sm.to_bits(), s.mem_used_mib.to_bits(), s.power_w.to_bits()],
+        known: [u_ok, sm_ok, mu_ok, p_ok],
+    }
+}
+
 impl Default for GpuWindow {
     fn default() -> Self {
         GpuWindow {
@@ -716,72 +806,25 @@ impl GpuWindow {
             self.base_t_s = s.t_s;
             self.grow(th.ring_hint);
         }
-        use sample_check::{MAX_MEM_MIB, MAX_POWER_W, MAX_PROCS, MIN_POWER_W};
-        let (u, sm, mt, mu, p, l) = (s.util_pct, s.sm_active, s.mem_total_mib, s.mem_used_mib, s.power_w, s.power_limit_w);
-        let u_ok = u.within(100.0);
-        let sm_ok = sm.within(1.0);
-        let mt_ok = mt.within_positive(MAX_MEM_MIB);
-        let mu_in = mu.within(MAX_MEM_MIB);
-        // Memory used above a valid total is rejected too (it counts as a second bad field).
-        let mu_over = mu_in & mt_ok & (mu.raw() > mt.raw());
-        let mu_ok = mu_in & !mu_over;
-        let p_ok = p.within_from(MIN_POWER_W, MAX_POWER_W);
-        let l_ok = l.within_from(MIN_POWER_W, MAX_POWER_W);
-        let procs = s.procs.unwrap_or(u32::MAX);
-        let procs_bad = s.procs.is_some() & (procs > MAX_PROCS);
-        let bad = |r: Reading, ok: bool| !r.is_missing() & !ok;
-        let any_bad = bad(u, u_ok) | bad(sm, sm_ok) | bad(mt, mt_ok) | bad(mu, mu_in) | mu_over | bad(p, p_ok) | bad(l, l_ok) | procs_bad;
-        let compute = if u_ok {
-            u.raw()
-        } else if sm_ok {
-            sm.raw() * 100.0
-        } else {
+        let c = classify(s, th);
+        if !c.compute_ok {
             self.note_invalid(s.t_s);
             return;
-        };
-        if any_bad {
+        }
+        if c.any_bad {
             self.note_invalid(s.t_s);
             // Broken is not idle: an implausible reading discredits the whole sample.
             if sample_check::has_implausible_field(s) {
                 return;
             }
         }
-        // Non-negative and bounded, so adding 0.5 and truncating rounds to nearest.
-        let util_milli = (compute * 1000.0 + 0.5) as u32;
-        let (mu, mt, p, l) = (mu.raw(), mt.raw(), p.raw(), l.raw());
-        let held = if mt_ok {
-            mu >= th.mem_held_frac * mt
-        } else {
-            mu >= th.mem_held_mib
-        };
-        let (idle, spin_low) = if l_ok {
-            (p <= th.idle_power_frac * l, p <= th.spin_power_frac * l)
-        } else {
-            (p <= th.idle_power_w, p <= th.idle_power_w)
-        };
-        let bit = |c: bool, f: u16| (c as u16) * f;
-        let mut flags = bit(mu_ok & held, MEM_HELD)
-            | bit(mu_ok & !held, MEM_FREE)
-            | bit(procs == 0, PROCS_ZERO)
-            | bit((procs != 0) & (procs <= MAX_PROCS), PROCS_POS)
-            | bit(p_ok, POWER_KNOWN)
-            | bit(p_ok & idle, POWER_IDLE)
-            | bit(p_ok & spin_low, POWER_SPIN_LOW)
-            | bit(util_milli >= th.spin_util_milli, UTIL_SPIN)
-            // The broken-exporter pattern on the compute reading in use (util, or SM activity
-            // when util is missing) and the raw memory and power (a missing one is NaN and
-            // never equals 0; −0.0 does, as it did as an `Option<f64>`).
-            | bit((compute == 0.0) & (mu == 0.0) & (p == 0.0), ALL_ZERO)
-            // Power 0 W is itself unknown (no live GPU draws it), so `!p_ok` covers it.
-            | bit((compute == 0.0) & ((mu == 0.0) | !mu_ok) & !p_ok, ZERO_OR_MISSING);
+        let mut flags = c.flags;
         // The freeze check: a reading changed when it is known (present and valid) and differs
         // from its last known value. An unknown reading (missing, a sentinel, 0 W) is no new
         // value, so a stuck collector that now and then leaves a field out still reads as
         // frozen.
-        let now_bits = [u.to_bits(), sm.to_bits(), s.mem_used_mib.to_bits(), s.power_w.to_bits()];
-        let known = [u_ok, sm_ok, mu_ok, p_ok];
         let mut changed = self.last_valid_t_s == NO_TIME;
-        for ((last, now), known) in self.last_bits.iter_mut().zip(now_bits).zip(known) {
+        for ((last, now), known) in self.last_bits.iter_mut().zip(c.bits).zip(c.known) {
             changed |= known & (now != *last);
             *last = if known { now } else { *last };
         }
@@ -791,15 +834,6 @@ impl GpuWindow {
         if self.last_valid_t_s != NO_TIME && s.t_s.saturating_sub(self.last_valid_t_s) > th.max_gap_s {
             flags |= GAP_BEFORE;
         }
-        // Copies are no newer than the reading they repeat: a stretch of them longer than
-        // the gap is a hole, once it has ended as while it lasts (`frozen_tail`). Flagged on
-        // the first sample with new readings after it (review 18: a collector that re-served
-        // one answer through a busy spell made the spell vanish; the same spell lost to an
-        // outage was a gap). It counts as a hole only where the window has power on two
-        // samples when judged, as for `frozen_tail` (see `brief`): without power, unchanging
-        // readings are what a quiet GPU shows, and such a window is held at alert instead
-        // (review 20: a hung GPU without power whose memory moved now and then became a
-        // string of holes and new breaches).
         if changed
             && self.copies_since_change >= 1
             && self.last_change_off != u32::MAX
@@ -812,10 +846,9 @@ impl GpuWindow {
         let t_off = s.t_s.saturating_sub(self.base_t_s).clamp(0, u32::MAX as i64) as u32;
         self.push(Entry {
             t_off,
-            util_milli,
-            // Both are bounded (guard 3) and non-negative: +0.5 and truncation rounds.
-            power_dw: if p_ok { (p * 10.0 + 0.5) as u16 } else { 0 },
-            mem_mib: if mu_ok { (mu + 0.5) as u32 } else { 0 },
+            util_milli: c.util_milli,
+            power_dw: c.power_dw,
+            mem_mib: c.mem_mib,
             flags,
             suffix_max_milli: 0,
         });
@@ -832,27 +865,6 @@ impl GpuWindow {
         }
         self.out_len = self.len;
         self.in_max_milli = 0;
-    }
-
-    /// True when the window's newest new information is older than `max_sample_gap`: its
-    /// newest samples repeat the readings before them bit for bit, and the newest sample whose
-    /// readings changed is more than `max_sample_gap` before now. A repeated sample is no
-    /// evidence that the GPU still reads so: a collector that froze partway through the window
-    /// (trial 10: a job was cancelled on a window whose newest 36 of 40 samples were one copy)
-    /// re-serves its last answer. An unknown reading is no new value, so a copy whose power
-    /// reads `[N/A]` is as frozen as one whose power repeats (review 17). One repeat is
-    /// enough when the newest change is that old (a copy followed by an outage, or a
-    /// collector lagging by most of the gap: review 17; the property
-    /// `prop_guard_3_a_collector_frozen_partway_is_stale` found the outage). Only where the
-    /// window has power on at least two samples: a GPU that never reports power looks the
-    /// same when quiet, and is held at alert instead (`freeze_undetectable`,
-    /// `Cap::PowerUnknown`).
-    #[inline(always)]
-    fn frozen_tail(&self, cyc: &Cycle, power_known: u32, th: &IngestThresholds) -> bool {
-        power_known >= 2
-            && self.copies_since_change >= 1
-            && self.last_change_off != u32::MAX
-            && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(self.last_change_off as i64)) > th.max_gap_s
     }
 
     /// Highest util in the window, thousandths of a percent.
@@ -934,79 +946,32 @@ impl GpuWindow {
         };
         // The newest entry is the last valid sample ingested (entries are only ever pushed
         // with it), so its time is `last_valid_t_s`: no need to read the ring's other end.
-        let (first_t, last_t) = (self.base_t_s + first.t_off as i64, self.last_valid_t_s);
-        let power_known = self.lane(POWER_KNOWN);
-        // Holes and changes are flagged on the sample after them; the first entry's flags
-        // refer to a sample outside the window.
-        let copy_holes = if power_known >= 2 {
-            self.copy_holes - (first.flags & COPY_GAP != 0) as u32
-        } else {
-            0
-        };
-        let holes = self.lane(GAP_BEFORE) - (first.flags & GAP_BEFORE != 0) as u32 + copy_holes;
-        let identical = n >= 2 && self.lane(CHANGED) - (first.flags & CHANGED != 0) as u32 == 0;
-        let coverage = if last_t > cyc.future_after_s {
-            Coverage::Broken(EvidenceProblem::Future)
-        } else if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
-            Coverage::Broken(EvidenceProblem::Stale)
-        } else if holes > 0 {
-            Coverage::Broken(EvidenceProblem::Gap)
-        } else if self.lane(ZERO_OR_MISSING) == n && self.lane(ALL_ZERO) > 0 {
-            Coverage::Broken(EvidenceProblem::AllZero)
-        } else if (identical && power_known >= 2) || self.frozen_tail(cyc, power_known, th) {
-            Coverage::Broken(EvidenceProblem::Frozen)
-        } else if first_t > cyc.short_after_s {
-            Coverage::Short
-        } else {
-            Coverage::Full
-        };
-        Brief {
-            samples: n,
-            first_t_s: first_t,
-            last_t_s: last_t,
-            peak_util_milli: self.peak_milli(),
-            sum_util_milli: self.sum_util_milli,
-            mem_known: self.lane(MEM_HELD) + self.lane(MEM_FREE),
-            mem_held_all: self.lane(MEM_HELD) == n,
-            sum_mem_mib: self.sum_mem_mib,
-            power_known,
-            sum_power_dw: self.sum_power_dw,
-            invalid: self.invalid_count(),
-            coverage,
-            freeze_undetectable: identical && power_known < 2,
-            spin_candidate: self.lane(UTIL_SPIN) == n && power_known == n && self.lane(POWER_SPIN_LOW) == n,
-        }
+        brief_of(
+            &WindowView {
+                // `COPY_GAP` is not a counted lane: `copy_holes` counts it.
+                count: |f| if f == COPY_GAP { self.copy_holes } else { self.lane(f) },
+                n,
+                first_flags: first.flags,
+                first_t_s: self.base_t_s + first.t_off as i64,
+                last_t_s: self.last_valid_t_s,
+                base_t_s: self.base_t_s,
+                last_change_off: self.last_change_off,
+                copies_since_change: self.copies_since_change,
+                peak_util_milli: self.peak_milli(),
+                sum_util_milli: self.sum_util_milli,
+                sum_mem_mib: self.sum_mem_mib,
+                sum_power_dw: self.sum_power_dw,
+                invalid: self.invalid_count(),
+            },
+            cyc,
+            th,
+        )
     }
 
     /// The full statistics of the window summarised by `b` (this window's [`Brief`]), for
     /// signature matching.
     pub(crate) fn stats(&self, b: &Brief) -> GpuStats {
-        if b.samples == 0 {
-            return GpuStats {
-                invalid: b.invalid,
-                ..GpuStats::default()
-            };
-        }
-        GpuStats {
-            samples: b.samples,
-            first_t_s: b.first_t_s,
-            last_t_s: b.last_t_s,
-            peak_util_milli: b.peak_util_milli,
-            sum_util_milli: b.sum_util_milli,
-            mem_known: b.mem_known,
-            mem_held: self.lane(MEM_HELD),
-            mem_free: self.lane(MEM_FREE),
-            sum_mem_mib: b.sum_mem_mib,
-            procs_pos: self.lane(PROCS_POS),
-            procs_zero: self.lane(PROCS_ZERO),
-            power_known: b.power_known,
-            power_idle: self.lane(POWER_IDLE),
-            power_spin_low: self.lane(POWER_SPIN_LOW),
-            util_spin: self.lane(UTIL_SPIN),
-            sum_power_dw: b.sum_power_dw,
-            sum_power_sq: self.sum_power_sq,
-            invalid: b.invalid,
-        }
+        stats_of(b, |f| self.lane(f), self.sum_power_sq)
     }
 
     /// Forgets every sample, keeping only the count of late ones: after the clock went back,
@@ -1024,6 +989,121 @@ impl GpuWindow {
     /// used when restoring a snapshot.
     pub(crate) fn restore_trim(&mut self, now_s: i64, th: &IngestThresholds) {
         self.evict(&th.cycle(now_s));
+    }
+}
+
+/// What a window's [`Brief`] is made from: [`GpuWindow`] and the lane path each give one, and
+/// [`brief_of`] decides the same way for both. `count(flag)` is the number of entries in the
+/// window with `flag`; times are epoch seconds, util thousandths of a percent.
+pub(crate) struct WindowView<C: Fn(u16) -> u32> {
+    pub(crate) count: C,
+    /// Entries in the window (at least one).
+    pub(crate) n: u32,
+    /// The flags of the oldest entry.
+    pub(crate) first_flags: u16,
+    pub(crate) first_t_s: i64,
+    pub(crate) last_t_s: i64,
+    pub(crate) base_t_s: i64,
+    pub(crate) last_change_off: u32,
+    pub(crate) copies_since_change: u16,
+    pub(crate) peak_util_milli: u32,
+    pub(crate) sum_util_milli: u64,
+    pub(crate) sum_mem_mib: u64,
+    pub(crate) sum_power_dw: u64,
+    pub(crate) invalid: u32,
+}
+
+/// The [`Brief`] of a window of at least one entry, and its coverage.
+///
+/// The frozen tail: true when the window's newest new information is older than
+/// `max_sample_gap`: its newest samples repeat the readings before them bit for bit, and the
+/// newest sample whose readings changed is more than `max_sample_gap` before now. A repeated
+/// sample is no evidence that the GPU still reads so: a collector that froze partway through
+/// the window (trial 10: a job was cancelled on a window whose newest 36 of 40 samples were
+/// one copy) re-serves its last answer. An unknown reading is no new value, so a copy whose
+/// power reads `[N/A]` is as frozen as one whose power repeats (review 17). One repeat is
+/// enough when the newest change is that old (a copy followed by an outage, or a collector
+/// lagging by most of the gap: review 17; the property
+/// `prop_guard_3_a_collector_frozen_partway_is_stale` found the outage). Only where the window
+/// has power on at least two samples: a GPU that never reports power looks the same when
+/// quiet, and is held at alert instead (`freeze_undetectable`, `Cap::PowerUnknown`).
+#[inline(always)]
+pub(crate) fn brief_of<C: Fn(u16) -> u32>(v: &WindowView<C>, cyc: &Cycle, th: &IngestThresholds) -> Brief {
+    let n = v.n;
+    let has = |flag: u16| u32::from(v.first_flags & flag != 0);
+    let power_known = (v.count)(POWER_KNOWN);
+    // Holes and changes are flagged on the sample after them; the first entry's flags refer
+    // to a sample outside the window.
+    let copy_holes = if power_known >= 2 { (v.count)(COPY_GAP) - has(COPY_GAP) } else { 0 };
+    let holes = (v.count)(GAP_BEFORE) - has(GAP_BEFORE) + copy_holes;
+    let identical = n >= 2 && (v.count)(CHANGED) - has(CHANGED) == 0;
+    let frozen_tail = power_known >= 2
+        && v.copies_since_change >= 1
+        && v.last_change_off != u32::MAX
+        && cyc.now_s.saturating_sub(v.base_t_s.saturating_add(v.last_change_off as i64)) > th.max_gap_s;
+    let (first_t, last_t) = (v.first_t_s, v.last_t_s);
+    let coverage = if last_t > cyc.future_after_s {
+        Coverage::Broken(EvidenceProblem::Future)
+    } else if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
+        Coverage::Broken(EvidenceProblem::Stale)
+    } else if holes > 0 {
+        Coverage::Broken(EvidenceProblem::Gap)
+    } else if (v.count)(ZERO_OR_MISSING) == n && (v.count)(ALL_ZERO) > 0 {
+        Coverage::Broken(EvidenceProblem::AllZero)
+    } else if (identical && power_known >= 2) || frozen_tail {
+        Coverage::Broken(EvidenceProblem::Frozen)
+    } else if first_t > cyc.short_after_s {
+        Coverage::Short
+    } else {
+        Coverage::Full
+    };
+    let held = (v.count)(MEM_HELD);
+    Brief {
+        samples: n,
+        first_t_s: first_t,
+        last_t_s: last_t,
+        peak_util_milli: v.peak_util_milli,
+        sum_util_milli: v.sum_util_milli,
+        mem_known: held + (v.count)(MEM_FREE),
+        mem_held_all: held == n,
+        sum_mem_mib: v.sum_mem_mib,
+        power_known,
+        sum_power_dw: v.sum_power_dw,
+        invalid: v.invalid,
+        coverage,
+        freeze_undetectable: identical && power_known < 2,
+        spin_candidate: (v.count)(UTIL_SPIN) == n && power_known == n && (v.count)(POWER_SPIN_LOW) == n,
+    }
+}
+
+/// The full statistics of the window summarised by `b`, for signature matching; `count` and
+/// `sum_power_sq` as in [`WindowView`].
+pub(crate) fn stats_of(b: &Brief, count: impl Fn(u16) -> u32, sum_power_sq: u64) -> GpuStats {
+    if b.samples == 0 {
+        return GpuStats {
+            invalid: b.invalid,
+            ..GpuStats::default()
+        };
+    }
+    GpuStats {
+        samples: b.samples,
+        first_t_s: b.first_t_s,
+        last_t_s: b.last_t_s,
+        peak_util_milli: b.peak_util_milli,
+        sum_util_milli: b.sum_util_milli,
+        mem_known: b.mem_known,
+        mem_held: count(MEM_HELD),
+        mem_free: count(MEM_FREE),
+        sum_mem_mib: b.sum_mem_mib,
+        procs_pos: count(PROCS_POS),
+        procs_zero: count(PROCS_ZERO),
+        power_known: b.power_known,
+        power_idle: count(POWER_IDLE),
+        power_spin_low: count(POWER_SPIN_LOW),
+        util_spin: count(UTIL_SPIN),
+        sum_power_dw: b.sum_power_dw,
+        sum_power_sq,
+        invalid: b.invalid,
     }
 }
 
