@@ -814,15 +814,19 @@ impl Engine {
         let mut order = std::mem::take(&mut self.order);
         let cyc = self.th.cycle(now_s);
         self.scope = obs.scope;
-        /// Jobs ahead whose lanes are prefetched (see `LaneJob::prefetch`).
-        const AHEAD: usize = 4;
+        // Jobs ahead whose lanes are prefetched (see `LaneJob::prefetch_header`): the state
+        // first, its rows once that has arrived.
+        const AHEAD_HEADER: usize = 8;
+        const AHEAD_ROWS: usize = 4;
+        fn lane_at<'a>(jobs: &'a [JobState], order: &[u32], k: usize) -> Option<&'a LaneJob> {
+            order.get(k).and_then(|&a| jobs.get(a as usize)).and_then(|j| j.lane.as_deref())
+        }
         for (pos, &ji) in order.iter().enumerate() {
-            if let Some(l) = order
-                .get(pos + AHEAD)
-                .and_then(|&a| self.jobs.get(a as usize))
-                .and_then(|j| j.lane.as_deref())
-            {
-                l.prefetch();
+            if let Some(l) = lane_at(&self.jobs, &order, pos + AHEAD_HEADER) {
+                l.prefetch_header();
+            }
+            if let Some(l) = lane_at(&self.jobs, &order, pos + AHEAD_ROWS) {
+                l.prefetch_rows();
             }
             let job = &obs.jobs[pos];
             if ji == u32::MAX {

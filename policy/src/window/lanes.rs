@@ -31,6 +31,21 @@ pub(crate) const L: usize = 8;
 pub(crate) const CAP: usize = 32;
 const _: () = assert!(CAP.is_power_of_two() && CAP <= u8::MAX as usize, "counts are bytes");
 
+/// A hint to load the cache line at byte `off` of `j` (within it).
+#[inline(always)]
+fn prefetch(j: &LaneJob, off: usize) {
+    debug_assert!(off < std::mem::size_of::<LaneJob>());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `_mm_prefetch` reads nothing and cannot fault (it is a hint); the address is
+        // inside `j` besides.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((j as *const LaneJob as *const i8).add(off)) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (j, off);
+}
+
 /// The low 8 bits of `x` spread one per byte: bit `b` becomes byte `b` (0 or 1).
 #[inline(always)]
 fn spread(x: u64) -> u64 {
@@ -212,34 +227,31 @@ impl LaneJob {
             .collect()
     }
 
-    /// Asks the CPU to start loading what the next [`LaneJob::ingest`], [`LaneJob::evict`]
-    /// and [`LaneJob::brief`] of this job read: the state before the rows, the row the push
-    /// writes and the oldest two (eviction, and the front's suffix maximum). The engine calls
-    /// it a few jobs ahead: each job's state is its own allocation, a page or more apart, so
-    /// the hardware prefetchers do not follow from one job to the next. A hint only: it
-    /// changes no state and no result.
+    /// Asks the CPU to start loading the state before the rows, which the next
+    /// [`LaneJob::ingest`], [`LaneJob::evict`] and [`LaneJob::brief`] of this job read. The
+    /// engine calls it some jobs ahead, and [`LaneJob::prefetch_rows`] fewer jobs ahead: each
+    /// job's state is its own allocation, a page or more apart, so the hardware prefetchers do
+    /// not follow from one job to the next. A hint only: it changes no state and no result.
     #[inline(always)]
-    pub(crate) fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let base = self as *const LaneJob as *const i8;
-            let head = std::mem::offset_of!(LaneJob, rows);
-            let row = std::mem::size_of::<Row>();
-            let lines = [self.slot(self.len), self.slot(0), self.slot(1)];
-            // SAFETY: `_mm_prefetch` reads nothing and cannot fault; every address is inside
-            // `self` (the header's lines, and rows of the ring).
-            unsafe {
-                let mut off = 0;
-                while off < head {
-                    _mm_prefetch::<_MM_HINT_T0>(base.add(off));
-                    off += 64;
-                }
-                for k in lines {
-                    _mm_prefetch::<_MM_HINT_T0>(base.add(head + k * row));
-                    _mm_prefetch::<_MM_HINT_T0>(base.add(head + k * row + 64));
-                }
-            }
+    pub(crate) fn prefetch_header(&self) {
+        let head = std::mem::offset_of!(LaneJob, rows);
+        let mut off = 0;
+        while off < head {
+            prefetch(self, off);
+            off += 64;
+        }
+    }
+
+    /// Asks the CPU to start loading the rows the next cycle touches: the one the push
+    /// writes, and the oldest two (eviction, and the front's suffix maximum). Reads `head`
+    /// and `len`, so it comes after [`LaneJob::prefetch_header`].
+    #[inline(always)]
+    pub(crate) fn prefetch_rows(&self) {
+        let head = std::mem::offset_of!(LaneJob, rows);
+        let row = std::mem::size_of::<Row>();
+        for k in [self.slot(self.len), self.slot(0), self.slot(1)] {
+            prefetch(self, head + k * row);
+            prefetch(self, head + k * row + 64);
         }
     }
 
