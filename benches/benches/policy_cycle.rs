@@ -96,6 +96,8 @@ fn cycle(c: &mut Criterion, n_jobs: usize, name: &str) {
         let now = next_samples(&mut samples);
         step(&mut engine, now, &samples, &mut out);
     }
+    // Every job here has 8 GPUs whose samples arrive together: all take the lane path.
+    assert_eq!(engine.lane_jobs(), n_jobs, "the bench's jobs should all be on the lane path");
     let mut g = c.benchmark_group("policy");
     g.throughput(Throughput::Elements((n_jobs * GPUS) as u64));
     g.sample_size(30);

@@ -489,6 +489,9 @@ impl Pair {
         let build = |on: bool| {
             let mut e = Engine::with_policies(policies.clone(), mode).expect("policies share windows");
             e.set_lane_path(on);
+            // The lane-off engine also runs the plain build of `step_each`, so the pair holds
+            // the AVX2 twin (where the CPU has it) to the same results too.
+            e.set_avx2(on);
             e
         };
         Pair {
