@@ -423,6 +423,11 @@ pub struct Engine {
     lane_path: bool,
     /// The CPU runs [`Engine::step_each_wide`].
     wide: bool,
+    /// The GPU of each sample of the last cycle whose direct routing stands in `slots` and
+    /// `ranges` (see [`route_key`]); empty when none does.
+    route_memo: Vec<u64>,
+    /// The unattributed samples of that routing.
+    route_unattributed: u64,
 }
 
 impl Engine {
@@ -453,6 +458,8 @@ impl Engine {
             counters: EngineCounters::default(),
             lane_path: true,
             wide: wide_cpu(),
+            route_memo: Vec::new(),
+            route_unattributed: 0,
         }
     }
 
@@ -777,8 +784,16 @@ impl Engine {
         //    usually hand one sample per GPU, each job's together and in allocation order:
         //    then the samples are taken where they lie (the direct path). Anything else
         //    (a GPU twice, a job's samples split or out of slot order) is sorted.
-        if !self.route_direct(obs.samples) {
-            self.route_sorted(obs.samples);
+        //    A driver also hands its samples in the same GPU order cycle after cycle: when
+        //    the jobs and that order are as last cycle's direct routing found them, its result
+        //    stands (it depends on nothing else), and the router is not consulted.
+        if changed || !self.route_direct_again(obs.samples) {
+            self.route_memo.clear();
+            if self.route_direct(obs.samples) {
+                self.route_memo.extend(obs.samples.iter().map(route_key));
+            } else {
+                self.route_sorted(obs.samples);
+            }
         }
 
         // 3. Drain confirmations, offered to every policy's ladder of the job.
@@ -862,6 +877,7 @@ impl Engine {
     /// Samples no running job claims may lie anywhere; they are counted as unattributed.
     fn route_direct(&mut self, samples: &[Sample]) -> bool {
         self.direct = false;
+        self.route_unattributed = 0;
         self.ranges.clear();
         self.ranges.resize(self.jobs.len(), (UNSET, UNSET));
         self.slots.clear();
@@ -897,8 +913,24 @@ impl Engine {
             }
         }
         self.counters.unattributed_samples += unattributed;
+        self.route_unattributed = unattributed;
         self.direct = true;
         true
+    }
+
+    /// True, with last cycle's direct routing kept, when `samples` name the same GPUs in the
+    /// same order as the samples it routed (`route_memo`), and the jobs have not changed since
+    /// (the caller's `changed`).
+    #[inline(always)]
+    fn route_direct_again(&mut self, samples: &[Sample]) -> bool {
+        let same = !self.route_memo.is_empty()
+            && self.route_memo.len() == samples.len()
+            && self.route_memo.iter().zip(samples).all(|(&k, s)| k == route_key(s));
+        if same {
+            self.direct = true;
+            self.counters.unattributed_samples += self.route_unattributed;
+        }
+        same
     }
 
     /// The general path of routing: sorts the cycle's samples into (job, slot, time,
@@ -1436,6 +1468,12 @@ pub fn alloc_nodes(alloc: &[GpuRef]) -> Vec<NodeId> {
         }
     }
     v
+}
+
+/// A sample's GPU as one word, for [`Engine::route_direct_again`].
+#[inline(always)]
+fn route_key(s: &Sample) -> u64 {
+    u64::from(s.node.0) << 16 | u64::from(s.gpu)
 }
 
 /// True when this CPU has the features [`Engine::step_each_wide`] is compiled for.

@@ -705,7 +705,14 @@ fn compare_step(pair: &mut Pair, now: i64, obs: &Observation<'_>, ctx: &str) -> 
     let mut a: Vec<Vec<Finding>> = vec![Vec::new(); pair.outs];
     let mut b: Vec<Vec<Finding>> = vec![Vec::new(); pair.outs];
     pair.on.step_each(now, obs, &mut a);
-    pair.off.step_each(now, obs, &mut b);
+    // The lane-off engine gets the cycle's samples ordered by GPU index first, so that no
+    // job's samples lie together: it always routes them by sorting, while the lane-on engine
+    // routes directly and keeps last cycle's routing where the samples name the same GPUs
+    // (`Engine::route_direct_again`). Findings never depend on arrival order.
+    let mut by_gpu = obs.samples.to_vec();
+    by_gpu.sort_by_key(|s| (s.gpu, s.node.0, s.t_s));
+    let by_gpu_obs = Observation { samples: &by_gpu, ..*obs };
+    pair.off.step_each(now, &by_gpu_obs, &mut b);
     pair.lane_job_cycles += pair.on.lane_jobs();
     if pair.off.lane_jobs() != 0 {
         return Err(format!(
