@@ -313,21 +313,26 @@ impl LaneJob {
         let copy_before = i64::from(t_off) - th.max_gap_s;
         let s = self.slot(self.len);
         let row = &mut self.rows[s];
+        // The freeze check, lane by lane and field by field (as `GpuWindow::ingest`), in
+        // all-ones masks so that each loop is one vector operation.
+        let mut changed = [if first { u64::MAX } else { 0 }; L];
+        for f in 0..FROZEN_FIELDS {
+            let (bits, known, last) = (&c.bits[f], &c.known[f], &mut self.last_bits[f]);
+            for i in 0..L {
+                let k = u64::from(known[i]).wrapping_neg();
+                changed[i] |= k & u64::from(bits[i] != last[i]).wrapping_neg();
+                last[i] = (bits[i] & k) | (last[i] & !k);
+            }
+        }
         let mut flags = [0u16; L];
         for i in 0..L {
-            let mut changed = first;
-            for f in 0..FROZEN_FIELDS {
-                let last = &mut self.last_bits[f][i];
-                let known = c.known[f][i];
-                changed |= known & (c.bits[f][i] != *last);
-                *last = if known { c.bits[f][i] } else { *last };
-            }
+            let ch = changed[i] != 0;
             let lco = self.last_change_off[i];
             let copies = self.copies_since_change[i];
-            let copy_gap = changed & (copies >= 1) & (lco != u32::MAX) & (i64::from(lco) < copy_before);
-            flags[i] = c.flags[i] | (changed as u16 * CHANGED) | (gap as u16 * GAP_BEFORE) | (copy_gap as u16 * COPY_GAP);
-            self.last_change_off[i] = if changed { t_off } else { lco };
-            self.copies_since_change[i] = if changed { 0 } else { copies.saturating_add(1) };
+            let copy_gap = ch & (copies >= 1) & (lco != u32::MAX) & (i64::from(lco) < copy_before);
+            flags[i] = c.flags[i] | (ch as u16 * CHANGED) | (gap as u16 * GAP_BEFORE) | (copy_gap as u16 * COPY_GAP);
+            self.last_change_off[i] = if ch { t_off } else { lco };
+            self.copies_since_change[i] = if ch { 0 } else { copies.saturating_add(1) };
             self.in_max_milli[i] = self.in_max_milli[i].max(c.util_milli[i]);
         }
         row.util_milli = c.util_milli;
