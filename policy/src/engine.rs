@@ -541,10 +541,10 @@ impl Engine {
     /// Turns the lane path on (the default) or off. The lane path keeps the windows of a job
     /// of exactly 8 GPUs whose samples arrive together in a compact form (see the policy
     /// crate's `window/lanes.rs`), for speed; findings, snapshots and counters are identical
-    /// either way (`policy/tests/lane_equivalence.rs`). Off, every job keeps per-GPU windows:
-    /// for comparison, and as a fallback an operator can choose. Jobs already tracked move to
-    /// the per-GPU windows at once when it is turned off, and to lanes over the next cycles
-    /// when it is turned on.
+    /// either way (`policy/tests/lane_equivalence.rs`). Off, every job keeps per-GPU windows,
+    /// as before the lane path existed: for those tests and for A/B measurements. Jobs already
+    /// tracked move to per-GPU windows at once when it is turned off, and to lanes over the
+    /// next cycles when it is turned on.
     pub fn set_lane_path(&mut self, on: bool) {
         self.lane_path = on;
         if !on {
@@ -1050,8 +1050,13 @@ impl Engine {
             if taken {
                 lane.evict(cyc);
                 let mut acc = Accum::new(st.alloc.len() as u32);
-                for i in 0..lanes::L {
-                    acc.take(&lane.brief(i, cyc, &th));
+                match lane.pool(cyc, &th) {
+                    Some(p) => acc.take_lanes(&p),
+                    None => {
+                        for i in 0..lanes::L {
+                            acc.take(&lane.brief(i, cyc, &th));
+                        }
+                    }
                 }
                 self.stats_of = None;
                 return acc.finish(lane.late_total());
@@ -1358,6 +1363,36 @@ impl Accum {
         look.min_peak_milli = look.min_peak_milli.min(b.peak_util_milli);
         look.all_spin &= b.spin_candidate;
         self.pool.add(b);
+    }
+
+    /// Takes all [`lanes::L`] lanes of a lane job at once: what [`Accum::take`] of each
+    /// lane's brief would give.
+    #[inline(always)]
+    fn take_lanes(&mut self, p: &lanes::LanePool) {
+        let look = &mut self.look;
+        look.ev.freeze_undetectable_gpus += p.freeze_undetectable_gpus;
+        look.ev.frozen_gpus += p.frozen_gpus;
+        look.any_short |= p.any_short;
+        if let Some(q) = p.problem {
+            look.problem = Some(look.problem.map_or(q, |r| r.min(q)));
+        }
+        look.min_peak_milli = look.min_peak_milli.min(p.min_peak_milli);
+        look.all_spin &= p.all_spin;
+        let pool = &mut self.pool;
+        let lanes = lanes::L as u32;
+        pool.gpus += lanes;
+        pool.start = pool.start.min(p.first_t_s);
+        pool.end = pool.end.max(p.last_t_s);
+        pool.mem_held_gpus += p.mem_held_gpus;
+        pool.smin = pool.smin.min(p.samples);
+        pool.smax = pool.smax.max(p.samples);
+        pool.n += u64::from(p.samples) * u64::from(lanes);
+        pool.peak = pool.peak.max(p.peak_milli);
+        pool.util_sum += p.util_sum;
+        pool.mem_sum += p.mem_sum;
+        pool.mem_n += p.mem_n;
+        pool.pw_sum += p.pw_sum;
+        pool.pw_n += p.pw_n;
     }
 
     /// The look, given the samples dropped as late over every GPU of the job.

@@ -430,6 +430,112 @@ impl LaneJob {
         )
     }
 
+    /// What the engine pools from the [`L`] lanes' briefs, computed for all lanes at once:
+    /// exactly what taking [`LaneJob::brief`] of each lane in turn gives (the engine's
+    /// `Accum::take`; `lane_pool_agrees_with_briefs` holds the two together). `None` for an
+    /// empty window, which the engine pools lane by lane.
+    #[inline(always)]
+    pub(crate) fn pool(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<LanePool> {
+        let n = self.len;
+        if n == 0 {
+            return None;
+        }
+        let h = self.head as usize;
+        let (first_t, last_t) = (self.base_t_s + self.t_off[h] as i64, self.last_valid_t_s);
+        // The clocks are the job's: every lane is from the future, or stale, or neither.
+        let job_problem = if last_t > cyc.future_after_s {
+            Some(EvidenceProblem::Future)
+        } else if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
+            Some(EvidenceProblem::Stale)
+        } else {
+            None
+        };
+        let counts = |flag: u16| {
+            let f = nr(flag);
+            let mut c = [0u32; L];
+            for i in 0..L {
+                c[i] = ((self.counts[f / 8][i] >> (8 * (f % 8))) & 0xff) as u32;
+            }
+            c
+        };
+        let first = &self.rows[h].flags;
+        let has = |flag: u16| {
+            let mut c = [0u32; L];
+            for i in 0..L {
+                c[i] = u32::from(first[i] & flag != 0);
+            }
+            c
+        };
+        let (pk, cg, gap, ch, zom, az) = (
+            counts(POWER_KNOWN),
+            counts(COPY_GAP),
+            counts(GAP_BEFORE),
+            counts(CHANGED),
+            counts(ZERO_OR_MISSING),
+            counts(ALL_ZERO),
+        );
+        let (held, free, spin, spin_low) = (counts(MEM_HELD), counts(MEM_FREE), counts(UTIL_SPIN), counts(POWER_SPIN_LOW));
+        let (has_cg, has_gap, has_ch) = (has(COPY_GAP), has(GAP_BEFORE), has(CHANGED));
+        let mut p = LanePool {
+            samples: n,
+            first_t_s: first_t,
+            last_t_s: last_t,
+            problem: None,
+            any_short: false,
+            frozen_gpus: 0,
+            freeze_undetectable_gpus: 0,
+            min_peak_milli: u32::MAX,
+            peak_milli: 0,
+            all_spin: true,
+            mem_held_gpus: 0,
+            util_sum: 0,
+            mem_sum: 0,
+            mem_n: 0,
+            pw_sum: 0,
+            pw_n: 0,
+        };
+        let short = first_t > cyc.short_after_s;
+        for i in 0..L {
+            // As `brief_of`, lane by lane.
+            let copy_holes = if pk[i] >= 2 { cg[i] - has_cg[i] } else { 0 };
+            let holes = gap[i] - has_gap[i] + copy_holes;
+            let identical = n >= 2 && ch[i] - has_ch[i] == 0;
+            let lco = self.last_change_off[i];
+            let frozen_tail = pk[i] >= 2
+                && self.copies_since_change[i] >= 1
+                && lco != u32::MAX
+                && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(lco as i64)) > th.max_gap_s;
+            let lane_problem = job_problem.or(if holes > 0 {
+                Some(EvidenceProblem::Gap)
+            } else if zom[i] == n && az[i] > 0 {
+                Some(EvidenceProblem::AllZero)
+            } else if (identical && pk[i] >= 2) || frozen_tail {
+                Some(EvidenceProblem::Frozen)
+            } else {
+                None
+            });
+            // As the engine's `Accum::take` and `Pool::add`.
+            p.freeze_undetectable_gpus += u32::from(identical && pk[i] < 2);
+            p.frozen_gpus += u32::from(lane_problem == Some(EvidenceProblem::Frozen));
+            p.any_short |= lane_problem.is_none() && short;
+            if let Some(q) = lane_problem {
+                p.problem = Some(p.problem.map_or(q, |r| r.min(q)));
+            }
+            let out = if self.out_len > 0 { self.rows[h].suffix_max_milli[i] } else { 0 };
+            let peak = out.max(self.in_max_milli[i]);
+            p.min_peak_milli = p.min_peak_milli.min(peak);
+            p.peak_milli = p.peak_milli.max(peak);
+            p.all_spin &= spin[i] == n && pk[i] == n && spin_low[i] == n;
+            p.mem_held_gpus += u32::from(held[i] == n);
+            p.util_sum += u64::from(self.sum_util_milli[i]);
+            p.mem_sum += u64::from(self.sum_mem_mib[i]);
+            p.mem_n += u64::from(held[i] + free[i]);
+            p.pw_sum += u64::from(self.sum_power_dw[i]);
+            p.pw_n += u64::from(pk[i]);
+        }
+        Some(p)
+    }
+
     /// Lane `i`'s full statistics, as [`GpuWindow::stats`] gives them for the window whose
     /// brief is `b`.
     pub(crate) fn stats(&self, i: usize, b: &Brief) -> GpuStats {
@@ -443,6 +549,31 @@ impl LaneJob {
         *self = *LaneJob::empty();
         self.late = late;
     }
+}
+
+/// What [`LaneJob::pool`] gives: a non-empty window's lanes pooled as the engine pools
+/// briefs (see `engine::Accum`). Every lane holds `samples` rows, the first at `first_t_s`,
+/// the last at `last_t_s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct LanePool {
+    pub(crate) samples: u32,
+    pub(crate) first_t_s: i64,
+    pub(crate) last_t_s: i64,
+    /// The least problem of any lane (`EvidenceProblem`'s order).
+    pub(crate) problem: Option<EvidenceProblem>,
+    /// Some lane's coverage is short (and has no problem).
+    pub(crate) any_short: bool,
+    pub(crate) frozen_gpus: u32,
+    pub(crate) freeze_undetectable_gpus: u32,
+    pub(crate) min_peak_milli: u32,
+    pub(crate) peak_milli: u32,
+    pub(crate) all_spin: bool,
+    pub(crate) mem_held_gpus: u32,
+    pub(crate) util_sum: u64,
+    pub(crate) mem_sum: u64,
+    pub(crate) mem_n: u64,
+    pub(crate) pw_sum: u64,
+    pub(crate) pw_n: u64,
 }
 
 /// One cycle's samples of a lane job, decided lane by lane as [`classify`] decides each.
@@ -628,6 +759,93 @@ mod tests {
                 }
             }
             prop_assert_eq!(lanes.fine, fine);
+        }
+
+        /// [`LaneJob::pool`] equals pooling the lanes' briefs one by one, on lanes filled by
+        /// random cycles: readings busy, idle, frozen (repeated) or all-zero, some GPUs
+        /// without power, cycles skipped (gaps and stale windows) and judged at times late
+        /// or early (future samples are refused by ingest, so `now` may lag the samples).
+        #[test]
+        fn lane_pool_agrees_with_briefs(
+            steps in proptest::collection::vec((0u8..4, prop_oneof![8 => Just(60i64), 1 => 1i64..90, 1 => 90i64..600], 0u8..4, 0i64..200), 1..60),
+            per_lane in proptest::collection::vec(0u8..4, L),
+            palette in proptest::collection::vec(0u8..7, 4),
+        ) {
+            let th = IngestThresholds::new(&PolicyConfig::default());
+            let mut j = LaneJob::empty();
+            let mut t = 1_000_000i64;
+            for (k, &(pick, dt, judge, lag)) in steps.iter().enumerate() {
+                // A few kinds of readings per case, so that a window can hold one kind only.
+                let kind = palette[pick as usize];
+                t += dt;
+                let samples: Vec<Sample> = (0..L)
+                    .map(|i| {
+                        let v = (per_lane[i] + kind) % 7;
+                        // Power −1 stands for a GPU that reports none this time.
+                        let (u, mu, pw) = match v {
+                            0 => (95.0 + (k % 3) as f64, 60_000.0, 300.0 + k as f64),
+                            1 => (0.0, 0.0, 60.0),
+                            2 => (0.0, 30_000.0, 70.0),
+                            3 => (100.0, 50_000.0, 70.0),
+                            4 => (0.0, 0.0, 0.0),
+                            5 => (0.0, 0.0, -1.0),
+                            _ => (42.0, 1_000.0, 150.0),
+                        };
+                        Sample {
+                            t_s: t,
+                            util_pct: u.into(),
+                            mem_used_mib: mu.into(),
+                            mem_total_mib: 81_920.0.into(),
+                            power_w: if per_lane[i] == 3 || pw < 0.0 { Reading::MISSING } else { pw.into() },
+                            power_limit_w: 400.0.into(),
+                            procs: Some(u32::from(mu > 0.0)),
+                            ..Sample::default()
+                        }
+                    })
+                    .collect();
+                let now = t + lag;
+                let cyc = th.cycle(now);
+                if j.ingest(|i| &samples[i], 0, &cyc, &th) {
+                    j.evict(&cyc);
+                }
+                if judge == 0 {
+                    continue;
+                }
+                let got = j.pool(&cyc, &th);
+                let briefs: Vec<Brief> = (0..L).map(|i| j.brief(i, &cyc, &th)).collect();
+                if j.len == 0 {
+                    prop_assert!(got.is_none());
+                    continue;
+                }
+                let p = got.expect("a non-empty window pools");
+                let mut problem: Option<EvidenceProblem> = None;
+                let (mut short, mut frozen, mut undetectable) = (false, 0, 0);
+                for b in &briefs {
+                    prop_assert_eq!((b.samples, b.first_t_s, b.last_t_s), (p.samples, p.first_t_s, p.last_t_s));
+                    undetectable += u32::from(b.freeze_undetectable);
+                    match b.coverage {
+                        Coverage::Full => {}
+                        Coverage::Short => short = true,
+                        Coverage::Broken(q) => {
+                            frozen += u32::from(q == EvidenceProblem::Frozen);
+                            problem = Some(problem.map_or(q, |r| r.min(q)));
+                        }
+                    }
+                }
+                prop_assert_eq!(p.problem, problem);
+                prop_assert_eq!(p.any_short, short);
+                prop_assert_eq!(p.frozen_gpus, frozen);
+                prop_assert_eq!(p.freeze_undetectable_gpus, undetectable);
+                prop_assert_eq!(p.min_peak_milli, briefs.iter().map(|b| b.peak_util_milli).min().unwrap());
+                prop_assert_eq!(p.peak_milli, briefs.iter().map(|b| b.peak_util_milli).max().unwrap());
+                prop_assert_eq!(p.all_spin, briefs.iter().all(|b| b.spin_candidate));
+                prop_assert_eq!(p.mem_held_gpus, briefs.iter().filter(|b| b.mem_held_all).count() as u32);
+                prop_assert_eq!(p.util_sum, briefs.iter().map(|b| b.sum_util_milli).sum::<u64>());
+                prop_assert_eq!(p.mem_sum, briefs.iter().map(|b| b.sum_mem_mib).sum::<u64>());
+                prop_assert_eq!(p.mem_n, briefs.iter().map(|b| u64::from(b.mem_known)).sum::<u64>());
+                prop_assert_eq!(p.pw_sum, briefs.iter().map(|b| b.sum_power_dw).sum::<u64>());
+                prop_assert_eq!(p.pw_n, briefs.iter().map(|b| u64::from(b.power_known)).sum::<u64>());
+            }
         }
 
         /// Spreading a byte's bits one per byte, as the flag counts need.
