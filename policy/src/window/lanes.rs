@@ -46,9 +46,27 @@ fn prefetch(j: &LaneJob, off: usize) {
     let _ = (j, off);
 }
 
+/// [`spread`] of every byte, looked up rather than computed per row and lane.
+const SPREAD: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut x = 0;
+    while x < 256 {
+        t[x] = spread(x as u64);
+        x += 1;
+    }
+    t
+};
+
+/// The flag counts' increment for a row's flags on one lane: byte `f % 8` of word `f / 8` is
+/// flag bit `f` (see `LaneJob::counts`).
+#[inline(always)]
+fn spread_flags(flags: u16) -> [u64; 2] {
+    [SPREAD[usize::from(flags & 0xff)], SPREAD[usize::from(flags >> 8)]]
+}
+
 /// The low 8 bits of `x` spread one per byte: bit `b` becomes byte `b` (0 or 1).
 #[inline(always)]
-fn spread(x: u64) -> u64 {
+const fn spread(x: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     // Byte b keeps only bit b of x; adding 0x7f sets each byte's top bit exactly when that
     // byte is non-zero, without carrying into the next.
@@ -264,9 +282,9 @@ impl LaneJob {
     #[inline(always)]
     fn add(&mut self, r: &Row) {
         for i in 0..L {
-            let f = u64::from(r.flags[i]);
-            self.counts[0][i] += spread(f);
-            self.counts[1][i] += spread(f >> 8);
+            let [lo, hi] = spread_flags(r.flags[i]);
+            self.counts[0][i] += lo;
+            self.counts[1][i] += hi;
             let p = u32::from(r.power_dw[i]);
             self.sum_util_milli[i] += r.util_milli[i];
             self.sum_power_dw[i] += p;
@@ -278,9 +296,9 @@ impl LaneJob {
     #[inline(always)]
     fn remove(&mut self, r: &Row) {
         for i in 0..L {
-            let f = u64::from(r.flags[i]);
-            self.counts[0][i] -= spread(f);
-            self.counts[1][i] -= spread(f >> 8);
+            let [lo, hi] = spread_flags(r.flags[i]);
+            self.counts[0][i] -= lo;
+            self.counts[1][i] -= hi;
             let p = u32::from(r.power_dw[i]);
             self.sum_util_milli[i] -= r.util_milli[i];
             self.sum_power_dw[i] -= p;
@@ -854,6 +872,13 @@ mod tests {
             let got = spread(x);
             for b in 0..8 {
                 prop_assert_eq!((got >> (8 * b)) & 0xff, (x >> b) & 1);
+            }
+            // And the table of the two bytes of a row's flags.
+            let flags = x as u16;
+            let [lo, hi] = spread_flags(flags);
+            for f in 0..16 {
+                let byte = if f < 8 { (lo >> (8 * f)) & 0xff } else { (hi >> (8 * (f - 8))) & 0xff };
+                prop_assert_eq!(byte, u64::from((flags >> f) & 1), "flag bit {}", f);
             }
         }
     }
