@@ -253,8 +253,10 @@ impl JobState {
         }
     }
 
-    fn new(job: &JobFacts, lane_path: bool) -> JobState {
-        let lane = (lane_path && job.alloc.len() == lanes::L).then(LaneJob::empty);
+    /// A job with no samples yet; on the lane path with rings of `lane_cap` rows if given
+    /// and the job has [`lanes::L`] GPUs.
+    fn new(job: &JobFacts, lane_cap: Option<u32>) -> JobState {
+        let lane = lane_cap.filter(|_| job.alloc.len() == lanes::L).map(LaneJob::empty);
         JobState {
             job_id: job.job_id.clone(),
             id_key: IdKey::new(&job.job_id),
@@ -278,7 +280,7 @@ impl JobState {
     fn leave_lanes(&mut self, th: &IngestThresholds, cycle: u64) {
         if let Some(l) = self.lane.take() {
             self.gpus = l.to_windows(th);
-            self.lane_retry_cycle = cycle + lanes::CAP as u64;
+            self.lane_retry_cycle = cycle + u64::from(l.cap());
         }
     }
 
@@ -286,13 +288,13 @@ impl JobState {
     /// `LaneJob::from_windows`); otherwise tries again a ring later.
     #[cold]
     #[inline(never)]
-    fn try_lanes(&mut self, cycle: u64) {
-        match LaneJob::from_windows(&self.gpus) {
+    fn try_lanes(&mut self, cycle: u64, cap: u32) {
+        match LaneJob::from_windows(&self.gpus, cap) {
             Some(l) => {
                 self.lane = Some(l);
                 self.gpus = Vec::new();
             }
-            None => self.lane_retry_cycle = cycle + lanes::CAP as u64,
+            None => self.lane_retry_cycle = cycle + u64::from(cap),
         }
     }
 
@@ -562,6 +564,16 @@ impl Engine {
         self.wide = on && wide_cpu();
     }
 
+    /// The rows of a lane job's ring, or `None` when no job takes the lane path (it is off,
+    /// or the policy's window holds too many samples for it: see `lanes::lane_cap`).
+    fn lane_cap(&self) -> Option<u32> {
+        if self.lane_path {
+            lanes::lane_cap(&self.th)
+        } else {
+            None
+        }
+    }
+
     /// Number of tracked jobs on the lane path now (see [`Engine::set_lane_path`]).
     pub fn lane_jobs(&self) -> usize {
         self.jobs.iter().filter(|j| j.lane.is_some()).count()
@@ -684,6 +696,7 @@ impl Engine {
 
         // 1. Reconcile the job set.
         let mut changed = false;
+        let lane_cap = self.lane_cap();
         self.order.clear();
         for (pos, job) in obs.jobs.iter().enumerate() {
             // Drivers usually pass the same jobs in the same order each cycle: try the state
@@ -699,7 +712,7 @@ impl Engine {
                     // GPUs can change (the enforcer re-attributes them): either way the old
                     // windows say nothing about the new allocation, so the job starts afresh.
                     if st.start_s != job.start_s || !st.same_alloc(&job.alloc) {
-                        *st = JobState::new(job, self.lane_path);
+                        *st = JobState::new(job, lane_cap);
                         for l in &mut self.ladders[i as usize * np..(i as usize + 1) * np] {
                             *l = Ladder::default();
                         }
@@ -714,7 +727,7 @@ impl Engine {
                 }
                 None => {
                     let i = self.jobs.len() as u32;
-                    self.jobs.push(JobState::new(job, self.lane_path));
+                    self.jobs.push(JobState::new(job, lane_cap));
                     self.ladders.resize_with(self.ladders.len() + np, Ladder::default);
                     self.by_id.insert(job.job_id.clone(), i);
                     changed = true;
@@ -1019,6 +1032,7 @@ impl Engine {
     fn look(&mut self, ji: usize, cyc: &Cycle, obs: &Observation<'_>) -> Look {
         let th = self.th;
         let cycle = self.cycle;
+        let lane_cap = self.lane_cap();
         let st = &mut self.jobs[ji];
         let (from, to) = self.ranges[ji];
         let (from, to) = (from as usize, to as usize);
@@ -1101,8 +1115,8 @@ impl Engine {
             w.evict(cyc);
             acc.take(&w.brief(cyc, &th));
         }
-        if self.lane_path && observed_all && st.gpus.len() == lanes::L && cycle >= st.lane_retry_cycle {
-            st.try_lanes(cycle);
+        if let Some(cap) = lane_cap.filter(|_| observed_all && st.gpus.len() == lanes::L && cycle >= st.lane_retry_cycle) {
+            st.try_lanes(cycle, cap);
         }
         self.stats_of = None;
         acc.finish(late)

@@ -26,24 +26,32 @@ use super::*;
 
 /// GPUs per lane job: one node of the common 8-GPU servers (HGX, DGX).
 pub(crate) const L: usize = 8;
-/// Rows in a lane job's ring. A window holds `window ÷ interval + 1` rows (21 at the
-/// defaults); a job whose window needs more stays on the general path.
-pub(crate) const CAP: usize = 32;
-const _: () = assert!(CAP.is_power_of_two() && CAP <= u8::MAX as usize, "counts are bytes");
+/// The most rows a lane job's ring may have. Rings are sized per engine ([`lane_cap`]); a
+/// policy whose window needs more rows keeps every job on the general path.
+pub(crate) const MAX_CAP: usize = 128;
+const _: () = assert!(MAX_CAP.is_power_of_two() && MAX_CAP <= u8::MAX as usize, "counts are bytes");
 
-/// A hint to load the cache line at byte `off` of `j` (within it).
+/// The rows of a lane job's ring under thresholds `th`: a power of two above the rows a
+/// window holds at the configured interval (`window ÷ interval + 1`, and one pushed before
+/// the eviction), or `None` when that is more than [`MAX_CAP`]. 32 at the defaults (20m,
+/// 60 s), 64 for a 40m window. A job whose samples come faster than the interval fills its
+/// ring and leaves the lane path (`LaneJob::ingest`).
+pub(crate) fn lane_cap(th: &IngestThresholds) -> Option<u32> {
+    let cap = (th.ring_hint + 1).next_power_of_two();
+    (cap <= MAX_CAP).then_some(cap as u32)
+}
+
+/// A hint to load the cache line holding `p`: changes no state and no result.
 #[inline(always)]
-fn prefetch(j: &LaneJob, off: usize) {
-    debug_assert!(off < std::mem::size_of::<LaneJob>());
+fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: `_mm_prefetch` reads nothing and cannot fault (it is a hint); the address is
-        // inside `j` besides.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((j as *const LaneJob as *const i8).add(off)) };
-    }
+    // SAFETY: `_mm_prefetch` reads nothing and cannot fault, whatever the address: it is a
+    // hint. (Callers pass addresses inside a `LaneJob` anyway.)
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (j, off);
+    let _ = p;
 }
 
 /// [`spread`] of every byte, looked up rather than computed per row and lane.
@@ -111,9 +119,10 @@ pub(crate) struct LaneJob {
     in_max_milli: [u32; L],
     sum_power_sq: [u64; L],
     last_bits: [[u64; L]; FROZEN_FIELDS],
-    /// Per ring slot, the row's time as an offset from `base_t_s`.
-    t_off: [u32; CAP],
-    rows: [Row; CAP],
+    /// Per ring slot, the row's time as an offset from `base_t_s` (the first `cap` used).
+    t_off: [u32; MAX_CAP],
+    /// The ring: a power of two of rows ([`lane_cap`]).
+    rows: Box<[Row]>,
 }
 
 /// Flag bit number of a flag constant.
@@ -123,7 +132,8 @@ const fn nr(flag: u16) -> usize {
 
 impl LaneJob {
     /// The lanes of a job with no samples yet (each lane as [`GpuWindow::default`]).
-    pub(crate) fn empty() -> Box<LaneJob> {
+    pub(crate) fn empty(cap: u32) -> Box<LaneJob> {
+        debug_assert!(cap.is_power_of_two() && cap as usize <= MAX_CAP);
         Box::new(LaneJob {
             base_t_s: NO_TIME,
             newest_t_s: NO_TIME,
@@ -141,21 +151,21 @@ impl LaneJob {
             in_max_milli: [0; L],
             sum_power_sq: [0; L],
             last_bits: [[Reading::MISSING.to_bits(); L]; FROZEN_FIELDS],
-            t_off: [0; CAP],
-            rows: [Row::default(); CAP],
+            t_off: [0; MAX_CAP],
+            rows: vec![Row::default(); cap as usize].into_boxed_slice(),
         })
     }
 
     /// The lanes holding exactly what `ws` hold, or `None` when they cannot: not [`L`]
     /// windows, an invalid sample still in one, more rows than [`CAP`] − 1, or windows whose
     /// entries, base or clocks are not at the same instants.
-    pub(crate) fn from_windows(ws: &[GpuWindow]) -> Option<Box<LaneJob>> {
+    pub(crate) fn from_windows(ws: &[GpuWindow], cap: u32) -> Option<Box<LaneJob>> {
         if ws.len() != L {
             return None;
         }
         let w0 = &ws[0];
         let n = w0.len as usize;
-        if n >= CAP {
+        if n >= cap as usize {
             return None;
         }
         for w in ws {
@@ -170,7 +180,7 @@ impl LaneJob {
                 return None;
             }
         }
-        let mut j = LaneJob::empty();
+        let mut j = LaneJob::empty(cap);
         j.base_t_s = w0.base_t_s;
         j.newest_t_s = w0.newest_t_s;
         j.last_valid_t_s = w0.last_valid_t_s;
@@ -252,10 +262,12 @@ impl LaneJob {
     /// not follow from one job to the next. A hint only: it changes no state and no result.
     #[inline(always)]
     pub(crate) fn prefetch_header(&self) {
-        let head = std::mem::offset_of!(LaneJob, rows);
+        let base = self as *const LaneJob as *const u8;
+        let end = std::mem::offset_of!(LaneJob, t_off);
         let mut off = 0;
-        while off < head {
-            prefetch(self, off);
+        while off < end {
+            // In bounds: `off` is below the offset of a field of `self`.
+            prefetch(base.wrapping_add(off));
             off += 64;
         }
     }
@@ -265,18 +277,23 @@ impl LaneJob {
     /// and `len`, so it comes after [`LaneJob::prefetch_header`].
     #[inline(always)]
     pub(crate) fn prefetch_rows(&self) {
-        let head = std::mem::offset_of!(LaneJob, rows);
-        let row = std::mem::size_of::<Row>();
         for k in [self.slot(self.len), self.slot(0), self.slot(1)] {
-            prefetch(self, head + k * row);
-            prefetch(self, head + k * row + 64);
+            let row = &self.rows[k] as *const Row as *const u8;
+            prefetch(row);
+            prefetch(row.wrapping_add(64));
+            prefetch(&self.t_off[k] as *const u32 as *const u8);
         }
+    }
+
+    /// The rows of the ring.
+    pub(crate) fn cap(&self) -> u32 {
+        self.rows.len() as u32
     }
 
     /// Ring slot of the `k`-th row from the oldest.
     #[inline(always)]
     fn slot(&self, k: u32) -> usize {
-        (self.head.wrapping_add(k) as usize) & (CAP - 1)
+        (self.head.wrapping_add(k) as usize) & (self.rows.len() - 1)
     }
 
     #[inline(always)]
@@ -318,7 +335,7 @@ impl LaneJob {
         let fine = c.fine && c.same_t(t) && t <= cyc.future_after_s && t >= start_s && (self.newest_t_s == NO_TIME || t > self.newest_t_s);
         let base = if self.base_t_s == NO_TIME { t } else { self.base_t_s };
         let t_off = t.saturating_sub(base);
-        if !fine || self.len as usize >= CAP || !(0..=u32::MAX as i64).contains(&t_off) {
+        if !fine || self.len as usize >= self.rows.len() || !(0..=u32::MAX as i64).contains(&t_off) {
             return false;
         }
         let t_off = t_off as u32;
@@ -382,7 +399,7 @@ impl LaneJob {
             }
             let r = self.rows[self.head as usize];
             self.remove(&r);
-            self.head = (self.head + 1) & (CAP as u32 - 1);
+            self.head = (self.head + 1) & (self.rows.len() as u32 - 1);
             self.len -= 1;
             self.out_len -= 1;
         }
@@ -564,7 +581,7 @@ impl LaneJob {
     /// [`GpuWindow::forget_after_clock_step`] does for each lane.
     pub(crate) fn forget_after_clock_step(&mut self) {
         let late = self.late;
-        *self = *LaneJob::empty();
+        *self = *LaneJob::empty(self.rows.len() as u32);
         self.late = late;
     }
 }
@@ -790,7 +807,7 @@ mod tests {
             palette in proptest::collection::vec(0u8..7, 4),
         ) {
             let th = IngestThresholds::new(&PolicyConfig::default());
-            let mut j = LaneJob::empty();
+            let mut j = LaneJob::empty(lane_cap(&th).expect("the defaults take the lane path"));
             let mut t = 1_000_000i64;
             for (k, &(pick, dt, judge, lag)) in steps.iter().enumerate() {
                 // A few kinds of readings per case, so that a window can hold one kind only.
