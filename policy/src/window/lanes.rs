@@ -94,9 +94,11 @@ struct Row {
     flags: [u16; L],
 }
 
-/// A job's windows as lanes. Sums fit their widths: a ring holds at most [`CAP`] rows of
-/// util ≤ 100,000 milli-percent, memory ≤ 1,048,576 MiB and power ≤ 20,000 dW (guard 3's
-/// bounds), so `u32` sums stay below 2³⁵ ÷ 1 … (34 M at most), and counts below 256.
+/// A job's windows as lanes. Sums fit their widths: a ring holds at most [`MAX_CAP`] (128)
+/// rows of util ≤ 100,000 milli-percent, memory ≤ 1,048,576 MiB and power ≤ 20,000 dW (guard
+/// 3's bounds, which ingest applies and [`LaneJob::from_windows`] checks, since a window read
+/// from a state file may hold anything), so `u32` sums stay below 135 M, and counts, bytes,
+/// at most 128.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct LaneJob {
@@ -128,6 +130,15 @@ pub(crate) struct LaneJob {
 /// Flag bit number of a flag constant.
 const fn nr(flag: u16) -> usize {
     flag.trailing_zeros() as usize
+}
+
+/// True when an entry's readings are within guard 3's bounds, as every entry ingest makes is:
+/// util at most 100 %, memory at most `MAX_MEM_MIB`, power at most `MAX_POWER_W` (each as
+/// the entry keeps it, rounded). An entry read from a state file may hold anything (review
+/// 28: 2,000,000,000 overflowed the lanes' `u32` sums); a window with one stays per-GPU.
+fn within_guard_3(e: &Entry) -> bool {
+    use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W};
+    e.util_milli <= 100_000 && f64::from(e.mem_mib) <= MAX_MEM_MIB && f64::from(e.power_dw) <= MAX_POWER_W * 10.0
 }
 
 impl LaneJob {
@@ -176,6 +187,7 @@ impl LaneJob {
                 || w.last_valid_t_s != w0.last_valid_t_s
                 || w.out_len != w0.out_len
                 || !w.iter().map(|e| e.t_off).eq(w0.iter().map(|e| e.t_off))
+                || !w.iter().all(within_guard_3)
             {
                 return None;
             }
