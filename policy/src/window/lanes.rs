@@ -113,7 +113,7 @@ pub(crate) struct LaneJob {
     last_change_off: [u32; L],
     /// Flag counts, one byte each: byte `f % 8` of `counts[f / 8][i]` counts the rows in the
     /// window with flag bit `f` on lane `i` (see [`spread`]). A byte cannot overflow: a ring
-    /// holds at most [`CAP`] rows.
+    /// holds at most its `cap` rows (at most [`MAX_CAP`]).
     counts: [[u64; L]; 2],
     sum_util_milli: [u32; L],
     sum_power_dw: [u32; L],
@@ -168,7 +168,7 @@ impl LaneJob {
     }
 
     /// The lanes holding exactly what `ws` hold, or `None` when they cannot: not [`L`]
-    /// windows, an invalid sample still in one, more rows than [`CAP`] − 1, or windows whose
+    /// windows, an invalid sample still in one, as many rows as `cap` or more, or windows whose
     /// entries, base or clocks are not at the same instants.
     pub(crate) fn from_windows(ws: &[GpuWindow], cap: u32) -> Option<Box<LaneJob>> {
         if ws.len() != L {
