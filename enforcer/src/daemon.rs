@@ -214,7 +214,11 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 let engine = match s.gpu_slots.clone() {
                     Some(slots) => {
                         gpu_slots = slots;
-                        Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s)
+                        let engine = Engine::restore(cfg.policy.clone(), engine_mode(mode), s.engine, now_s);
+                        for d in engine.restore_dropped() {
+                            tracing::warn!(path = %path.display(), job_id = %d.job_id, problem = %d.why, "state file: this job's windows are not what gpu-reaper writes, so they are not restored; the job's evidence is gathered afresh (the rest of the file is restored)");
+                        }
+                        engine
                     }
                     None => {
                         tracing::info!("state file from before GPUs were keyed by UUID: its windows are not restored (warmup starts again), and kept attributions are derived afresh");

@@ -1824,3 +1824,32 @@ fn ambiguous_attribution_is_logged_once_per_job_run_at_info() {
         "{cycles:?}"
     );
 }
+
+/// A state file whose windows hold an entry no engine writes (util 2,000,000,000
+/// thousandths of a percent: damaged or hand-edited) is not believed (review 28 found the
+/// policy reporting a peak of 2,000,000 % from one): that job's windows are left out, with a
+/// warning naming the job, the entry and the value, and the rest of the file is restored.
+#[test]
+fn a_state_file_window_no_engine_writes_is_left_out_and_named() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let (ok, log) = e.run(&cfg, T0, 5);
+    assert!(ok, "{log}");
+    let path = e.state_dir().join("state.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let entry = &mut v["engine"]["jobs"][0]["gpus"][0]["entries"][0];
+    assert!(entry.is_object(), "the state file's layout changed: {v}");
+    entry["util_milli"] = 2_000_000_000u32.into();
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (ok, log) = e.run(&cfg, T0 + 5 * 60, 1);
+    assert!(ok, "{log}");
+    assert!(log.contains("state restored"), "the rest of the file should be restored: {log}");
+    let warn = log
+        .lines()
+        .find(|l| l.contains("windows are not what gpu-reaper writes"))
+        .unwrap_or_else(|| panic!("no warning about the window: {log}"));
+    assert!(
+        warn.contains("4242") && warn.contains("util_milli 2000000000") && warn.contains("GPU slot 0, entry 0"),
+        "{warn}"
+    );
+}

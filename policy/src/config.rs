@@ -248,7 +248,7 @@ pub const MAX_SPIN_POWER_FRAC: f64 = 0.5;
 impl Policy {
     /// True when an engine can judge `self` and `other` over one set of windows (see
     /// [`crate::Engine::with_policies`]): they agree on `window`, `max_sample_gap`,
-    /// `clock_skew`, `interval` and every threshold decided at ingest.
+    /// `clock_skew` and every threshold decided at ingest (not necessarily `interval`).
     pub fn shares_windows_with(&self, other: &Policy) -> bool {
         crate::window::IngestThresholds::new(self.config()).same_windows(&crate::window::IngestThresholds::new(other.config()))
     }

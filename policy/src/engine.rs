@@ -37,11 +37,22 @@ pub enum SharedWindowError {
     #[error("an engine needs at least one policy")]
     NoPolicy,
     /// A policy's windows differ from the first policy's.
-    #[error("policy {index} shapes its windows differently from policy 0 (window, max_sample_gap, clock_skew, interval or an ingest threshold differ), so they cannot share windows")]
+    #[error("policy {index} shapes its windows differently from policy 0 (window, max_sample_gap, clock_skew or an ingest threshold differ), so they cannot share windows")]
     Differs {
         /// Index of the policy in the list.
         index: usize,
     },
+}
+
+/// A job of a snapshot whose windows [`Engine::restore`] did not take, and why: they are
+/// not what any engine writes (a damaged or hand-edited state file). The job is taken as a
+/// new job when it is next seen, so its evidence is gathered afresh.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreDrop {
+    /// The job's id, as in the snapshot.
+    pub job_id: String,
+    /// What is wrong, naming the GPU slot, the entry and the value: one line, for the log.
+    pub why: String,
 }
 
 /// Counters over the engine's life.
@@ -430,6 +441,8 @@ pub struct Engine {
     route_memo: Vec<u64>,
     /// The unattributed samples of that routing.
     route_unattributed: u64,
+    /// See [`Engine::restore_dropped`].
+    restore_dropped: Vec<RestoreDrop>,
 }
 
 impl Engine {
@@ -462,6 +475,7 @@ impl Engine {
             wide: wide_cpu(),
             route_memo: Vec::new(),
             route_unattributed: 0,
+            restore_dropped: Vec::new(),
         }
     }
 
@@ -471,9 +485,10 @@ impl Engine {
     /// each exactly what an engine of that policy alone would write.
     ///
     /// The policies must agree on everything that shapes a window: `window`,
-    /// `max_sample_gap`, `clock_skew`, `interval` and the thresholds decided at ingest
+    /// `max_sample_gap`, `clock_skew` and the thresholds decided at ingest
     /// (`mem_held_frac`, `mem_held_mib`, `idle_power_frac`, `idle_power_w`,
-    /// `spin_power_frac`, `spin_util_pct`). They may differ in everything else.
+    /// `spin_power_frac`, `spin_util_pct`). They may differ in everything else, `interval`
+    /// included (it only sizes the rings, which are then sized for the shortest).
     ///
     /// Errors: no policy, or the index of the first policy whose windows differ from the
     /// first's.
@@ -483,16 +498,19 @@ impl Engine {
         };
         let th = IngestThresholds::new(first.config());
         let mut low_below_milli = Vec::with_capacity(policies.len());
+        let mut shared = th;
         for (i, p) in policies.iter().enumerate() {
             let t = IngestThresholds::new(p.config());
             if !t.same_windows(&th) {
                 return Err(SharedWindowError::Differs { index: i });
             }
             low_below_milli.push(t.low_below_milli);
+            shared = shared.with_ring_hint_of(&t);
         }
         let mut e = Engine::new(policies[0].clone(), mode);
         e.policies = policies;
         e.low_below_milli = low_below_milli;
+        e.th = shared;
         Ok(e)
     }
 
@@ -579,6 +597,12 @@ impl Engine {
         self.jobs.iter().filter(|j| j.lane.is_some()).count()
     }
 
+    /// The jobs of the snapshot [`Engine::restore`] did not take, in snapshot order; empty
+    /// for an engine not restored.
+    pub fn restore_dropped(&self) -> &[RestoreDrop] {
+        &self.restore_dropped
+    }
+
     /// Copies the windows for persistence.
     pub fn snapshot(&self, now_s: i64) -> EngineSnapshot {
         EngineSnapshot {
@@ -617,7 +641,19 @@ impl Engine {
             return e;
         }
         for mut j in snap.jobs {
-            if j.gpus.len() != j.alloc.len() {
+            // A job whose windows no engine could have written is not restored: it is taken
+            // as a new job when it is next seen (its evidence gathered afresh, which is safe).
+            // Only that job's windows are lost, never the rest of the file.
+            let why = if j.gpus.len() != j.alloc.len() {
+                Some(format!("{} windows for an allocation of {} GPUs", j.gpus.len(), j.alloc.len()))
+            } else {
+                j.gpus
+                    .iter()
+                    .enumerate()
+                    .find_map(|(slot, g)| g.implausible_entry().map(|w| format!("GPU slot {slot}, {w}")))
+            };
+            if let Some(why) = why {
+                e.restore_dropped.push(RestoreDrop { job_id: j.job_id, why });
                 continue;
             }
             e.ladders.push(Ladder::default());

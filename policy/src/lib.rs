@@ -28,7 +28,7 @@ mod window;
 
 pub use config::{ConfigError, ExemptConfig, Policy, PolicyConfig, Stage, StageConfig, DEFAULT_COMMENT_MARKER};
 pub use duration::{DurationError, DurationS};
-pub use engine::{alloc_nodes, Engine, EngineCounters, EngineSnapshot, Mode, SharedWindowError};
+pub use engine::{alloc_nodes, Engine, EngineCounters, EngineSnapshot, Mode, RestoreDrop, SharedWindowError};
 pub use finding::{one_line, Cap, Cause, Evidence, Finding};
 pub use input::{DrainConfirmation, GpuRef, JobFacts, NodeId, NodeTable, Observation, Reading, Sample, Scope};
 pub use sample_check::{is_sentinel, DCGM_FP64_BLANK, DCGM_INT32_BLANK, DCGM_INT64_BLANK, MAX_MEM_MIB, MAX_POWER_W, SENTINEL_U32};

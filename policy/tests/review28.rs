@@ -686,7 +686,8 @@ fn each_entry(v: &mut serde_json::Value, f: &dyn Fn(&mut serde_json::Map<String,
 /// `from_windows` at the first cycle after the restore): the mean util and memory of the
 /// evidence differ with the lane path on and off (and a debug build panics with "attempt to
 /// add with overflow" in `LaneJob::add`, every cycle the job tries the lanes). Fixed:
-/// `LaneJob::from_windows` keeps such windows per-GPU.
+/// `LaneJob::from_windows` keeps such windows per-GPU; and since session 11 the restore does
+/// not take them at all (`Engine::restore_dropped`; see `tests/restore_checks.rs`).
 #[test]
 fn restored_entries_beyond_guard_3_overflow_the_lane_sums() {
     let r = restore_edited(

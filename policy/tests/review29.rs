@@ -266,13 +266,14 @@ fn full_128_row_rings_at_the_limits() {
 }
 
 /// Restores a snapshot whose every entry was set by `edit`, under `cfg`, and steps on;
-/// returns the lane-on engine's lane jobs per cycle after the restore.
+/// returns the lane-on engine's lane jobs per cycle after the restore, and what the restore
+/// did not take (`Engine::restore_dropped`, the same for every engine of the trio).
 fn restore_with(
     cfg: &PolicyConfig,
     cycles_before: usize,
     edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>),
     look: Look,
-) -> Result<Vec<usize>, String> {
+) -> Result<(Vec<usize>, Vec<policy::RestoreDrop>), String> {
     let jobs = [eight("1", 1, 0)];
     let policies = vec![policy_of(cfg)];
     let mut e = build(&policies, Mode::Enforce, false);
@@ -297,6 +298,10 @@ fn restore_with(
         e.set_lane_path(on);
         e
     };
+    let dropped = load(true).restore_dropped().to_vec();
+    if load(false).restore_dropped() != dropped.as_slice() {
+        return Err("the lane-on and lane-off engines dropped different jobs on restore".into());
+    }
     let mut trio = Trio {
         on: load(true),
         off: load(false),
@@ -317,13 +322,15 @@ fn restore_with(
         trio.step(now, &obs(&jobs, &s), &format!("cycle {c} after the restore"))?;
         lanes.push(trio.on.lane_jobs());
     }
-    Ok(lanes)
+    Ok((lanes, dropped))
 }
 
 /// Entries exactly at guard 3's bounds (util 100,000 milli, 1,048,576 MiB, 20,000 dW) are
 /// what ingest makes from samples at the limits, and are taken back into lanes after a
-/// restore, with 127 of them in a 128-row ring (the largest sums a lane job can hold); one
-/// unit more in any of them keeps the job per-GPU. Everything equal either way.
+/// restore, with 127 of them in a 128-row ring (the largest sums a lane job can hold). One
+/// unit more in any of them is no entry an engine writes: the restore does not take the
+/// job's windows, and names the field and the value (`Engine::restore_dropped`); the job is
+/// then a new job. Everything equal with the lane path on and off either way.
 #[test]
 fn restored_entries_at_and_just_beyond_guard_3() {
     let cfg = cfg_with(125 * 60, 60, 180);
@@ -334,19 +341,33 @@ fn restored_entries_at_and_just_beyond_guard_3() {
             e.insert("power_dw".into(), p.into());
         }
     };
-    let at_bounds = restore_with(&cfg, 124, &set(100_000, 1_048_576, 20_000), Look::Busy).unwrap_or_else(|e| panic!("at the bounds: {e}"));
+    let (at_bounds, dropped) =
+        restore_with(&cfg, 124, &set(100_000, 1_048_576, 20_000), Look::Busy).unwrap_or_else(|e| panic!("at the bounds: {e}"));
+    assert!(dropped.is_empty(), "entries at the bounds were not restored: {dropped:?}");
     assert!(
         at_bounds[1..3].iter().all(|&n| n == 1),
         "entries at the bounds did not return to the lanes: {at_bounds:?}"
     );
-    for (name, u, m, p) in [
-        ("util + 1", 100_001u64, 1_048_576u64, 20_000u64),
-        ("mem + 1", 100_000, 1_048_577, 20_000),
-        ("power + 1", 100_000, 1_048_576, 20_001),
-        ("all max", u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u16::MAX)),
+    for (name, u, m, p, says) in [
+        ("util + 1", 100_001u64, 1_048_576u64, 20_000u64, "util_milli 100001"),
+        ("mem + 1", 100_000, 1_048_577, 20_000, "mem_mib 1048577"),
+        ("power + 1", 100_000, 1_048_576, 20_001, "power_dw 20001"),
+        (
+            "all max",
+            u64::from(u32::MAX),
+            u64::from(u32::MAX),
+            u64::from(u16::MAX),
+            "util_milli 4294967295",
+        ),
     ] {
-        let lanes = restore_with(&cfg, 124, &set(u, m, p), Look::Busy).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(lanes[..3].iter().all(|&n| n == 0), "{name}: went to the lanes: {lanes:?}");
+        let (_, dropped) = restore_with(&cfg, 124, &set(u, m, p), Look::Busy).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            dropped.len() == 1
+                && dropped[0].job_id == "1"
+                && dropped[0].why.contains(says)
+                && dropped[0].why.contains("GPU slot 0, entry 0"),
+            "{name}: the restore should drop job 1's windows naming {says:?}: {dropped:?}"
+        );
     }
 }
 

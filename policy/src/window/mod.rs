@@ -109,12 +109,24 @@ impl IngestThresholds {
     }
 
     /// True when windows kept under `self` and under `other` are the same for every input:
-    /// every field but the policy-specific `low_below_milli` agrees.
+    /// every field but the policy-specific `low_below_milli` and the capacity hint
+    /// `ring_hint` (rings grow as they must, so it changes no result) agrees. Two policies
+    /// that differ only in `interval` therefore share windows (review 29).
     pub(crate) fn same_windows(&self, other: &IngestThresholds) -> bool {
         IngestThresholds {
             low_below_milli: other.low_below_milli,
+            ring_hint: other.ring_hint,
             ..*self
         } == *other
+    }
+
+    /// `self` with the larger of the two capacity hints: an engine of several policies
+    /// reserves rings for the one with the shortest interval.
+    pub(crate) fn with_ring_hint_of(self, other: &IngestThresholds) -> IngestThresholds {
+        IngestThresholds {
+            ring_hint: self.ring_hint.max(other.ring_hint),
+            ..self
+        }
     }
 
     /// What decided the flags and hole marks of every entry kept in a window: the window, the
@@ -674,6 +686,51 @@ impl GpuWindow {
 
     fn invalid_count(&self) -> u32 {
         self.invalid.as_ref().map_or(0, |v| v.len() as u32)
+    }
+
+    /// The first entry no ingest could have made, described for a log (review 28: a state
+    /// file held a util of 2,000,000,000 thousandths of a percent, which the general path
+    /// believed and reported as a peak of 2,000,000 %): a reading beyond guard 3's bounds
+    /// (util above 100 %, memory above [`crate::MAX_MEM_MIB`], power above
+    /// [`crate::MAX_POWER_W`], as the entry keeps them), flags that contradict each other or
+    /// that no release sets, or times that do not increase. `None` when every entry could
+    /// have come from ingest. Used on restore, where a window may hold anything.
+    pub(crate) fn implausible_entry(&self) -> Option<String> {
+        use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W};
+        const KNOWN: u16 = (COPY_GAP << 1) - 1;
+        let mut prev_off: Option<u32> = None;
+        for (k, e) in self.iter().enumerate() {
+            let why = if e.util_milli > 100_000 {
+                Some(format!("util_milli {} is above 100,000 (100 %)", e.util_milli))
+            } else if f64::from(e.mem_mib) > MAX_MEM_MIB {
+                Some(format!("mem_mib {} is above {MAX_MEM_MIB}", e.mem_mib))
+            } else if f64::from(e.power_dw) > MAX_POWER_W * 10.0 {
+                Some(format!("power_dw {} is above {} ({MAX_POWER_W} W)", e.power_dw, MAX_POWER_W * 10.0))
+            } else if e.flags & !KNOWN != 0 {
+                Some(format!("flags {:#06x} has bits no release sets", e.flags))
+            } else if e.flags & (MEM_HELD | MEM_FREE) == MEM_HELD | MEM_FREE
+                || e.flags & (PROCS_POS | PROCS_ZERO) == PROCS_POS | PROCS_ZERO
+                || (e.flags & (POWER_IDLE | POWER_SPIN_LOW) != 0 && e.flags & POWER_KNOWN == 0)
+            {
+                Some(format!(
+                    "flags {:#06x} contradict each other (memory both held and free, processes both > 0 and 0, or power low but unknown)",
+                    e.flags
+                ))
+            } else if prev_off.is_some_and(|p| e.t_off <= p) {
+                Some(format!(
+                    "t_off {} does not follow the entry before it ({})",
+                    e.t_off,
+                    prev_off.unwrap_or(0)
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Some(format!("entry {k}: {why}"));
+            }
+            prev_off = Some(e.t_off);
+        }
+        None
     }
 
     /// The entries, oldest first.
