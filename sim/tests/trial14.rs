@@ -65,7 +65,10 @@ fn a_non_default_sweep_without_out_leaves_the_committed_reports_alone() {
     let g = d.path().join("g.toml");
     std::fs::write(&g, "[[sweep]]\nutil_threshold_pct = [5]\n").unwrap();
     for (args, named) in [
-        (vec!["--window", "10m"], "grid flags"),
+        (
+            vec!["--window", "10m", "--cancel-after", "2h"],
+            "the grid flags --window --cancel-after",
+        ),
         (vec!["--grid", "g.toml"], "--grid g.toml"),
         (vec!["--workload", "traps"], "--workload traps"),
         (vec!["--no-baselines"], "--no-baselines"),

@@ -210,12 +210,23 @@ impl Args {
         if !same_workloads {
             flags.extend(self.workloads.iter().map(|w| format!("--workload {w}")));
         }
-        if self.grid.is_some() || self.grid_flags().ok().flatten().is_some() {
-            if grid_text(&spec.configs) != grid_text(&grid::builtin_default()) {
-                if let Some(g) = &self.grid {
-                    flags.push(format!("--grid {}", g.display()));
-                } else {
-                    flags.push("grid flags (--util-threshold-pct, --window, ...)".to_string());
+        // Without --grid or grid flags the grid is the built-in one.
+        if grid_text(&spec.configs) != grid_text(&grid::builtin_default()) {
+            match &self.grid {
+                Some(g) => flags.push(format!("--grid {}", g.display())),
+                None => {
+                    let given = [
+                        ("--util-threshold-pct", self.util_threshold_pct.is_some()),
+                        ("--window", self.window.is_some()),
+                        ("--warmup", self.warmup.is_some()),
+                        ("--max-sample-gap", self.max_sample_gap.is_some()),
+                        ("--drain-after", self.drain_after.is_some()),
+                        ("--cancel-after", self.cancel_after.is_some()),
+                        ("--spin-ceiling", self.spin_ceiling.is_some()),
+                        ("--exempt-qos", self.exempt_qos.is_some()),
+                    ];
+                    let names: Vec<&str> = given.iter().filter(|(_, g)| *g).map(|(n, _)| *n).collect();
+                    flags.push(format!("the grid flags {}", names.join(" ")));
                 }
             }
         }
