@@ -485,6 +485,15 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         };
         let mode = self.cfg.enforcer.mode;
         let paused = self.pause_path().exists();
+        // Every paused cycle says so, before anything else can end it (operator trial 14: a
+        // paused `run --once` with nothing to act on logged nothing about the pause, and a
+        // forgotten pause file leaves the node unguarded in silence).
+        if paused {
+            let path = self.pause_path();
+            tracing::warn!(pause_file = %path.display(), mode = mode.as_str(), "enforcement paused: the pause file {} exists, so this cycle takes no action (no notice, drain, cancel or resume; in observe mode no would-action either), whatever it finds; findings are still computed and logged. Remove the file to resume", path.display());
+        } else if self.metrics.paused == 1 {
+            tracing::info!(pause_file = %self.pause_path().display(), "the pause file is gone: actions resume this cycle");
+        }
         // The engine treats an earlier cycle time as a clock jump and ends every breach (no
         // jump moves a job up the ladder); the operator should know why escalation restarted.
         // The first cycle after a restart compares with the state file's last cycle, as the

@@ -73,9 +73,13 @@ enum Cmd {
     },
     /// Validate a config file (`--config FILE` as for `run`, or FILE); prints the effective
     /// config as TOML.
+    // Exactly one of the two forms is required (operator trial 14: clap's usage line, built
+    // from `required_unless_present`, read `check-config --config <FILE> [FILE]` when none was
+    // given, and `[OPTIONS] [FILE]` in --help, as if --config were required, or nothing).
+    #[command(group(clap::ArgGroup::new("config_file").required(true).multiple(false).args(["config", "file"])))]
     CheckConfig {
         /// Config file (TOML), as for `run`.
-        #[arg(long = "config", value_name = "FILE", conflicts_with = "file", required_unless_present = "file")]
+        #[arg(long = "config", value_name = "FILE")]
         config: Option<PathBuf>,
         /// Config file (TOML), the positional form.
         #[arg(value_name = "FILE")]

@@ -438,6 +438,56 @@ fn damage_limits_and_pause_file() {
     assert!(e.audit().iter().any(|l| l["skip"] == "rate_limit" && l["action"] == "drain"));
 }
 
+/// Operator trial 14: a paused `run --once` with nothing to act on logged nothing about the
+/// pause (only held-back actions said `paused`), so the operator could not tell a paused daemon
+/// from one with nothing to do. Every paused cycle now logs one WARN line naming the pause
+/// file, also when squeue fails and the cycle ends early.
+#[test]
+fn a_paused_cycle_says_so_even_with_nothing_to_act_on() {
+    let paused_lines = |log: &str| {
+        log_lines(log, |v| {
+            v["fields"]["message"].as_str().unwrap_or("").starts_with("enforcement paused")
+        })
+    };
+    for (mode, squeue) in [("observe", "ok"), ("enforce", "ok"), ("observe", "fail")] {
+        let e = plain();
+        std::fs::create_dir_all(e.state_dir()).unwrap();
+        let pause = e.state_dir().join("pause");
+        std::fs::write(&pause, b"").unwrap();
+        e.set("squeue.mode", squeue);
+        let clock = format!("{T0}:60");
+        let out = e.output(
+            &e.config(mode, ""),
+            &["--log-format", "json", "--once", "--simulated-clock", &clock],
+            true,
+        );
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{log}");
+        if squeue == "ok" {
+            // Nothing to act on: the job is only watching, no action was held back.
+            let cycle = log_lines(&log, |v| v["fields"]["message"] == "cycle");
+            assert_eq!(cycle.len(), 1, "{log}");
+            assert_eq!(cycle[0]["fields"]["actions_skipped"], 0, "{log}");
+        }
+        let lines = paused_lines(&log);
+        assert_eq!(lines.len(), 1, "{mode}, squeue {squeue}: one pause line per cycle:\n{log}");
+        let f = &lines[0]["fields"];
+        assert_eq!(lines[0]["level"], "WARN", "{log}");
+        assert_eq!(f["pause_file"], pause.display().to_string(), "{f}");
+        assert_eq!(f["mode"], mode, "{f}");
+        let msg = f["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&pause.display().to_string()) && msg.contains("Remove the file to resume"),
+            "{msg}"
+        );
+    }
+    // Not paused: no such line.
+    let e = plain();
+    let (ok, log) = e.run(&e.config("observe", ""), T0, 2);
+    assert!(ok, "{log}");
+    assert!(paused_lines(&log).is_empty(), "{log}");
+}
+
 #[test]
 fn hostile_names_stay_inert() {
     let long = "z".repeat(300);

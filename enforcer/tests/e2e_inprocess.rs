@@ -311,19 +311,60 @@ fn squeue_failure_and_missing_telemetry_never_escalate() {
     assert!(w.cluster.borrow().calls.is_empty());
 }
 
+/// A log sink for `tracing`, shared with the test body.
+#[derive(Clone, Default)]
+struct LogBuf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogBuf {
+    /// The text logged since the last call, which it clears.
+    fn take(&self) -> String {
+        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+    }
+}
+
 #[test]
 fn pause_file_stops_every_action() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pause"), b"").unwrap();
     let w = world(vec![job("1100", 1100, 1, &[NODE])], 1);
     let mut d = enforce_daemon(&w, config(dir.path(), "enforce", ""), T0);
+    let buf = LogBuf::default();
+    let sink = buf.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(sub);
     run_cycles(&mut d, T0, 100);
     assert!(w.cluster.borrow().calls.is_empty());
     assert!(d.metrics.skipped.get("paused").copied().unwrap_or(0) > 0);
     assert_eq!(d.metrics.paused, 1);
+    // Operator trial 14: every paused cycle says so, naming the pause file.
+    let log = buf.take();
+    let pause = dir.path().join("pause").display().to_string();
+    let said = log
+        .lines()
+        .filter(|l| l.contains("enforcement paused") && l.contains(&pause))
+        .count();
+    assert_eq!(said, 100, "one pause line per paused cycle:\n{log}");
+    assert!(!log.contains("actions resume"), "{log}");
     std::fs::remove_file(dir.path().join("pause")).unwrap();
     run_cycles(&mut d, T0 + 100 * 60, 2);
     assert!(!w.cluster.borrow().calls.is_empty(), "actions resume once the pause file is gone");
+    // The first cycle after the pause says it ended, once; no cycle says paused.
+    let log = buf.take();
+    assert!(!log.contains("enforcement paused"), "{log}");
+    assert_eq!(log.matches("the pause file is gone: actions resume").count(), 1, "{log}");
 }
 
 #[test]

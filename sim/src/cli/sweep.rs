@@ -31,9 +31,11 @@ pub struct Args {
     /// cores; at most 1024). The output does not depend on it.
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<usize>,
-    /// Output folder.
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
+    /// Output folder. Default: `reports` for the default run only (the built-in workloads and
+    /// grid, seeds 1 and 2, 7 days, baselines, no shard: the run whose reports are committed);
+    /// any other run must name its folder, so that it does not replace them.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -179,6 +181,99 @@ impl Args {
     }
 }
 
+/// Where the default run writes its reports when `--out` is not given.
+pub const DEFAULT_OUT: &str = "reports";
+
+/// A run's identity, as far as its reports go: the configurations' and workloads' `Debug`
+/// text, as the shard manifest fingerprints them.
+fn grid_text(configs: &[GridConfig]) -> String {
+    configs
+        .iter()
+        .map(|c| format!("{}={:?}\n", c.params.config_id, c.policy.config()))
+        .collect()
+}
+
+impl Args {
+    /// The flags that make this run differ from the default run (whose reports are committed
+    /// in `reports/`), as given; empty for the default run. Flags that do not change the
+    /// reports (`--threads`, `--quiet`) and flags that restate a default (`--seeds 2`,
+    /// `--workload default --workload traps`, `--days 7`) do not count.
+    fn non_default_flags(&self, spec: &SweepSpec) -> Vec<String> {
+        let mut flags = Vec::new();
+        let builtins = [crate::Workload::builtin_default(), crate::Workload::builtin_traps()];
+        let same_workloads = spec.workloads.len() == builtins.len()
+            && spec
+                .workloads
+                .iter()
+                .zip(&builtins)
+                .all(|(a, b)| format!("{a:?}") == format!("{b:?}"));
+        if !same_workloads {
+            flags.extend(self.workloads.iter().map(|w| format!("--workload {w}")));
+        }
+        // Without --grid or grid flags the grid is the built-in one.
+        if grid_text(&spec.configs) != grid_text(&grid::builtin_default()) {
+            match &self.grid {
+                Some(g) => flags.push(format!("--grid {}", g.display())),
+                None => {
+                    let given = [
+                        ("--util-threshold-pct", self.util_threshold_pct.is_some()),
+                        ("--window", self.window.is_some()),
+                        ("--warmup", self.warmup.is_some()),
+                        ("--max-sample-gap", self.max_sample_gap.is_some()),
+                        ("--drain-after", self.drain_after.is_some()),
+                        ("--cancel-after", self.cancel_after.is_some()),
+                        ("--spin-ceiling", self.spin_ceiling.is_some()),
+                        ("--exempt-qos", self.exempt_qos.is_some()),
+                    ];
+                    let names: Vec<&str> = given.iter().filter(|(_, g)| *g).map(|(n, _)| *n).collect();
+                    flags.push(format!("the grid flags {}", names.join(" ")));
+                }
+            }
+        }
+        if spec.seeds != [1, 2] {
+            match (&self.seed_list, self.seeds) {
+                (Some(list), _) => flags.push(format!(
+                    "--seed-list {}",
+                    list.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+                )),
+                (None, Some(n)) => flags.push(format!("--seeds {n}")),
+                (None, None) => {}
+            }
+        }
+        if spec.days != 7.0 {
+            flags.push(format!("--days {}", self.days));
+        }
+        if self.no_baselines {
+            flags.push("--no-baselines".to_string());
+        }
+        if let Some(s) = &self.shard {
+            flags.push(format!("--shard {s}"));
+        }
+        flags
+    }
+
+    /// The output folder: `--out` when given; else `reports` for the default run, and an error
+    /// for any other run (operator trial 14: `sim sweep --days 3` from the repository root
+    /// replaced the committed reports, which CI checks byte for byte).
+    ///
+    /// # Errors
+    /// A non-default run without `--out`, naming the flags that make it non-default.
+    pub fn out_dir(&self, spec: &SweepSpec) -> anyhow::Result<PathBuf> {
+        if let Some(out) = &self.out {
+            return Ok(out.clone());
+        }
+        let flags = self.non_default_flags(spec);
+        if flags.is_empty() {
+            return Ok(PathBuf::from(DEFAULT_OUT));
+        }
+        bail!(
+            "{} {} this run differ from the default run, and only the default run writes to {DEFAULT_OUT}/ without --out ({DEFAULT_OUT}/ holds the default run's reports, which this run would replace); give --out DIR for this run's reports (e.g. --out my-sweep), or --out {DEFAULT_OUT} to replace them on purpose",
+            flags.join(", "),
+            if flags.len() == 1 { "makes" } else { "make" }
+        )
+    }
+}
+
 /// The part of the timing line that says whether the baselines ran.
 pub fn timing_baselines(baselines: bool) -> &'static str {
     if baselines {
@@ -235,7 +330,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         bail!("{from}: at most {max} worker threads; {fix}");
     }
-    super::check_out(&args.out)?;
+    let out = args.out_dir(&spec)?;
+    super::check_out(&out)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -257,23 +353,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let total_s = t0.elapsed().as_secs_f64();
     if spec.shard.is_some() {
-        std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-        sweep::write_csv(&args.out.join("sweep.csv"), &result.rows)?;
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        sweep::write_csv(&out.join("sweep.csv"), &result.rows)?;
         if let Some(m) = crate::manifest::ShardManifest::of(&spec, result.rows.len()) {
-            m.write(&args.out)?;
+            m.write(&out)?;
         }
         super::emit(&format!(
             "shard {}: {} rows written to {}; merge the shards with `sim merge DIR... --out DIR`\n",
             args.shard.as_deref().unwrap_or(""),
             result.rows.len(),
-            args.out.join("sweep.csv").display()
+            out.join("sweep.csv").display()
         ));
     } else {
-        super::write_reports(&args.out, &result.rows, &spec.workloads)?;
+        super::write_reports(&out, &result.rows, &spec.workloads)?;
         super::emit(&crate::report::short_table(&result.rows));
         super::emit(&format!(
             "reports written to {}/ (sweep.csv, frontier.svg, summary.md)\n",
-            args.out.display()
+            out.display()
         ));
     }
     let gticks = result.job_gpu_ticks as f64;
