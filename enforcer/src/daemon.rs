@@ -484,7 +484,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             ..CycleReport::default()
         };
         let mode = self.cfg.enforcer.mode;
-        let paused = self.pause_path().exists();
+        // Anything at the path pauses, a dangling symbolic link included; a path that
+        // cannot be checked (a permission, an I/O error) counts as paused too, and is
+        // logged: a pause the operator set must never read as no pause (trial 14's
+        // helper: `Path::exists` is false on any error, and follows symbolic links).
+        let paused = match std::fs::symlink_metadata(self.pause_path()) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                tracing::warn!(pause_file = %self.pause_path().display(), error = %e, "cannot tell whether the pause file exists ({e}); taking this cycle as paused");
+                true
+            }
+        };
         // Every paused cycle says so, before anything else can end it (operator trial 14: a
         // paused `run --once` with nothing to act on logged nothing about the pause, and a
         // forgotten pause file leaves the node unguarded in silence).

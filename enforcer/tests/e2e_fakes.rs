@@ -488,6 +488,25 @@ fn a_paused_cycle_says_so_even_with_nothing_to_act_on() {
     assert!(paused_lines(&log).is_empty(), "{log}");
 }
 
+/// A pause file that is a dangling symbolic link (its target on a volume not mounted, or
+/// removed) still pauses: `Path::exists` follows the link and reads it as no pause, so the
+/// daemon drained while the operator had paused it (trial 14's helper found this).
+#[test]
+fn a_dangling_pause_symlink_still_pauses() {
+    let e = plain();
+    std::fs::create_dir_all(e.state_dir()).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/gpu-reaper-pause", e.state_dir().join("pause")).unwrap();
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+    assert!(ok, "{log}");
+    assert!(log.contains("enforcement paused"), "{log}");
+    assert!(
+        e.argv("scontrol").iter().all(|a| a[0] == "show") && e.argv("scancel").is_empty(),
+        "a paused daemon acted: {:?} {:?}",
+        e.argv("scontrol"),
+        e.argv("scancel")
+    );
+}
+
 #[test]
 fn hostile_names_stay_inert() {
     let long = "z".repeat(300);
