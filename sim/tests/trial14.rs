@@ -129,3 +129,47 @@ fn the_default_run_still_defaults_to_reports() {
     let e = format!("{:#}", out_of(&["--days", "1", "--seeds", "3"]).unwrap_err());
     assert!(e.contains("--seeds 3, --days 1 make this run differ"), "{e}");
 }
+
+/// The same class as the sweep's: `sim merge` wrote into `reports/` by default, so merging
+/// any shards without `--out` replaced the committed reports; `--out` is now required.
+#[test]
+fn merge_without_out_is_refused_before_it_reads_anything() {
+    let d = checkout();
+    let (ok, stdout, e) = sim(d.path(), &["merge", "shard0", "shard1"]);
+    assert!(!ok, "succeeded: {stdout}");
+    assert!(e.contains("--out"), "{e}");
+    untouched(d.path());
+    // Refused by the argument parser itself, whatever the shards: no default folder.
+    let parsed = Cli::try_parse_from(["sim", "merge", "shard0", "shard1"]);
+    let err = parsed
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| panic!("merge without --out parsed"));
+    assert!(err.contains("--out <OUT>") && err.contains("required"), "{err}");
+}
+
+/// And `sim calibrate`: without `--svg` it wrote `reports/calibration.svg` whatever the
+/// run. Now only the default run writes it without `--svg`; any other is refused before
+/// it simulates, naming the flags.
+#[test]
+fn a_non_default_calibrate_without_svg_leaves_the_committed_figure_alone() {
+    let d = checkout();
+    std::fs::write(d.path().join("reports/calibration.svg"), "committed\n").unwrap();
+    for (args, names) in [
+        (&["calibrate", "--seed", "2"][..], &["--seed 2"][..]),
+        (
+            &["calibrate", "--workload", "traps", "--days", "1"],
+            &["--workload traps", "--days 1"],
+        ),
+        (&["calibrate", "--cdfs", "elsewhere"], &["--cdfs elsewhere"]),
+    ] {
+        let (ok, stdout, e) = sim(d.path(), args);
+        assert!(!ok, "{args:?} succeeded: {stdout}");
+        for n in names {
+            assert!(e.contains(n), "{args:?}: {n} not named: {e}");
+        }
+        assert!(e.contains("--svg FILE") && e.contains("reports/calibration.svg"), "{e}");
+        let svg = std::fs::read_to_string(d.path().join("reports/calibration.svg")).unwrap();
+        assert_eq!(svg, "committed\n", "{args:?} replaced the committed figure");
+    }
+}

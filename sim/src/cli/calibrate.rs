@@ -23,9 +23,47 @@ pub struct Args {
     /// `seren_FB_USED_pct_of_80GB.csv`.
     #[arg(long, default_value = "../shared/traces/acme_util_cdfs")]
     pub cdfs: PathBuf,
-    /// SVG to write.
-    #[arg(long, default_value = "reports/calibration.svg")]
-    pub svg: PathBuf,
+    /// SVG to write. Without it, only the default run (workload `default`, seed 1, 7 days,
+    /// the default CDF folder) writes `reports/calibration.svg`, the committed figure; any
+    /// other run must name its SVG, so that it cannot replace that figure by accident.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// Where the committed calibration figure lives (the default run's).
+const DEFAULT_SVG: &str = "reports/calibration.svg";
+
+impl Args {
+    /// The SVG to write: `--svg`, or [`DEFAULT_SVG`] for the default run.
+    ///
+    /// # Errors
+    /// A non-default run without `--svg`, naming the flags that make it non-default.
+    fn svg_path(&self) -> Result<PathBuf> {
+        if let Some(p) = &self.svg {
+            return Ok(p.clone());
+        }
+        let mut flags = Vec::new();
+        if self.workload != "default" {
+            flags.push(format!("--workload {}", self.workload));
+        }
+        if self.seed != 1 {
+            flags.push(format!("--seed {}", self.seed));
+        }
+        if self.days != 7.0 {
+            flags.push(format!("--days {}", self.days));
+        }
+        if self.cdfs != Path::new("../shared/traces/acme_util_cdfs") {
+            flags.push(format!("--cdfs {}", self.cdfs.display()));
+        }
+        if flags.is_empty() {
+            return Ok(PathBuf::from(DEFAULT_SVG));
+        }
+        anyhow::bail!(
+            "{} {} this run differ from the default run, and only the default run writes {DEFAULT_SVG} without --svg (the committed figure, which this run would replace); give --svg FILE",
+            flags.join(", "),
+            if flags.len() == 1 { "makes" } else { "make" }
+        )
+    }
 }
 
 /// One compared metric.
@@ -165,6 +203,7 @@ fn ref_quantile(c: &QuantileCdf, q: f64) -> f64 {
 /// Runs `sim calibrate`.
 pub fn run(args: Args) -> Result<()> {
     use std::fmt::Write as _;
+    let svg = args.svg_path()?;
     let w = crate::load_workload(&args.workload).with_context(|| format!("loading workload {}", args.workload))?;
     crate::budget::check_days(args.days)?;
     // The world, and util, power and memory as f64 per sample.
@@ -209,8 +248,8 @@ pub fn run(args: Args) -> Result<()> {
             p90.1
         );
     }
-    draw(&metrics, &args.svg)?;
-    let _ = writeln!(out, "wrote {}", args.svg.display());
+    draw(&metrics, &svg)?;
+    let _ = writeln!(out, "wrote {}", svg.display());
     super::emit(&out);
     Ok(())
 }

@@ -12,8 +12,10 @@ pub struct Args {
     /// Shard output folders (each holding a sweep.csv and a shard.toml) or their sweep.csv files.
     #[arg(required = true, value_name = "DIR|FILE")]
     pub inputs: Vec<PathBuf>,
-    /// Output folder for sweep.csv, frontier.svg and summary.md.
-    #[arg(long, default_value = "reports")]
+    /// Output folder for sweep.csv, frontier.svg and summary.md. Required: `reports/` holds
+    /// the default run's committed reports, which a merge of other shards would replace
+    /// (`--out reports` replaces them on purpose).
+    #[arg(long)]
     pub out: PathBuf,
 }
 
