@@ -991,10 +991,12 @@ impl Config {
 
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        // No key: the file itself could not be read (trial 14's helper: the error named a
+        // key `file` that no config has).
         let text = std::fs::read_to_string(path).map_err(|x| ConfigError {
             file: path.display().to_string(),
-            key: "file".into(),
-            problem: x.to_string(),
+            key: String::new(),
+            problem: format!(" cannot read the config file: {x}"),
         })?;
         Config::from_text(&text, &path.display().to_string())
     }

@@ -57,3 +57,20 @@ fn check_config_usage_says_one_of_config_or_file_is_required() {
         assert!(e.contains("/nonexistent/x.toml") && e.contains("No such file"), "{args:?}: {e}");
     }
 }
+
+/// A config file that cannot be read is named with the reason, and no made-up key (it said
+/// "/nonexist: `file`: No such file or directory").
+#[test]
+fn an_unreadable_config_file_is_named_without_a_key() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["check-config", "/nonexistent/gpu-reaper.toml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("/nonexistent/gpu-reaper.toml: cannot read the config file: No such file or directory"),
+        "{err}"
+    );
+    assert!(!err.contains('`'), "a key was named: {err}");
+}
