@@ -617,12 +617,14 @@ mod tests {
         /// `LaneJob::ingest` with the AVX2 push leaves exactly the state the scalar one
         /// leaves (every field, every row, the ring and the clocks), and takes or refuses
         /// the same cycles, over runs of cycles: readings that change or repeat (freezes,
-        /// copy gaps), gaps, repeated and late stamps, invalid fields, evictions.
+        /// copy gaps), gaps, repeated and late stamps, invalid fields, evictions, from any
+        /// copy count and last change.
         #[test]
         fn avx2_ingest_agrees_with_scalar(
             steps in proptest::collection::vec((0u8..6, prop_oneof![6 => Just(60i64), 1 => Just(0i64), 1 => 1i64..400, 1 => -120i64..0], 0u8..16, 0i64..120), 1..90),
             per_lane in proptest::collection::vec(0u8..6, L),
-            max_gap in prop_oneof![Just(180i64), 0i64..400],
+            max_gap in prop_oneof![4 => Just(180i64), 4 => 0i64..400, 1 => Just(-5_000_000_000i64)],
+            start in proptest::collection::vec((prop_oneof![Just(0u16), Just(1), Just(u16::MAX), any::<u16>()], prop_oneof![Just(u32::MAX), Just(0u32), any::<u32>()]), L),
         ) {
             if !wide() {
                 return Ok(());
@@ -631,6 +633,14 @@ mod tests {
             let th = IngestThresholds { max_gap_s: max_gap, ..IngestThresholds::new(&cfg) };
             let cap = lane_cap(&th).expect("the defaults take the lane path");
             let (mut a, mut b) = (LaneJob::empty(cap), LaneJob::empty(cap));
+            // Any copy count and last change to start from (as a restored state may hold),
+            // and gaps that put every change before the copy gap's limit (`max_gap < 0`).
+            for (i, &(copies, lco)) in start.iter().enumerate() {
+                for j in [&mut a, &mut b] {
+                    j.copies_since_change[i] = copies;
+                    j.last_change_off[i] = lco;
+                }
+            }
             let mut t = 1_000_000i64;
             for (k, &(kind, dt, spoil, lag)) in steps.iter().enumerate() {
                 t += dt;
