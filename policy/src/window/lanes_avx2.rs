@@ -576,7 +576,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(4000))]
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(debug_assertions) { 1000 } else { 4000 }))]
 
         /// The AVX2 classifier gives exactly what the scalar [`classify_lanes`] gives, field
         /// by field and bit for bit, on any input and under any thresholds.
