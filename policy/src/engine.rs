@@ -703,7 +703,7 @@ impl Engine {
             unsafe { self.step_each_wide(now_s, obs, outs) };
             return;
         }
-        self.step_each_body(now_s, obs, outs);
+        self.step_each_body(now_s, obs, outs, false);
     }
 
     /// [`Engine::step_each`] compiled for CPUs with AVX2 (x86-64-v3: every x86 server CPU
@@ -716,11 +716,13 @@ impl Engine {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn step_each_wide(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
-        self.step_each_body(now_s, obs, outs);
+        // The lane path's hand-written AVX2 (`lanes_avx2.rs`) runs here, and only here.
+        self.step_each_body(now_s, obs, outs, true);
     }
 
+    /// `wide`: called from [`Engine::step_each_wide`], so the CPU has its features.
     #[inline(always)]
-    fn step_each_body(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
+    fn step_each_body(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>], wide: bool) {
         for out in outs.iter_mut() {
             out.clear();
         }
@@ -908,7 +910,7 @@ impl Engine {
                 }
                 continue;
             }
-            let look = self.look(ji as usize, &cyc, obs);
+            let look = self.look(ji as usize, &cyc, obs, wide);
             for p in 0..np {
                 let f = self.judge(ji as usize, p, pos as u32, job, &look, now_s);
                 if let Some(out) = outs.get_mut(p) {
@@ -1065,7 +1067,7 @@ impl Engine {
     /// the evidence of its observed GPUs. Inlined into [`Engine::step_each`]'s body, so that
     /// the lane path is compiled for the wide CPUs too.
     #[inline(always)]
-    fn look(&mut self, ji: usize, cyc: &Cycle, obs: &Observation<'_>) -> Look {
+    fn look(&mut self, ji: usize, cyc: &Cycle, obs: &Observation<'_>, wide: bool) -> Look {
         let th = self.th;
         let cycle = self.cycle;
         let lane_cap = self.lane_cap();
@@ -1088,14 +1090,15 @@ impl Engine {
                     false
                 } else if self.direct {
                     let slots = &self.slots[from..to];
-                    slots.iter().enumerate().all(|(i, &s)| s == i as u32) && lane.ingest(|i| &obs.samples[from + i], start_s, cyc, &th)
+                    slots.iter().enumerate().all(|(i, &s)| s == i as u32)
+                        && lane.ingest(|i| &obs.samples[from + i], start_s, cyc, &th, wide)
                 } else {
                     let routed = &self.routed[from..to];
                     routed
                         .iter()
                         .enumerate()
                         .all(|(i, r)| (r.key & 0xffff_ffff) == i as u64 && !r.conflict)
-                        && lane.ingest(|i| &obs.samples[routed[i].idx as usize], start_s, cyc, &th)
+                        && lane.ingest(|i| &obs.samples[routed[i].idx as usize], start_s, cyc, &th, wide)
                 };
             if taken {
                 lane.evict(cyc);

@@ -494,10 +494,15 @@ impl Pair {
             e.set_avx2(on);
             e
         };
+        // The switched engine runs the plain build: where the CPU has AVX2, the lane-on
+        // engine runs the lane path's hand-written AVX2 (`lanes_avx2.rs`) and this one its
+        // scalar form, so both are held to the general path.
+        let mut flip = build(true);
+        flip.set_avx2(false);
         Pair {
             on: build(true),
             off: build(false),
-            flip: Some((build(true), true)),
+            flip: Some((flip, true)),
             policies,
             mode,
             outs,
@@ -530,6 +535,7 @@ impl Pair {
             let json = serde_json::to_string(&e.snapshot(now)).expect("snapshot serialises");
             same_json(ctx, "switched engine", &json, &b)?;
             *e = load(&json, *on);
+            e.set_avx2(false);
         }
         self.policies.truncate(1);
         self.outs = 1;
@@ -654,7 +660,15 @@ fn run_plan(plan: &Plan) -> Result<Stats, String> {
         on: load(&a, true),
         off: load(&b, false),
         // The switched engine resumes with the lane path off; the tail's toggles turn it on.
-        flip: Some((load(&a, false), false)),
+        // It runs the plain build (see `Pair::new`).
+        flip: Some((
+            {
+                let mut e = load(&a, false);
+                e.set_avx2(false);
+                e
+            },
+            false,
+        )),
         policies: vec![p.clone()],
         mode: plan.mode,
         outs: 1,

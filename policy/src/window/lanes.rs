@@ -24,6 +24,10 @@
 
 use super::*;
 
+#[cfg(target_arch = "x86_64")]
+#[path = "lanes_avx2.rs"]
+mod avx2;
+
 /// GPUs per lane job: one node of the common 8-GPU servers (HGX, DGX).
 pub(crate) const L: usize = 8;
 /// The most rows a lane job's ring may have. Rings are sized per engine ([`lane_cap`]); a
@@ -336,19 +340,16 @@ impl LaneJob {
         }
     }
 
-    /// Ingests one cycle's samples of the job, `sample(i)` being slot `i`'s, as
-    /// [`GpuWindow::ingest`] would for each GPU. Returns false, having changed nothing, when
-    /// they are not the lane path's (see the module's doc): the caller then runs the general
-    /// path on per-GPU windows.
+    /// The checks of [`LaneJob::ingest`] on one cycle's samples stamped `t`, `fine` when
+    /// every lane is classified fine at `t`: `None`, having changed nothing, when the lane
+    /// path does not take them; else where and how the row goes, having set the clocks.
     #[inline(always)]
-    pub(crate) fn ingest<'a>(&mut self, sample: impl Fn(usize) -> &'a Sample, start_s: i64, cyc: &Cycle, th: &IngestThresholds) -> bool {
-        let t = sample(0).t_s;
-        let c = classify_lanes(&sample, th);
-        let fine = c.fine && c.same_t(t) && t <= cyc.future_after_s && t >= start_s && (self.newest_t_s == NO_TIME || t > self.newest_t_s);
+    fn admit(&mut self, t: i64, fine: bool, start_s: i64, cyc: &Cycle, th: &IngestThresholds) -> Option<Admit> {
+        let fine = fine && t <= cyc.future_after_s && t >= start_s && (self.newest_t_s == NO_TIME || t > self.newest_t_s);
         let base = if self.base_t_s == NO_TIME { t } else { self.base_t_s };
         let t_off = t.saturating_sub(base);
         if !fine || self.len as usize >= self.rows.len() || !(0..=u32::MAX as i64).contains(&t_off) {
-            return false;
+            return None;
         }
         let t_off = t_off as u32;
         self.newest_t_s = t;
@@ -358,7 +359,48 @@ impl LaneJob {
         // A copy gap needs the newest change more than the gap before `t`: its offset below
         // this (`t_off − gap − 1`, or none when negative).
         let copy_before = i64::from(t_off) - th.max_gap_s;
-        let s = self.slot(self.len);
+        Some(Admit {
+            s: self.slot(self.len),
+            t_off,
+            first,
+            gap,
+            copy_before,
+        })
+    }
+
+    /// Ingests one cycle's samples of the job, `sample(i)` being slot `i`'s, as
+    /// [`GpuWindow::ingest`] would for each GPU. Returns false, having changed nothing, when
+    /// they are not the lane path's (see the module's doc): the caller then runs the general
+    /// path on per-GPU windows. `wide`: the CPU has the features `Engine::step_each_wide` is
+    /// compiled for, and the AVX2 form (`lanes_avx2.rs`, the same results) runs.
+    #[inline(always)]
+    pub(crate) fn ingest<'a>(
+        &mut self,
+        sample: impl Fn(usize) -> &'a Sample,
+        start_s: i64,
+        cyc: &Cycle,
+        th: &IngestThresholds,
+        wide: bool,
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if wide {
+            // SAFETY: the caller passes `wide` only where the CPU has every feature the AVX2
+            // form is compiled for (`Engine::step_each_wide`).
+            return unsafe { self.ingest_avx2(&sample, start_s, cyc, th) };
+        }
+        let _ = wide;
+        let t = sample(0).t_s;
+        let c = classify_lanes(&sample, th);
+        let Some(Admit {
+            s,
+            t_off,
+            first,
+            gap,
+            copy_before,
+        }) = self.admit(t, c.fine && c.same_t(t), start_s, cyc, th)
+        else {
+            return false;
+        };
         let row = &mut self.rows[s];
         // The freeze check, lane by lane and field by field (as `GpuWindow::ingest`), in
         // all-ones masks so that each loop is one vector operation.
@@ -596,6 +638,19 @@ impl LaneJob {
         *self = *LaneJob::empty(self.rows.len() as u32);
         self.late = late;
     }
+}
+
+/// Where and how [`LaneJob::ingest`] pushes a row it takes (see `LaneJob::admit`).
+struct Admit {
+    /// The ring slot.
+    s: usize,
+    t_off: u32,
+    /// The lanes' first valid sample.
+    first: bool,
+    /// More than the gap since the last valid sample.
+    gap: bool,
+    /// A change at an offset below this is more than the gap before `t_off`.
+    copy_before: i64,
 }
 
 /// What [`LaneJob::pool`] gives: a non-empty window's lanes pooled as the engine pools
@@ -852,7 +907,7 @@ mod tests {
                     .collect();
                 let now = t + lag;
                 let cyc = th.cycle(now);
-                if j.ingest(|i| &samples[i], 0, &cyc, &th) {
+                if j.ingest(|i| &samples[i], 0, &cyc, &th, false) {
                     j.evict(&cyc);
                 }
                 if judge == 0 {
