@@ -1203,9 +1203,7 @@ impl Engine {
                 let cyc = self.th.cycle(now_s);
                 if let Some(l) = &st.lane {
                     // The lane path runs only with every GPU observed.
-                    for i in 0..lanes::L {
-                        self.scratch.push(l.stats(i, &l.brief(i, &cyc, &self.th)));
-                    }
+                    self.scratch.extend(l.stats_all());
                 } else {
                     for (w, g) in st.gpus.iter().zip(&st.alloc) {
                         if self.scope == Scope::Whole || observed(self.scope, g) {

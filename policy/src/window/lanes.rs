@@ -27,6 +27,8 @@ use super::*;
 #[cfg(target_arch = "x86_64")]
 #[path = "lanes_avx2.rs"]
 mod avx2;
+#[path = "lanes_stats.rs"]
+mod stats;
 
 /// GPUs per lane job: one node of the common 8-GPU servers (HGX, DGX).
 pub(crate) const L: usize = 8;
@@ -626,7 +628,8 @@ impl LaneJob {
     }
 
     /// Lane `i`'s full statistics, as [`GpuWindow::stats`] gives them for the window whose
-    /// brief is `b`.
+    /// brief is `b`: the reference for [`LaneJob::stats_all`], which the engine uses.
+    #[cfg(test)]
     pub(crate) fn stats(&self, i: usize, b: &Brief) -> GpuStats {
         stats_of(b, |f| self.count(f, i), self.sum_power_sq[i])
     }
@@ -915,6 +918,8 @@ mod tests {
                 }
                 let got = j.pool(&cyc, &th);
                 let briefs: Vec<Brief> = (0..L).map(|i| j.brief(i, &cyc, &th)).collect();
+                let each: Vec<GpuStats> = briefs.iter().enumerate().map(|(i, b)| j.stats(i, b)).collect();
+                prop_assert_eq!(j.stats_all().to_vec(), each);
                 if j.len == 0 {
                     prop_assert!(got.is_none());
                     continue;
