@@ -24,6 +24,8 @@
 
 use super::*;
 
+mod pool;
+
 /// GPUs per lane job: one node of the common 8-GPU servers (HGX, DGX).
 pub(crate) const L: usize = 8;
 /// The most rows a lane job's ring may have. Rings are sized per engine ([`lane_cap`]); a
@@ -477,12 +479,12 @@ impl LaneJob {
         )
     }
 
-    /// What the engine pools from the [`L`] lanes' briefs, computed for all lanes at once:
-    /// exactly what taking [`LaneJob::brief`] of each lane in turn gives (the engine's
-    /// `Accum::take`; `lane_pool_agrees_with_briefs` holds the two together). `None` for an
-    /// empty window, which the engine pools lane by lane.
-    #[inline(always)]
-    pub(crate) fn pool(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<LanePool> {
+    /// [`LaneJob::pool`] written lane by lane, as `brief_of` reads: the reference the tests
+    /// hold `pool` to, and its fallback for clocks near the ends of `i64` (see
+    /// `LaneJob::frozen_tail_below`).
+    #[cold]
+    #[inline(never)]
+    fn pool_lanewise(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<LanePool> {
         let n = self.len;
         if n == 0 {
             return None;
