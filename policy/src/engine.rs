@@ -1064,7 +1064,16 @@ impl Engine {
             if taken {
                 lane.evict(cyc);
                 let mut acc = Accum::new(st.alloc.len() as u32);
-                match lane.pool(cyc, &th) {
+                #[cfg(target_arch = "x86_64")]
+                let pooled = if self.wide {
+                    // SAFETY: `wide` is set only where the CPU has every feature enabled there.
+                    unsafe { lane.pool_avx2(cyc, &th) }
+                } else {
+                    lane.pool(cyc, &th)
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let pooled = lane.pool(cyc, &th);
+                match pooled {
                     Some(p) => acc.take_lanes(&p),
                     None => {
                         for i in 0..lanes::L {

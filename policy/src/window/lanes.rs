@@ -25,6 +25,8 @@
 use super::*;
 
 mod pool;
+#[cfg(target_arch = "x86_64")]
+mod pool_avx2;
 
 /// GPUs per lane job: one node of the common 8-GPU servers (HGX, DGX).
 pub(crate) const L: usize = 8;
@@ -861,6 +863,10 @@ mod tests {
                     continue;
                 }
                 let got = j.pool(&cyc, &th);
+                if let Some(wide) = pool::tests::pool_avx2(&j, &cyc, &th) {
+                    prop_assert_eq!(got, wide);
+                }
+                prop_assert_eq!(got, pool::tests::pooled_briefs(&j, &cyc, &th));
                 let briefs: Vec<Brief> = (0..L).map(|i| j.brief(i, &cyc, &th)).collect();
                 if j.len == 0 {
                     prop_assert!(got.is_none());

@@ -35,7 +35,7 @@ const fn zero_bytes(x: u64) -> u64 {
 }
 
 /// The bit position of `flag`'s count in its word of `LaneJob::counts`.
-const fn shift(flag: u16) -> u32 {
+pub(super) const fn shift(flag: u16) -> u32 {
     8 * (nr(flag) % 8) as u32
 }
 
@@ -83,6 +83,35 @@ const T_UNDETECTABLE: u32 = 32;
 const T_HELD: u32 = 40;
 const T_SPIN: u32 = 48;
 
+/// The lanes' figures, pooled over lanes before the job's clocks are applied: what
+/// [`LaneJob::pool`] and its AVX2 form (`pool_avx2.rs`) each compute, and
+/// [`LaneJob::pooled`] turns into a [`LanePool`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Lanes {
+    /// Lanes with holes.
+    pub(super) holes: u32,
+    /// Lanes all-zero (a broken exporter).
+    pub(super) all_zero: u32,
+    /// Lanes whose first problem is a freeze: frozen, no hole, not all-zero.
+    pub(super) frozen_first: u32,
+    /// Lanes with none of those problems.
+    pub(super) no_problem: u32,
+    /// Lanes whose readings are identical without power on two samples.
+    pub(super) undetectable: u32,
+    /// Lanes with memory held on every row.
+    pub(super) held: u32,
+    /// Lanes at spin util, with known, low power, on every row.
+    pub(super) spin: u32,
+    pub(super) min_peak: u32,
+    pub(super) max_peak: u32,
+    pub(super) util_sum: u64,
+    pub(super) mem_sum: u64,
+    /// Σ (held + free) over lanes.
+    pub(super) mem_n: u64,
+    pub(super) pw_sum: u64,
+    pub(super) pw_n: u64,
+}
+
 impl LaneJob {
     /// What the engine pools from the [`L`] lanes' briefs, computed for all lanes at once:
     /// exactly what taking [`LaneJob::brief`] of each lane in turn gives (the engine's
@@ -90,23 +119,21 @@ impl LaneJob {
     /// empty window, which the engine pools lane by lane. See the module's doc.
     #[inline(always)]
     pub(crate) fn pool(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<LanePool> {
-        let n = self.len;
-        if n == 0 {
+        if self.len == 0 {
             return None;
         }
         let Some(tail_below) = self.frozen_tail_below(cyc, th) else {
             return self.pool_lanewise(cyc, th);
         };
+        Some(self.pooled(&self.lanes(tail_below), cyc, th))
+    }
+
+    /// The lanes' figures of a non-empty window, a lane's tail being frozen when its last
+    /// change is below `tail_below` (see [`LaneJob::frozen_tail_below`]).
+    #[inline(always)]
+    pub(super) fn lanes(&self, tail_below: u32) -> Lanes {
+        let n = self.len;
         let h = self.head as usize;
-        let (first_t, last_t) = (self.base_t_s + self.t_off[h] as i64, self.last_valid_t_s);
-        // The clocks are the job's: every lane is from the future, or stale, or neither.
-        let job_problem = if last_t > cyc.future_after_s {
-            Some(EvidenceProblem::Future)
-        } else if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
-            Some(EvidenceProblem::Stale)
-        } else {
-            None
-        };
         let first = &self.rows[h];
         let out_mask = if self.out_len > 0 { u32::MAX } else { 0 };
         let all_n = u64::from(n) * ONES;
@@ -155,38 +182,69 @@ impl LaneJob {
             peak[i] = (first.suffix_max_milli[i] & out_mask).max(self.in_max_milli[i]);
         }
         let sum = |a: &[u64; L]| a.iter().sum::<u64>();
-        let (tally, known, util_power, mem) = (sum(&tally), sum(&known), sum(&util_power), sum(&mem));
-        let min_peak = peak.iter().fold(u32::MAX, |m, &x| m.min(x));
-        let max_peak = peak.iter().fold(0, |m, &x| m.max(x));
+        let (tally, known, util_power) = (sum(&tally), sum(&known), sum(&util_power));
         let lanes = |field: u32| ((tally >> field) & 0xff) as u32;
-        let lane_problem = if lanes(T_HOLES) > 0 {
+        Lanes {
+            holes: lanes(T_HOLES),
+            all_zero: lanes(T_ALL_ZERO),
+            frozen_first: lanes(T_FROZEN),
+            no_problem: lanes(T_NO_PROBLEM),
+            undetectable: lanes(T_UNDETECTABLE),
+            held: lanes(T_HELD),
+            spin: lanes(T_SPIN),
+            min_peak: peak.iter().fold(u32::MAX, |m, &x| m.min(x)),
+            max_peak: peak.iter().fold(0, |m, &x| m.max(x)),
+            util_sum: util_power & 0xffff_ffff,
+            mem_sum: sum(&mem),
+            mem_n: known & 0xffff_ffff,
+            pw_sum: util_power >> 32,
+            pw_n: known >> 32,
+        }
+    }
+
+    /// The pool of a non-empty window whose lanes give `l`: the job's clocks decide whether
+    /// the lanes' problems count (stale or future windows have that problem on every lane).
+    #[inline(always)]
+    pub(super) fn pooled(&self, l: &Lanes, cyc: &Cycle, th: &IngestThresholds) -> LanePool {
+        let h = self.head as usize;
+        let (first_t, last_t) = (self.base_t_s + self.t_off[h] as i64, self.last_valid_t_s);
+        // The clocks are the job's: every lane is from the future, or stale, or neither.
+        let job_problem = if last_t > cyc.future_after_s {
+            Some(EvidenceProblem::Future)
+        } else if cyc.now_s.saturating_sub(last_t) > th.max_gap_s {
+            Some(EvidenceProblem::Stale)
+        } else {
+            None
+        };
+        // The least of the lanes' problems, in `EvidenceProblem`'s order.
+        let lane_problem = if l.holes > 0 {
             Some(EvidenceProblem::Gap)
-        } else if lanes(T_ALL_ZERO) > 0 {
+        } else if l.all_zero > 0 {
             Some(EvidenceProblem::AllZero)
-        } else if lanes(T_FROZEN) > 0 {
+        } else if l.frozen_first > 0 {
             Some(EvidenceProblem::Frozen)
         } else {
             None
         };
         let clocks_fine = job_problem.is_none();
-        Some(LanePool {
-            samples: n,
+        LanePool {
+            samples: self.len,
             first_t_s: first_t,
             last_t_s: last_t,
             problem: job_problem.or(lane_problem),
-            any_short: clocks_fine && first_t > cyc.short_after_s && lanes(T_NO_PROBLEM) > 0,
-            frozen_gpus: if clocks_fine { lanes(T_FROZEN) } else { 0 },
-            freeze_undetectable_gpus: lanes(T_UNDETECTABLE),
-            min_peak_milli: min_peak,
-            peak_milli: max_peak,
-            all_spin: lanes(T_SPIN) == L as u32,
-            mem_held_gpus: lanes(T_HELD),
-            util_sum: util_power & 0xffff_ffff,
-            mem_sum: mem,
-            mem_n: known & 0xffff_ffff,
-            pw_sum: util_power >> 32,
-            pw_n: known >> 32,
-        })
+            any_short: clocks_fine && first_t > cyc.short_after_s && l.no_problem > 0,
+            frozen_gpus: if clocks_fine { l.frozen_first } else { 0 },
+            freeze_undetectable_gpus: l.undetectable,
+            min_peak_milli: l.min_peak,
+            peak_milli: l.max_peak,
+            all_spin: l.spin == L as u32,
+            mem_held_gpus: l.held,
+            util_sum: l.util_sum,
+            mem_sum: l.mem_sum,
+            mem_n: l.mem_n,
+            pw_sum: l.pw_sum,
+            pw_n: l.pw_n,
+        }
     }
 
     /// A lane's tail of copies is frozen (`brief_of`'s `frozen_tail`, given power on two
@@ -195,10 +253,29 @@ impl LaneJob {
     /// false as the offset grows, so it holds exactly for the offsets below one limit, which
     /// this returns (the offset `u32::MAX`, "no change", is never below it). The limit is
     /// `now − base − max_gap`, clamped to `u32`, unless saturation moves it (clocks or a gap
-    /// near the ends of `i64`): the two offsets around it are checked against the saturating
-    /// form itself, and `None` (the caller pools lane by lane) when they disagree.
+    /// near the ends of `i64`): `None` then (the caller pools lane by lane).
     #[inline(always)]
-    fn frozen_tail_below(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<u32> {
+    pub(super) fn frozen_tail_below(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<u32> {
+        const SPAN: i64 = 1 << 32;
+        let (now, base) = (cyc.now_s, self.base_t_s);
+        // Where `base + off` is exact for every offset (below 2^32) and `now − base` is, the
+        // test is `now − base − off > max_gap`, that is `off < now − base − max_gap`: where
+        // `now − (base + off)` saturates at `i64::MIN`, both the test and that are false.
+        // (`now − base − max_gap` saturating is still right once clamped.)
+        if base <= i64::MAX - SPAN {
+            if let Some(d) = now.checked_sub(base) {
+                return Some(d.saturating_sub(th.max_gap_s).clamp(0, i64::from(u32::MAX)) as u32);
+            }
+        }
+        self.frozen_tail_below_near_ends(cyc, th)
+    }
+
+    /// [`LaneJob::frozen_tail_below`] where `base + off` or `now − (base + off)` may
+    /// saturate: the limit the exact integers give, when the saturating test agrees with it on
+    /// the two offsets around it (then, the test being monotone, on all).
+    #[cold]
+    #[inline(never)]
+    fn frozen_tail_below_near_ends(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<u32> {
         let old = |off: u32| cyc.now_s.saturating_sub(self.base_t_s.saturating_add(i64::from(off))) > th.max_gap_s;
         let exact = i128::from(cyc.now_s) - i128::from(self.base_t_s) - i128::from(th.max_gap_s);
         let limit = exact.clamp(0, i128::from(u32::MAX)) as u32;
@@ -267,6 +344,43 @@ pub(super) mod tests {
         Some(p)
     }
 
+    /// True when this CPU runs [`LaneJob::pool_avx2`] (as the engine's `wide_cpu`).
+    fn wide_cpu() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("bmi1")
+                && is_x86_feature_detected!("bmi2")
+                && is_x86_feature_detected!("popcnt")
+                && is_x86_feature_detected!("lzcnt")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// [`LaneJob::pool_avx2`]'s pool, or `None` where this CPU cannot run it (the tests then
+    /// check the portable form only).
+    pub(in crate::window) fn pool_avx2(j: &LaneJob, cyc: &Cycle, th: &IngestThresholds) -> Option<Option<LanePool>> {
+        #[cfg(target_arch = "x86_64")]
+        if wide_cpu() {
+            // SAFETY: the CPU has every feature `pool_avx2` is compiled for.
+            return Some(unsafe { j.pool_avx2(cyc, th) });
+        }
+        let _ = (j, cyc, th);
+        None
+    }
+
+    /// [`LaneJob::lanes`] in AVX2, as [`pool_avx2`].
+    fn lanes_avx2(j: &LaneJob, tail_below: u32) -> Option<Lanes> {
+        #[cfg(target_arch = "x86_64")]
+        if wide_cpu() {
+            // SAFETY: the CPU has every feature `lanes_avx2` is compiled for.
+            return Some(unsafe { j.lanes_avx2(tail_below) });
+        }
+        let _ = (j, tail_below);
+        None
+    }
+
     /// One of a few interesting values, or `any`.
     fn pick<T: Copy>(k: u8, edges: &[T], any: T) -> T {
         edges.get(usize::from(k)).copied().unwrap_or(any)
@@ -308,12 +422,12 @@ pub(super) mod tests {
         /// the gap is `i64::MAX`, and the pool's results may not show a wrong limit.)
         #[test]
         fn frozen_tail_below_is_the_limit(
-            now_k in 0u8..8, now_any in any::<i64>(), base_k in 0u8..8, base_any in any::<i64>(),
-            gap_k in 0u8..6, gap_any in any::<i64>(), probe in any::<u32>(), d in -3i64..=3,
+            now_k in 0u8..9, now_any in any::<i64>(), base_k in 0u8..9, base_any in any::<i64>(),
+            gap_k in 0u8..7, gap_any in any::<i64>(), probe in any::<u32>(), d in -3i64..=3,
         ) {
-            let edges = [i64::MAX, i64::MIN, 0, i64::MAX - (1 << 31), i64::MIN + (1 << 31), 1_700_000_000, 1_700_005_000];
+            let edges = [i64::MAX, i64::MIN, 0, i64::MAX - (1 << 31), i64::MIN + (1 << 31), 1_700_000_000, 1_700_005_000, -1_000];
             let mut th = IngestThresholds::new(&PolicyConfig::default());
-            th.max_gap_s = pick(gap_k, &[i64::MAX, i64::MIN, 0, -60, 180], gap_any);
+            th.max_gap_s = pick(gap_k, &[i64::MAX, i64::MIN, 0, -60, 180, i64::MAX - 500], gap_any);
             let cyc = th.cycle(pick(now_k, &edges, now_any));
             let mut j = LaneJob::empty(2);
             j.base_t_s = pick(base_k, &edges, base_any);
@@ -434,6 +548,18 @@ pub(super) mod tests {
             let got = j.pool(&cyc, &th);
             prop_assert_eq!(got, j.pool_lanewise(&cyc, &th));
             prop_assert_eq!(got, pooled_briefs(&j, &cyc, &th));
+            if let Some(wide) = pool_avx2(&j, &cyc, &th) {
+                prop_assert_eq!(got, wide);
+            }
+            // The lanes' figures before the clocks mask them, at the limits that matter.
+            if n > 0 {
+                let limits = [j.frozen_tail_below(&cyc, &th).unwrap_or(0), 0, 1, u32::MAX, next() as u32];
+                for t in limits {
+                    if let Some(wide) = lanes_avx2(&j, t) {
+                        prop_assert_eq!(j.lanes(t), wide, "tail below {}", t);
+                    }
+                }
+            }
         }
     }
 }
