@@ -17,7 +17,12 @@
 //! `LaneJob::pool_lanewise` is the same pool written lane by lane as `brief_of` reads; it is
 //! the reference that `lane_pool_agrees_with_briefs` and `lane_pool_agrees_on_any_lanes`
 //! hold this one to, and the fallback for clocks near the ends of `i64`
-//! ([`LaneJob::frozen_tail_below`]).
+//! ([`LaneJob::frozen_tail_below`]). The engine's AVX2 twin runs `LaneJob::pool_avx2`
+//! (`pool_avx2.rs`) instead, which those tests hold to this one.
+//!
+//! Measured (callgrind, `cycle_profile 64 400 8`, instructions per GPU-sample of the whole
+//! cycle): 461 with the lane-by-lane pool (about 80 of them pooling), 402 with this one
+//! on the AVX2 twin (48 pooling), 380 with `pool_avx2` (35 pooling, the call included).
 
 use super::*;
 
