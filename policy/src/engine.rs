@@ -716,7 +716,7 @@ impl Engine {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn step_each_wide(&mut self, now_s: i64, obs: &Observation<'_>, outs: &mut [Vec<Finding>]) {
-        // The lane path's hand-written AVX2 (`lanes_avx2.rs`) runs here, and only here.
+        // The lane path's hand-written AVX2 (`lanes/avx2.rs`) runs here, and only here.
         self.step_each_body(now_s, obs, outs, true);
     }
 
@@ -1103,7 +1103,16 @@ impl Engine {
             if taken {
                 lane.evict(cyc);
                 let mut acc = Accum::new(st.alloc.len() as u32);
-                match lane.pool(cyc, &th) {
+                #[cfg(target_arch = "x86_64")]
+                let pooled = if self.wide {
+                    // SAFETY: `wide` is set only where the CPU has every feature enabled there.
+                    unsafe { lane.pool_avx2(cyc, &th) }
+                } else {
+                    lane.pool(cyc, &th)
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let pooled = lane.pool(cyc, &th);
+                match pooled {
                     Some(p) => acc.take_lanes(&p),
                     None => {
                         for i in 0..lanes::L {

@@ -25,9 +25,10 @@
 use super::*;
 
 #[cfg(target_arch = "x86_64")]
-#[path = "lanes_avx2.rs"]
 mod avx2;
-#[path = "lanes_stats.rs"]
+mod pool;
+#[cfg(target_arch = "x86_64")]
+mod pool_avx2;
 mod stats;
 
 /// GPUs per lane job: one node of the common 8-GPU servers (HGX, DGX).
@@ -374,7 +375,7 @@ impl LaneJob {
     /// [`GpuWindow::ingest`] would for each GPU. Returns false, having changed nothing, when
     /// they are not the lane path's (see the module's doc): the caller then runs the general
     /// path on per-GPU windows. `wide`: the CPU has the features `Engine::step_each_wide` is
-    /// compiled for, and the AVX2 form (`lanes_avx2.rs`, the same results) runs.
+    /// compiled for, and the AVX2 form (`lanes/avx2.rs`, the same results) runs.
     #[inline(always)]
     pub(crate) fn ingest<'a>(
         &mut self,
@@ -521,12 +522,12 @@ impl LaneJob {
         )
     }
 
-    /// What the engine pools from the [`L`] lanes' briefs, computed for all lanes at once:
-    /// exactly what taking [`LaneJob::brief`] of each lane in turn gives (the engine's
-    /// `Accum::take`; `lane_pool_agrees_with_briefs` holds the two together). `None` for an
-    /// empty window, which the engine pools lane by lane.
-    #[inline(always)]
-    pub(crate) fn pool(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<LanePool> {
+    /// [`LaneJob::pool`] written lane by lane, as `brief_of` reads: the reference the tests
+    /// hold `pool` to, and its fallback for clocks near the ends of `i64` (see
+    /// `LaneJob::frozen_tail_below`).
+    #[cold]
+    #[inline(never)]
+    fn pool_lanewise(&self, cyc: &Cycle, th: &IngestThresholds) -> Option<LanePool> {
         let n = self.len;
         if n == 0 {
             return None;
@@ -598,7 +599,7 @@ impl LaneJob {
                 && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(lco as i64)) > th.max_gap_s;
             let lane_problem = job_problem.or(if holes > 0 {
                 Some(EvidenceProblem::Gap)
-            } else if zom[i] == n && az[i] > 0 {
+            } else if (zom[i] == n || identical) && az[i] > 0 {
                 Some(EvidenceProblem::AllZero)
             } else if (identical && pk[i] >= 2) || frozen_tail {
                 Some(EvidenceProblem::Frozen)
@@ -917,6 +918,10 @@ mod tests {
                     continue;
                 }
                 let got = j.pool(&cyc, &th);
+                if let Some(wide) = pool::tests::pool_avx2(&j, &cyc, &th) {
+                    prop_assert_eq!(got, wide);
+                }
+                prop_assert_eq!(got, pool::tests::pooled_briefs(&j, &cyc, &th));
                 let briefs: Vec<Brief> = (0..L).map(|i| j.brief(i, &cyc, &th)).collect();
                 let each: Vec<GpuStats> = briefs.iter().enumerate().map(|(i, b)| j.stats(i, b)).collect();
                 prop_assert_eq!(j.stats_all().to_vec(), each);

@@ -310,7 +310,11 @@ pub enum EvidenceProblem {
     Stale,
     /// A hole between valid samples inside the window is larger than `max_sample_gap`.
     Gap,
-    /// Every sample reads exactly 0 %, 0 MiB, 0 W: a broken exporter.
+    /// Every sample reads exactly 0 %, 0 MiB, 0 W: a broken exporter. Also a window with such
+    /// a sample whose readings never change after its first sample: the samples with a
+    /// reading are then copies of one (a frozen collector whose exporter now sends zeros), and
+    /// the rest say nothing (session 11: one copy with power left among 19 all-zero samples
+    /// matched `idle` at alert for one cycle, between the frozen and the all-zero verdicts).
     AllZero,
     /// Every reading, power included, is bit-identical across the window: a frozen collector.
     Frozen,
@@ -1105,7 +1109,7 @@ pub(crate) fn brief_of<C: Fn(u16) -> u32>(v: &WindowView<C>, cyc: &Cycle, th: &I
         Coverage::Broken(EvidenceProblem::Stale)
     } else if holes > 0 {
         Coverage::Broken(EvidenceProblem::Gap)
-    } else if (v.count)(ZERO_OR_MISSING) == n && (v.count)(ALL_ZERO) > 0 {
+    } else if ((v.count)(ZERO_OR_MISSING) == n || identical) && (v.count)(ALL_ZERO) > 0 {
         Coverage::Broken(EvidenceProblem::AllZero)
     } else if (identical && power_known >= 2) || frozen_tail {
         Coverage::Broken(EvidenceProblem::Frozen)
