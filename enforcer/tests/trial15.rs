@@ -1,0 +1,129 @@
+//! trial15 (operator trial): a collector whose readings are impossible most of the time is
+//! still trusted for a drain and a cancel.
+//!
+//! FAILS TODAY (2026-11-30, a02d851). The README's rule: "a reading that cannot be true (a
+//! negative power or one below 1 W, …) makes the whole sample invalid, since nothing else that
+//! collector said then can be trusted". The engine drops each such sample and judges the job on
+//! the readings left between them, as long as no hole is longer than `max_sample_gap`. So a
+//! GPU whose nvidia-smi reports 0.50 W on two of every three queries (and 60 W on the third)
+//! has its job, at 0 % and 30 GB held, drained and cancelled as `hung` on 7 valid samples per
+//! GPU of a 20-minute window, with 26 of the window's 40 samples invalid (the `starting`
+//! record's evidence says so). Nothing in the daemon's log mentions an invalid sample.
+//! What an operator expects: a window in which most samples are impossible is no evidence for
+//! a drain or a cancel (held at alert at most, as `power_unknown` and `freeze_undetectable`
+//! are), and the log says the collector is reporting impossible readings.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+fn setup(dir: &Path) -> String {
+    let demo = common::fakes().join("demo");
+    for f in ["jobs.tsv", "apps.csv"] {
+        std::fs::copy(demo.join(f), dir.join(f)).unwrap();
+    }
+    // Only job 101's process stays, so it is placed by its process on GPUs 0 and 1.
+    std::fs::write(
+        dir.join("apps.csv"),
+        "GPU-00000000-0000-0000-0000-000000000000, 1001, 30000\nGPU-00000000-0000-0000-0000-000000000001, 1001, 30000\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs.tsv"),
+        "101\t101\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t1799996400\tgpu001\tcpu=16,mem=64G,node=1,gres/gpu=2\ttrain\t\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("gpus.txt"),
+        "0 GPU-00000000-0000-0000-0000-000000000000 0 0 30000 81920 60 400\n\
+         1 GPU-00000000-0000-0000-0000-000000000001 0 0 30000 81920 60 400\n",
+    )
+    .unwrap();
+    let proc_dir = dir.join("proc/1001");
+    std::fs::create_dir_all(&proc_dir).unwrap();
+    std::fs::write(
+        proc_dir.join("cgroup"),
+        "0::/system.slice/slurmstepd.scope/job_101/step_0/user/task_0\n",
+    )
+    .unwrap();
+    let fakes = common::fakes();
+    // nvidia-smi: the repo's fake, with power.draw replaced by 0.50 W (below 1 W: the
+    // sample cannot be true) on two of every three --query-gpu calls.
+    let smi = common::script(
+        dir,
+        "nvidia-smi",
+        &format!(
+            "out=$('{fake}' \"$@\"); rc=$?\n\
+             n=$(cat \"$FAKE_DIR/smi.count\" 2>/dev/null || echo 0)\n\
+             if [ $((n % 3)) != 1 ]; then out=$(printf '%s\\n' \"$out\" | awk -F', ' -v OFS=', ' 'NR>1 && $6 !~ /^\\[/ {{ $6 = \"0.50\" }} {{print}}'); fi\n\
+             printf '%s\\n' \"$out\"; exit $rc",
+            fake = fakes.join("nvidia-smi").display()
+        ),
+    );
+    let wrap = |name: &str| {
+        common::script(
+            dir,
+            &format!("{name}-w"),
+            &format!("FAKE_DIR='{}' exec '{}' \"$@\"", dir.display(), fakes.join(name).display()),
+        )
+    };
+    let smi_w = common::script(dir, "nvidia-smi-w", &format!("FAKE_DIR='{}' exec '{smi}' \"$@\"", dir.display()));
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let config = format!(
+        r#"[policy]
+stages = [{{ after = "0s", verdict = "alert" }}, {{ after = "30m", verdict = "drain" }}, {{ after = "60m", verdict = "cancel" }}]
+[enforcer]
+mode = "enforce"
+node = "gpu001"
+state_dir = "{state}"
+enforce_lock_dir = "{state}"
+metrics_listen = ""
+squeue = "{squeue}"
+scontrol = "{scontrol}"
+scancel = "{scancel}"
+nvidia_smi = "{smi_w}"
+notify_command = ["{notify}"]
+proc_root = "{proc}"
+nvidia_smi_timeout = "5s"
+command_timeout = "5s"
+"#,
+        state = state.display(),
+        squeue = wrap("squeue"),
+        scontrol = wrap("scontrol"),
+        scancel = wrap("scancel"),
+        notify = wrap("notify"),
+        proc = dir.join("proc").display(),
+    );
+    let path = dir.join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_collector_impossible_on_most_reads_is_no_evidence_for_a_drain_or_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["run", "--config", &config, "--simulated-clock", "1800000000:60", "--cycles", "90"])
+        .env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let acted: Vec<_> = common::audit(&dir.path().join("state"))
+        .into_iter()
+        .filter(|r| r["record"] == "starting")
+        .map(|r| {
+            format!(
+                "{} on evidence invalid_samples={} samples_min_per_gpu={}",
+                r["action"], r["evidence"]["invalid_samples"], r["evidence"]["samples_min_per_gpu"]
+            )
+        })
+        .collect();
+    assert!(
+        acted.is_empty(),
+        "job 101 was drained/cancelled on a window where most samples were impossible: {acted:?}"
+    );
+}
