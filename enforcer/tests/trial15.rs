@@ -217,3 +217,132 @@ command_timeout = "5s"
         );
     }
 }
+
+/// The demo node cut down to jobs 101 (busy, GPUs 0–1, placed by its process) and 102 (idle,
+/// GPUs 2–3, placed by elimination) on 4 GPUs, in enforce mode; returns the config path.
+fn two_job_node(d: &Path) -> String {
+    let demo = common::fakes().join("demo");
+    let keep = |f: &str, pred: &dyn Fn(&str) -> bool| {
+        let t = std::fs::read_to_string(demo.join(f)).unwrap();
+        let kept: String = t.lines().filter(|l| pred(l)).map(|l| format!("{l}\n")).collect();
+        std::fs::write(d.join(f), kept).unwrap();
+    };
+    keep("jobs.tsv", &|l| l.starts_with("101\t") || l.starts_with("102\t"));
+    keep("apps.csv", &|l| l.contains(", 1001,"));
+    keep("gpus.txt", &|l| ["0 ", "1 ", "2 ", "3 "].iter().any(|p| l.starts_with(p)));
+    std::fs::create_dir_all(d.join("proc/1001")).unwrap();
+    std::fs::copy(demo.join("proc/1001/cgroup"), d.join("proc/1001/cgroup")).unwrap();
+    let fakes = common::fakes();
+    let wrap = |name: &str| {
+        common::script(
+            d,
+            &format!("{name}-w"),
+            &format!("FAKE_DIR='{}' exec '{}' \"$@\"", d.display(), fakes.join(name).display()),
+        )
+    };
+    let state = d.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let config = format!(
+        r#"[policy]
+stages = [{{ after = "0s", verdict = "alert" }}, {{ after = "30m", verdict = "drain" }}, {{ after = "60m", verdict = "cancel" }}]
+[enforcer]
+mode = "enforce"
+node = "gpu001"
+state_dir = "{state}"
+enforce_lock_dir = "{state}"
+metrics_listen = ""
+squeue = "{squeue}"
+scontrol = "{scontrol}"
+scancel = "{scancel}"
+nvidia_smi = "{smi}"
+notify_command = ["{notify}"]
+proc_root = "{proc}"
+nvidia_smi_timeout = "5s"
+command_timeout = "5s"
+"#,
+        state = state.display(),
+        squeue = wrap("squeue"),
+        scontrol = wrap("scontrol"),
+        scancel = wrap("scancel"),
+        smi = wrap("nvidia-smi"),
+        notify = wrap("notify"),
+        proc = d.join("proc").display(),
+    );
+    let path = d.join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    path.display().to_string()
+}
+
+fn run_cycles(config: &str, start_s: u64, cycles: u32) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_enforcer"))
+        .args(["run", "--config", config, "--simulated-clock", &format!("{start_s}:60")])
+        .args(["--cycles", &cycles.to_string()])
+        .env("GPU_REAPER_ALLOW_SIMULATED_ENFORCE", "1")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    log
+}
+
+fn node_updates(d: &Path) -> Vec<String> {
+    std::fs::read_to_string(d.join("scontrol.argv"))
+        .unwrap_or_default()
+        .split('\u{1e}')
+        .map(|c| c.replace('\u{1f}', " ").trim().to_string())
+        .filter(|c| c.starts_with("update NodeName"))
+        .collect()
+}
+
+/// trial15: FAILS TODAY (2026-11-30, a02d851). README, restarts: "Windows no engine writes
+/// are not kept. A job whose windows hold an entry that no ingest makes (a reading beyond
+/// guard 3's bounds, such as a util above 100 % …), from a damaged or hand-edited file,
+/// gathers a full window again. … The rest of the file is restored." That holds for
+/// `util_milli = 150000` (a WARN, job 101's window dropped, the rest kept). But the same field
+/// hand-edited to `85000.5` (or `-1`, or `"85000"`, or 2^32) makes the whole file "not parse":
+/// it is moved aside with an ERROR saying "starting from scratch (safe: no escalation carried
+/// over)", and with it go the admin's override of our drain for job 102, the hourly budgets
+/// and the times users were told. Here job 102, whose drain an admin had resumed (override
+/// recorded), is drained again after the restart, because of a typo in *another* job's window.
+/// Expected: a window entry that cannot be read costs that job its window, as one out of
+/// bounds does; the overrides, budgets and notices are restored.
+#[test]
+fn a_typo_in_one_window_entry_does_not_forget_an_admins_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config = two_job_node(d);
+    run_cycles(&config, 1_800_000_000, 33);
+    assert!(
+        node_updates(d)
+            .iter()
+            .any(|u| u.contains("State=DRAIN Reason=gpu-reaper: idle job 102")),
+        "setup: job 102 was not drained: {:?}",
+        node_updates(d)
+    );
+    // An admin resumes the node while job 102 runs: an override.
+    std::fs::write(d.join("node.state"), "MIXED").unwrap();
+    std::fs::write(d.join("node.reason"), "").unwrap();
+    let log = run_cycles(&config, 1_800_002_000, 3);
+    assert!(log.contains("an admin resumed our drain"), "{log}");
+    let state_path = d.join("state/state.json");
+    let mut state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    assert!(
+        state["actions"]["overrides"].get("102").is_some(),
+        "setup: no override: {}",
+        state["actions"]
+    );
+    // Hand-edit one reading of job 101's window (not job 102's) to a fraction.
+    let jobs = state["engine"]["jobs"].as_array_mut().unwrap();
+    let j101 = jobs.iter_mut().find(|j| j["job_id"] == "101").expect("job 101's window");
+    j101["gpus"][0]["entries"][3]["util_milli"] = serde_json::json!(85000.5);
+    std::fs::write(&state_path, serde_json::to_string(&state).unwrap()).unwrap();
+    std::fs::write(d.join("scontrol.argv"), "").unwrap();
+    let log = run_cycles(&config, 1_800_002_300, 60);
+    let updates = node_updates(d);
+    assert!(
+        !updates.iter().any(|u| u.contains("State=DRAIN")),
+        "job 102, which an admin had resumed, was drained again after a typo in job 101's window \
+         dropped the whole state file: {updates:?}\n{}",
+        log.lines().filter(|l| l.contains("ERROR")).collect::<Vec<_>>().join("\n")
+    );
+}
