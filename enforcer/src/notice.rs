@@ -34,7 +34,8 @@ pub fn reachable(policy: &Policy, f: &policy::Finding, alert_only: bool) -> Verd
     // 3: a freeze it cannot tell from a quiet GPU), and while a hung GPU has no power reading
     // (`Cap::PowerUnknown`). Should power come back, what may follow rises, and a new notice
     // is due before any cancel.
-    if alert_only || f.evidence.freeze_undetectable_gpus > 0 || f.evidence.power_unknown {
+    // So while more than one sample in five of the window is invalid (`Cap::InvalidSamples`).
+    if alert_only || f.evidence.freeze_undetectable_gpus > 0 || f.evidence.power_unknown || f.evidence.mostly_invalid() {
         Verdict::Alert
     } else {
         ceiling.min(staged).max(Verdict::Alert)

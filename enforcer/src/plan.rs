@@ -651,6 +651,8 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     // Observe mode never really drains, so it mirrors what enforce would see: its own
     // would-drain on this node makes the node drained-by-us for that job.
     let mut drain_planned: Option<String> = None;
+    // Some job due for a drain would take over our drain for a job that has left (see below).
+    let mut takeover_wanted = false;
     let would_ours: Option<String> = st
         .drains
         .values()
@@ -767,6 +769,11 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // (review 14: the drain came in the cycle the rise was noticed, before the notice).
         let told_no_drain = st.noticed.contains_key(id) && st.noticed_top.get(id).is_some_and(|top| *top < Verdict::Drain);
         if !drained_for_job {
+            // A job due for a drain while our drain for a job that has left still stands: the
+            // takeover is wanted. Made or held back (a budget, a notice still due, a suspect
+            // collector), our drain is not resumed in between (trial 15: a takeover held back by
+            // the hourly budget resumed the node for 29 minutes while a hung job still held it).
+            takeover_wanted |= handover_from.is_some();
             // The structural reasons (a suspect collector, the node's state, the budget) are
             // reported first; the notice's hold comes last.
             if p.suspect {
@@ -845,8 +852,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     // alone does not say the node is fit to return; an admin decides.
     if let (Some(job), Some(running)) = (ours, inp.running) {
         if !running.contains(&job) {
-            if handover_from.is_some() && drain_planned.is_some() {
-                // Taken over by this cycle's drain for another job: no resume in between.
+            if handover_from.is_some() && (drain_planned.is_some() || takeover_wanted) {
+                // Taken over by this cycle's drain for another job, or wanted by a job whose
+                // drain is held back: no resume in between.
             } else if inp.node_state.is_some_and(NodeState::is_special_besides_drain) {
                 skip(&mut p, SkipKind::NodeSpecial, "resume", &job);
             } else {

@@ -168,11 +168,59 @@ pub fn load(path: &Path) -> Loaded {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Loaded::Missing,
         Err(e) => return Loaded::Corrupt(format!("{}: {e}", path.display())),
     };
-    match serde_json::from_slice::<StateFile>(&text) {
+    let parsed = serde_json::from_slice::<StateFile>(&text).or_else(|e| salvage(path, &text).ok_or(e));
+    match parsed {
         Ok(s) if s.version == STATE_VERSION => Loaded::State(Box::new(s)),
         Ok(s) => Loaded::Corrupt(format!("{}: version {} (expected {STATE_VERSION})", path.display(), s.version)),
         Err(e) => Loaded::Corrupt(format!("{}: {e}", path.display())),
     }
+}
+
+/// A state file that does not parse only because some jobs' engine windows do not (a value
+/// of the wrong type: a fraction, a negative or a string where a count belongs, from a
+/// hand edit or damage), read without those jobs' windows, each left out with a WARN naming
+/// the job and what does not parse. Those jobs gather a full window again, as when their
+/// windows hold values no engine writes (`Engine::restore_dropped`); the rest of the file
+/// (admins' overrides, the hourly budgets, the times users were told) is kept (trial 15: a
+/// fraction in one job's window dropped the whole file, and a drain an admin had resumed was
+/// made again). `None` when the file does not parse with every unreadable job left out, or
+/// when no job's windows are the problem: then the file is corrupt, as before.
+fn salvage(path: &Path, text: &[u8]) -> Option<StateFile> {
+    let mut v: serde_json::Value = serde_json::from_slice(text).ok()?;
+    let engine = v.get_mut("engine")?.as_object_mut()?;
+    let head: serde_json::Map<String, serde_json::Value> = engine
+        .iter()
+        .filter(|(k, _)| k.as_str() != "jobs")
+        .map(|(k, x)| (k.clone(), x.clone()))
+        .collect();
+    let jobs = engine.get_mut("jobs")?.as_array_mut()?;
+    let mut dropped = Vec::new();
+    jobs.retain(|job| {
+        let mut one = head.clone();
+        one.insert("jobs".into(), serde_json::Value::Array(vec![job.clone()]));
+        match serde_json::from_value::<EngineSnapshot>(serde_json::Value::Object(one)) {
+            Ok(_) => true,
+            Err(e) => {
+                let id = job.get("job_id").and_then(|x| x.as_str()).unwrap_or("(no job_id)").to_string();
+                dropped.push((id, e.to_string()));
+                false
+            }
+        }
+    });
+    // A key or variant this binary does not know is a newer release's, never a typo: that
+    // file is not read at all (`check_not_newer`).
+    if dropped.is_empty()
+        || dropped
+            .iter()
+            .any(|(_, e)| e.starts_with("unknown field") || e.starts_with("unknown variant"))
+    {
+        return None;
+    }
+    let s: StateFile = serde_json::from_value(v).ok()?;
+    for (job_id, problem) in &dropped {
+        tracing::warn!(path = %path.display(), job_id = %job_id, problem = %problem, "state file: this job's windows do not parse, so they are not restored; the job's evidence is gathered afresh (the rest of the file is restored)");
+    }
+    Some(s)
 }
 
 /// Writes `state` to `path` atomically.

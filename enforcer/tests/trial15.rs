@@ -1,7 +1,7 @@
 //! trial15 (operator trial): a collector whose readings are impossible most of the time is
 //! still trusted for a drain and a cancel.
 //!
-//! FAILS TODAY (2026-11-30, a02d851). The README's rule: "a reading that cannot be true (a
+//! Failed before session 11's fix (2026-11-30, a02d851). The README's rule: "a reading that cannot be true (a
 //! negative power or one below 1 W, …) makes the whole sample invalid, since nothing else that
 //! collector said then can be trusted". The engine drops each such sample and judges the job on
 //! the readings left between them, as long as no hole is longer than `max_sample_gap`. So a
@@ -128,7 +128,7 @@ fn a_collector_impossible_on_most_reads_is_no_evidence_for_a_drain_or_cancel() {
     );
 }
 
-/// trial15: FAILS TODAY (2026-11-30, a02d851). README ("One drain per node"): "Once that job
+/// trial15: Failed before session 11's fix (2026-11-30, a02d851). README ("One drain per node"): "Once that job
 /// has left the node, another job of ours due for a drain takes the drain over in the same
 /// cycle (its Reason replaces ours …), so the node is not resumed in between and no new job
 /// lands on it while a wasted job still holds it". When the hourly drain budget is spent, the
@@ -294,7 +294,7 @@ fn node_updates(d: &Path) -> Vec<String> {
         .collect()
 }
 
-/// trial15: FAILS TODAY (2026-11-30, a02d851). README, restarts: "Windows no engine writes
+/// trial15: Failed before session 11's fix (2026-11-30, a02d851). README, restarts: "Windows no engine writes
 /// are not kept. A job whose windows hold an entry that no ingest makes (a reading beyond
 /// guard 3's bounds, such as a util above 100 % …), from a damaged or hand-edited file,
 /// gathers a full window again. … The rest of the file is restored." That holds for
@@ -345,4 +345,11 @@ fn a_typo_in_one_window_entry_does_not_forget_an_admins_override() {
          dropped the whole state file: {updates:?}\n{}",
         log.lines().filter(|l| l.contains("ERROR")).collect::<Vec<_>>().join("\n")
     );
+    // Fixed: only job 101's windows are left out, with a WARN naming the job and the value.
+    let warn = log
+        .lines()
+        .find(|l| l.contains("windows do not parse"))
+        .unwrap_or_else(|| panic!("no WARN about job 101's windows:\n{log}"));
+    assert!(warn.contains("101") && warn.contains("85000.5"), "{warn}");
+    assert!(!log.contains("moved aside"), "the file was moved aside:\n{log}");
 }

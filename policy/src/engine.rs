@@ -1324,6 +1324,10 @@ impl Engine {
         if m.power_unknown {
             limit(&mut v, Verdict::Alert, Cap::PowerUnknown);
         }
+        // Guard 3: a window mostly of invalid samples is no ground for a drain or cancel.
+        if f.evidence.mostly_invalid() {
+            limit(&mut v, Verdict::Alert, Cap::InvalidSamples);
+        }
         if !look.whole {
             limit(&mut v, Verdict::Alert, Cap::PartialScope);
         }

@@ -44,6 +44,11 @@ pub enum Cap {
     /// broke, work in memory or processes the readings miss), and power is what would tell
     /// (guard 3: unknown is never evidence). No drain or cancel on it.
     PowerUnknown,
+    /// More than one sample in five in the window was invalid (see
+    /// [`Evidence::mostly_invalid`]): a collector that is wrong that often cannot be trusted
+    /// on the samples left between its errors (trial 15: power read 0.5 W on two reads in
+    /// three, and the job was drained and cancelled on the third). No drain or cancel on it.
+    InvalidSamples,
 }
 
 impl Cap {
@@ -58,6 +63,7 @@ impl Cap {
             Cap::Notice => "notice",
             Cap::FreezeUndetectable => "freeze_undetectable",
             Cap::PowerUnknown => "power_unknown",
+            Cap::InvalidSamples => "invalid_samples",
         }
     }
 }
@@ -104,6 +110,17 @@ pub struct Evidence {
     pub power_unknown: bool,
     /// GPUs the signature counts as wasted.
     pub wasted_gpus: u32,
+}
+
+impl Evidence {
+    /// True when the window's invalid samples are more than one in five of its samples:
+    /// `invalid_samples × 4 > samples_min_per_gpu × gpus_observed` (the valid samples
+    /// counted at the fewest any observed GPU has, so the test errs toward holding back).
+    /// Such a window is held at alert ([`Cap::InvalidSamples`]): the valid samples between
+    /// the collector's errors are too few to trust with a drain or a cancel.
+    pub fn mostly_invalid(&self) -> bool {
+        u64::from(self.invalid_samples) * 4 > u64::from(self.samples_min_per_gpu) * u64::from(self.gpus_observed)
+    }
 }
 
 /// The engine's conclusion about one job in one cycle.
