@@ -117,3 +117,18 @@ fn a_suspect_collector_does_not_keep_our_drain_for_a_job_that_left() {
         p.actions
     );
 }
+
+/// FAILS today (ROUGH, judgment call): `enforcer.max_drains_per_hour = 0` (accepted with a
+/// warning: "no drain is ever made") turns a takeover into one that is held back every
+/// cycle, so our drain for a job that has left stands for as long as any job on the node is
+/// at drain: an operator who set the budget to 0 to stop drains gets a node held drained
+/// with no end (plan.rs:776, `takeover_wanted` set whatever holds the takeover back). A
+/// budget of 0 is not "spent for this hour"; it never refills.
+#[test]
+fn a_drain_budget_of_zero_does_not_keep_our_drain_forever() {
+    let lim = Limits {
+        max_drains_per_hour: 0,
+        ..limits()
+    };
+    assert!(resumes(&plan_with(Verdict::Drain, lim)), "our drain stands while drains are off");
+}
