@@ -34,7 +34,7 @@ fn palette(field: usize) -> Vec<f64> {
     ];
     let bounds: &[f64] = match field {
         // util %, thresholds: 5 % low util, 90 % spin util (defaults), 100 % bound
-        0 => &[100.0, 90.0, 5.0, 0.5, 0.0005, 0.00049999999999999996],
+        0 => &[100.0, 90.0, 5.0, 0.5, 0.0005, 0.000_499_999_999_999_999_9],
         // SM activity
         1 => &[1.0, 0.9, 0.05],
         // memory used: held frac of 81,920 (default 0.02 → 1,638.4), the total, the bound
@@ -104,7 +104,7 @@ fn in_bounds(field: u8, x: f64) -> bool {
         1 => nz || (0.0..=1.0).contains(&x),
         2 => nz || (0.0..=81_920.0).contains(&x),
         3 | 4 => (1.0..=2000.0).contains(&x),
-        _ => x > 0.0 && x <= 1_048_576.0 && x >= 81_920.0,
+        _ => (81_920.0..=1_048_576.0).contains(&x),
     }
 }
 
@@ -207,8 +207,8 @@ proptest! {
             lane_cycles += es[0].lane_jobs();
             prop_assert_eq!(es[1].lane_jobs() + es[3].lane_jobs(), 0);
             let want = format!("{:?}", outs[3]);
-            for w in 0..3 {
-                prop_assert_eq!(&format!("{:?}", outs[w]), &want, "cycle {} engine {} (lanes {}, avx2 {})", k, w, w & 1 == 0, w & 2 == 0);
+            for (w, out) in outs.iter().enumerate().take(3) {
+                prop_assert_eq!(&format!("{:?}", out), &want, "cycle {} engine {} (lanes {}, avx2 {})", k, w, w & 1 == 0, w & 2 == 0);
             }
             let snaps: Vec<String> = es.iter().map(|e| json(e, t)).collect();
             for w in 0..3 {
