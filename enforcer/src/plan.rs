@@ -769,11 +769,6 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // (review 14: the drain came in the cycle the rise was noticed, before the notice).
         let told_no_drain = st.noticed.contains_key(id) && st.noticed_top.get(id).is_some_and(|top| *top < Verdict::Drain);
         if !drained_for_job {
-            // A job due for a drain while our drain for a job that has left still stands: the
-            // takeover is wanted. Made or held back (a budget, a notice still due, a suspect
-            // collector), our drain is not resumed in between (trial 15: a takeover held back by
-            // the hourly budget resumed the node for 29 minutes while a hung job still held it).
-            takeover_wanted |= handover_from.is_some();
             // The structural reasons (a suspect collector, the node's state, the budget) are
             // reported first; the notice's hold comes last.
             if p.suspect {
@@ -791,8 +786,15 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 });
             } else if drains_left == 0 {
                 skip(&mut p, SkipKind::RateLimit, "drain", id);
+                // A job due for a drain while our drain for a job that has left still stands
+                // takes it over; held back only by the hourly budget, or (below) by a notice
+                // still due, our drain is not resumed in between (trial 15: the node was open
+                // for 29 minutes while a hung job still held it). Not on a suspect collector's
+                // word, nor with a budget of 0, which never refills (review 30).
+                takeover_wanted |= handover_from.is_some() && inp.limits.max_drains_per_hour > 0;
             } else if too_early(announced.drain_at_s) || told_no_drain {
                 skip(&mut p, SkipKind::NoticePending, "drain", id);
+                takeover_wanted |= handover_from.is_some();
             } else {
                 drains_left -= 1;
                 drain_planned = Some(id.to_string());

@@ -1324,7 +1324,7 @@ impl Engine {
         if m.power_unknown {
             limit(&mut v, Verdict::Alert, Cap::PowerUnknown);
         }
-        // Guard 3: a window mostly of invalid samples is no ground for a drain or cancel.
+        // Guard 3: a GPU whose collector is often wrong is no ground for a drain or cancel.
         if f.evidence.mostly_invalid() {
             limit(&mut v, Verdict::Alert, Cap::InvalidSamples);
         }
@@ -1483,6 +1483,8 @@ struct Pool {
     smax: u32,
     n: u64,
     invalid: u32,
+    /// Some GPU holds more than one invalid sample for every five it keeps.
+    invalid_high: bool,
     mem_held_gpus: u32,
     peak: u32,
     util_sum: u64,
@@ -1502,6 +1504,7 @@ impl Default for Pool {
             smax: 0,
             n: 0,
             invalid: 0,
+            invalid_high: false,
             mem_held_gpus: 0,
             peak: 0,
             util_sum: 0,
@@ -1526,6 +1529,7 @@ impl Pool {
         self.smax = self.smax.max(g.samples);
         self.n += g.samples as u64;
         self.invalid += g.invalid;
+        self.invalid_high |= u64::from(g.invalid) * 5 > u64::from(g.samples);
         self.peak = self.peak.max(g.peak_util_milli);
         self.util_sum += g.sum_util_milli;
         self.mem_sum += g.sum_mem_mib;
@@ -1541,6 +1545,7 @@ impl Pool {
         }
         ev.mem_held_gpus = self.mem_held_gpus;
         ev.invalid_samples = self.invalid;
+        ev.invalid_share_exceeded = self.invalid_high;
         if self.start != i64::MAX {
             ev.window_start_s = self.start;
             ev.window_end_s = self.end;

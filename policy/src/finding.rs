@@ -44,7 +44,7 @@ pub enum Cap {
     /// broke, work in memory or processes the readings miss), and power is what would tell
     /// (guard 3: unknown is never evidence). No drain or cancel on it.
     PowerUnknown,
-    /// More than one sample in five in the window was invalid (see
+    /// Some GPU's window holds more than one invalid sample for every five it keeps (see
     /// [`Evidence::mostly_invalid`]): a collector that is wrong that often cannot be trusted
     /// on the samples left between its errors (trial 15: power read 0.5 W on two reads in
     /// three, and the job was drained and cancelled on the third). No drain or cancel on it.
@@ -110,16 +110,22 @@ pub struct Evidence {
     pub power_unknown: bool,
     /// GPUs the signature counts as wasted.
     pub wasted_gpus: u32,
+    /// Some observed GPU's window holds more than one invalid sample for every five samples
+    /// it keeps (see [`Evidence::mostly_invalid`]).
+    pub invalid_share_exceeded: bool,
 }
 
 impl Evidence {
-    /// True when the window's invalid samples are more than one in five of its samples:
-    /// `invalid_samples × 4 > samples_min_per_gpu × gpus_observed` (the valid samples
-    /// counted at the fewest any observed GPU has, so the test errs toward holding back).
-    /// Such a window is held at alert ([`Cap::InvalidSamples`]): the valid samples between
-    /// the collector's errors are too few to trust with a drain or a cancel.
+    /// True when some observed GPU's window holds more invalid samples than one for every
+    /// five samples it keeps (`invalid × 5 > kept`, GPU by GPU): a collector wrong that
+    /// often on any one GPU. A sample with a sentinel or 0 W is both invalid and kept (its
+    /// other readings count), one with an impossible reading is invalid and dropped; either
+    /// way more than about one read in six wrong is held. Such a job is held at alert
+    /// ([`Cap::InvalidSamples`]): the samples between the collector's errors are not trusted
+    /// with a drain or a cancel (review 30: counted over the job, seven good GPUs hid one
+    /// wrong on three reads in five, and kept sentinels counted on both sides).
     pub fn mostly_invalid(&self) -> bool {
-        u64::from(self.invalid_samples) * 4 > u64::from(self.samples_min_per_gpu) * u64::from(self.gpus_observed)
+        self.invalid_share_exceeded
     }
 }
 

@@ -1,5 +1,7 @@
-//! Guard 3: a window in which more than one sample in five was invalid is no ground for a
-//! drain or a cancel (`Cap::InvalidSamples`, `Evidence::mostly_invalid`). Trial 15: a
+//! Guard 3: a GPU whose window holds more than one invalid sample for every five it keeps is
+//! no ground for a drain or a cancel (`Cap::InvalidSamples`, `Evidence::mostly_invalid`), and
+//! one with more invalid samples than half those it keeps is no evidence at all
+//! (`EvidenceProblem::MostlyInvalid`). Trial 15: a
 //! collector that read power 0.5 W (a reading no live GPU gives) on two queries in three had
 //! its hung job drained and cancelled on the third, since no hole between valid samples was
 //! longer than `max_sample_gap`.
@@ -36,15 +38,25 @@ fn hung_with(bad: impl Fn(i64) -> bool) -> (Verdict, Option<Cap>) {
     worst
 }
 
+/// Wrong more often than right (more invalid samples than half those kept): no evidence at
+/// all (`EvidenceProblem::MostlyInvalid`, review 30), never even an alert.
 #[test]
-fn a_collector_wrong_on_two_reads_in_three_is_held_at_alert() {
+fn a_collector_wrong_on_two_reads_in_three_is_no_evidence() {
     let (v, cap) = hung_with(|t| t % 3 != 0);
-    assert_eq!((v, cap), (Verdict::Alert, Some(Cap::InvalidSamples)));
+    assert_eq!((v, cap), (Verdict::InsufficientEvidence, None));
 }
 
+/// One in two: 10 invalid for 10 kept.
 #[test]
-fn a_collector_wrong_on_one_read_in_two_is_held_at_alert() {
+fn a_collector_wrong_on_one_read_in_two_is_no_evidence() {
     let (v, cap) = hung_with(|t| t % 2 == 0);
+    assert_eq!((v, cap), (Verdict::InsufficientEvidence, None));
+}
+
+/// One in four: 5 invalid for 15 kept, more than one for every five kept, not more than half.
+#[test]
+fn a_collector_wrong_on_one_read_in_four_is_held_at_alert() {
+    let (v, cap) = hung_with(|t| t % 4 == 0);
     assert_eq!((v, cap), (Verdict::Alert, Some(Cap::InvalidSamples)));
 }
 
@@ -55,21 +67,24 @@ fn a_collector_wrong_on_one_read_in_ten_still_drains_and_cancels() {
     assert_eq!(v, Verdict::Cancel);
 }
 
-/// The limit itself: one in five (four valid per invalid) is not above it; more is.
+/// One read in five wrong: the window's 20 samples hold 4 invalid for 16 kept, more than
+/// one for every five kept.
 #[test]
-fn the_limit_is_one_in_five() {
-    let ev = |invalid, min, gpus| policy::Evidence {
-        invalid_samples: invalid,
-        samples_min_per_gpu: min,
-        gpus_observed: gpus,
+fn a_collector_wrong_on_one_read_in_five_is_held_at_alert() {
+    let (v, cap) = hung_with(|t| t % 5 == 0);
+    assert_eq!((v, cap), (Verdict::Alert, Some(Cap::InvalidSamples)));
+}
+
+/// The limit is GPU by GPU, and read from the evidence.
+#[test]
+fn mostly_invalid_reads_the_evidence() {
+    let ev = |x| policy::Evidence {
+        invalid_share_exceeded: x,
+        invalid_samples: 3,
         ..policy::Evidence::default()
     };
-    assert!(!ev(5, 20, 1).mostly_invalid());
-    assert!(ev(6, 20, 1).mostly_invalid());
-    assert!(!ev(10, 5, 8).mostly_invalid());
-    assert!(ev(11, 5, 8).mostly_invalid());
-    assert!(!ev(0, 0, 0).mostly_invalid());
-    assert!(ev(1, 0, 8).mostly_invalid());
+    assert!(ev(true).mostly_invalid());
+    assert!(!ev(false).mostly_invalid());
 }
 
 proptest::proptest! {

@@ -202,7 +202,9 @@ fn entries_at_the_bounds_are_restored() {
     en.insert("util_milli".into(), 100_000.into());
     en.insert("mem_mib".into(), 1_048_576.into());
     en.insert("power_dw".into(), 20_000.into());
-    en.insert("flags".into(), ((1u32 << 13) - 1 - 0b10 - 0b1000).into());
+    // Every flag an entry can carry with power known (not memory free, no processes, nor
+    // the all-zero flags, which need power unknown).
+    en.insert("flags".into(), ((1u32 << 13) - 1 - 0b10 - 0b1000 - (1 << 8) - (1 << 11)).into());
     let e = restore(&v, now);
     assert!(e.restore_dropped().is_empty(), "{:?}", e.restore_dropped());
     assert_eq!(e.tracked_jobs(), 2);

@@ -318,6 +318,12 @@ pub enum EvidenceProblem {
     AllZero,
     /// Every reading, power included, is bit-identical across the window: a frozen collector.
     Frozen,
+    /// More than half of the samples a GPU's window keeps were invalid (readings that were
+    /// sentinels, 0 W or impossible): the collector is wrong more often than right, and the
+    /// samples between its errors are no evidence (review 30: one frozen copy among 19
+    /// all-zero samples matched a signature at alert). Fewer, more than one in five, hold the
+    /// job at alert instead (`Cap::InvalidSamples`).
+    MostlyInvalid,
     /// The observed part of the job has no GPUs (the job is not on the observed node).
     MissingNode,
     /// The newest sample in the window is stamped later than now plus `clock_skew`: the clock
@@ -336,6 +342,7 @@ impl EvidenceProblem {
             EvidenceProblem::Gap => "gap",
             EvidenceProblem::AllZero => "all_zero",
             EvidenceProblem::Frozen => "frozen",
+            EvidenceProblem::MostlyInvalid => "mostly_invalid",
             EvidenceProblem::MissingNode => "missing_node",
             EvidenceProblem::Future => "future",
         }
@@ -700,8 +707,12 @@ impl GpuWindow {
     /// that no release sets, or times that do not increase. `None` when every entry could
     /// have come from ingest. Used on restore, where a window may hold anything.
     pub(crate) fn implausible_entry(&self) -> Option<String> {
-        use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W};
+        use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W, MIN_POWER_W};
         const KNOWN: u16 = (COPY_GAP << 1) - 1;
+        if self.len > 0 && self.base_t_s == NO_TIME {
+            // Review 30: the next sample would become the base, and move every entry's time.
+            return Some(format!("{} entries but no base time", self.len));
+        }
         let mut prev_off: Option<u32> = None;
         for (k, e) in self.iter().enumerate() {
             let why = if e.util_milli > 100_000 {
@@ -715,10 +726,20 @@ impl GpuWindow {
             } else if e.flags & (MEM_HELD | MEM_FREE) == MEM_HELD | MEM_FREE
                 || e.flags & (PROCS_POS | PROCS_ZERO) == PROCS_POS | PROCS_ZERO
                 || (e.flags & (POWER_IDLE | POWER_SPIN_LOW) != 0 && e.flags & POWER_KNOWN == 0)
+                || (e.flags & (ALL_ZERO | ZERO_OR_MISSING) != 0 && e.flags & POWER_KNOWN != 0)
             {
                 Some(format!(
-                    "flags {:#06x} contradict each other (memory both held and free, processes both > 0 and 0, or power low but unknown)",
+                    "flags {:#06x} contradict each other (memory both held and free, processes both > 0 and 0, power low but unknown, or power known in an all-zero sample)",
                     e.flags
+                ))
+            } else if (e.flags & POWER_KNOWN != 0) != (f64::from(e.power_dw) >= MIN_POWER_W * 10.0) {
+                // Review 30: ingest keeps power as 0 when unknown, and known power is at
+                // least `MIN_POWER_W`; 0 dW "known" went into the evidence's mean power.
+                Some(format!(
+                    "power_dw {} does not match flags {:#06x} (power known is at least {} dW, unknown is 0)",
+                    e.power_dw,
+                    e.flags,
+                    MIN_POWER_W * 10.0
                 ))
             } else if prev_off.is_some_and(|p| e.t_off <= p) {
                 Some(format!(
@@ -1113,6 +1134,8 @@ pub(crate) fn brief_of<C: Fn(u16) -> u32>(v: &WindowView<C>, cyc: &Cycle, th: &I
         Coverage::Broken(EvidenceProblem::AllZero)
     } else if (identical && power_known >= 2) || frozen_tail {
         Coverage::Broken(EvidenceProblem::Frozen)
+    } else if u64::from(v.invalid) * 2 > u64::from(n) {
+        Coverage::Broken(EvidenceProblem::MostlyInvalid)
     } else if first_t > cyc.short_after_s {
         Coverage::Short
     } else {
