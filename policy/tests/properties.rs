@@ -399,8 +399,7 @@ proptest! {
 
     /// Guard 10: samples stamped in the future are no reason to act. They are invalid
     /// evidence, so they change no verdict, except that enough of them hold a window at alert
-    /// (guard 3's `Cap::InvalidSamples`) or make it no evidence (`MostlyInvalid`): never a
-    /// higher rung.
+    /// (guard 3's `Cap::InvalidSamples`): never a higher rung.
     #[test]
     fn prop_guard_10_future_samples_are_ignored(spec in scenario(), every in 2i64..9) {
         let base = run(&spec);
@@ -415,8 +414,7 @@ proptest! {
         for ((now, without, _), (_, with, _)) in base.iter().zip(&h) {
             prop_assert_eq!(without.len(), with.len());
             for (j, (a, b)) in without.iter().zip(with).enumerate() {
-                let mostly_invalid = b.cause == policy::Cause::Evidence(policy::EvidenceProblem::MostlyInvalid);
-                if b.cap == Some(policy::Cap::InvalidSamples) || mostly_invalid {
+                if b.cap == Some(policy::Cap::InvalidSamples) {
                     held.insert(j);
                 }
                 if held.contains(&j) {

@@ -599,7 +599,7 @@ impl LaneJob {
                 && cyc.now_s.saturating_sub(self.base_t_s.saturating_add(lco as i64)) > th.max_gap_s;
             let lane_problem = job_problem.or(if holes > 0 {
                 Some(EvidenceProblem::Gap)
-            } else if (zom[i] == n || identical) && az[i] > 0 {
+            } else if az[i] > 0 && (zom[i] == n || identical || az[i] * 2 > n) {
                 Some(EvidenceProblem::AllZero)
             } else if (identical && pk[i] >= 2) || frozen_tail {
                 Some(EvidenceProblem::Frozen)

@@ -311,19 +311,14 @@ pub enum EvidenceProblem {
     /// A hole between valid samples inside the window is larger than `max_sample_gap`.
     Gap,
     /// Every sample reads exactly 0 %, 0 MiB, 0 W: a broken exporter. Also a window with such
-    /// a sample whose readings never change after its first sample: the samples with a
-    /// reading are then copies of one (a frozen collector whose exporter now sends zeros), and
-    /// the rest say nothing (session 11: one copy with power left among 19 all-zero samples
-    /// matched `idle` at alert for one cycle, between the frozen and the all-zero verdicts).
+    /// a sample whose readings never change after its first sample (the samples with a
+    /// reading are then copies of one: a frozen collector whose exporter now sends zeros), or
+    /// where such samples are more than half (session 11: one copy with power left among 19
+    /// all-zero samples matched a signature at alert, between the frozen and the all-zero
+    /// verdicts).
     AllZero,
     /// Every reading, power included, is bit-identical across the window: a frozen collector.
     Frozen,
-    /// More than half of the samples a GPU's window keeps were invalid (readings that were
-    /// sentinels, 0 W or impossible): the collector is wrong more often than right, and the
-    /// samples between its errors are no evidence (review 30: one frozen copy among 19
-    /// all-zero samples matched a signature at alert). Fewer, more than one in five, hold the
-    /// job at alert instead (`Cap::InvalidSamples`).
-    MostlyInvalid,
     /// The observed part of the job has no GPUs (the job is not on the observed node).
     MissingNode,
     /// The newest sample in the window is stamped later than now plus `clock_skew`: the clock
@@ -342,7 +337,6 @@ impl EvidenceProblem {
             EvidenceProblem::Gap => "gap",
             EvidenceProblem::AllZero => "all_zero",
             EvidenceProblem::Frozen => "frozen",
-            EvidenceProblem::MostlyInvalid => "mostly_invalid",
             EvidenceProblem::MissingNode => "missing_node",
             EvidenceProblem::Future => "future",
         }
@@ -1130,12 +1124,10 @@ pub(crate) fn brief_of<C: Fn(u16) -> u32>(v: &WindowView<C>, cyc: &Cycle, th: &I
         Coverage::Broken(EvidenceProblem::Stale)
     } else if holes > 0 {
         Coverage::Broken(EvidenceProblem::Gap)
-    } else if ((v.count)(ZERO_OR_MISSING) == n || identical) && (v.count)(ALL_ZERO) > 0 {
+    } else if (v.count)(ALL_ZERO) > 0 && ((v.count)(ZERO_OR_MISSING) == n || identical || (v.count)(ALL_ZERO) * 2 > n) {
         Coverage::Broken(EvidenceProblem::AllZero)
     } else if (identical && power_known >= 2) || frozen_tail {
         Coverage::Broken(EvidenceProblem::Frozen)
-    } else if u64::from(v.invalid) * 2 > u64::from(n) {
-        Coverage::Broken(EvidenceProblem::MostlyInvalid)
     } else if first_t > cyc.short_after_s {
         Coverage::Short
     } else {

@@ -127,10 +127,19 @@ impl LaneJob {
         if self.len == 0 {
             return None;
         }
-        let Some(tail_below) = self.frozen_tail_below(cyc, th) else {
+        let Some(tail_below) = self.frozen_tail_below(cyc, th).filter(|_| !self.any_all_zero()) else {
             return self.pool_lanewise(cyc, th);
         };
         Some(self.pooled(&self.lanes(tail_below), cyc, th))
+    }
+
+    /// Some lane holds an all-zero row. Ingest never puts one in the lanes (0 W makes a sample
+    /// invalid), only a restore can; such windows are pooled lane by lane
+    /// (`pool_lanewise`), where the all-zero rule's majority clause is written.
+    #[inline(always)]
+    pub(super) fn any_all_zero(&self) -> bool {
+        let word = self.counts[nr(ALL_ZERO) / 8].iter().fold(0u64, |a, &c| a | c);
+        (word >> shift(ALL_ZERO)) & 0xff != 0
     }
 
     /// The lanes' figures of a non-empty window, a lane's tail being frozen when its last

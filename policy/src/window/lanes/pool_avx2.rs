@@ -135,7 +135,7 @@ impl LaneJob {
         if self.len == 0 {
             return None;
         }
-        let Some(tail_below) = self.frozen_tail_below(cyc, th) else {
+        let Some(tail_below) = self.frozen_tail_below(cyc, th).filter(|_| !self.any_all_zero()) else {
             return self.pool_lanewise(cyc, th);
         };
         Some(self.pooled(&self.lanes_avx2(tail_below), cyc, th))
