@@ -69,6 +69,8 @@ fn a_non_default_sweep_without_out_leaves_the_committed_reports_alone() {
             vec!["--window", "10m", "--cancel-after", "2h"],
             "the grid flags --window --cancel-after",
         ),
+        // One grid flag: singular, and the verb agrees (review 30).
+        (vec!["--window", "10m"], "the grid flag --window makes this run"),
         (vec!["--grid", "g.toml"], "--grid g.toml"),
         (vec!["--workload", "traps"], "--workload traps"),
         (vec!["--no-baselines"], "--no-baselines"),

@@ -226,7 +226,8 @@ impl Args {
                         ("--exempt-qos", self.exempt_qos.is_some()),
                     ];
                     let names: Vec<&str> = given.iter().filter(|(_, g)| *g).map(|(n, _)| *n).collect();
-                    flags.push(format!("the grid flags {}", names.join(" ")));
+                    let noun = if names.len() == 1 { "flag" } else { "flags" };
+                    flags.push(format!("the grid {noun} {}", names.join(" ")));
                 }
             }
         }
