@@ -233,6 +233,10 @@ struct JobState {
     lane_retry_cycle: u64,
 }
 
+/// How many jobs ahead the engine asks for a breaching job's facts (those exemptions are
+/// decided on: see `FactsSeen`) to be loaded: a hint, no result changes.
+const AHEAD_FACTS: usize = 16;
+
 /// See `JobState::alloc_inline`.
 const ALLOC_INLINE: usize = 8;
 
@@ -346,7 +350,7 @@ struct Ladder {
     drain_confirmed_s: Option<i64>,
     /// The job's user, account, partition, QOS, name and comment when exemptions were last
     /// decided; exemptions are decided again when any of them changes.
-    facts_seen: Option<Box<[String; 6]>>,
+    facts_seen: Option<FactsSeen>,
     exempt: Option<std::sync::Arc<str>>,
 }
 
@@ -354,6 +358,17 @@ impl Ladder {
     /// Ends the breach: escalation starts again from the first alert; earlier alerts and
     /// drains no longer count (guard 5).
     fn end_breach(&mut self) {
+        // Most jobs are healthy cycle after cycle: leaving a clear ladder untouched keeps its
+        // cache line clean, so it is not written back to memory (issue 2's cost per sample).
+        if self.breach_start_s.is_none()
+            && self.drain_level_start_s.is_none()
+            && self.cancel_level_start_s.is_none()
+            && self.rung == Verdict::Healthy
+            && self.first_alert_s.is_none()
+            && self.drain_confirmed_s.is_none()
+        {
+            return;
+        }
         self.breach_start_s = None;
         self.drain_level_start_s = None;
         self.cancel_level_start_s = None;
@@ -903,6 +918,15 @@ impl Engine {
             if let Some(l) = lane_at(&self.jobs, &order, pos + AHEAD_ROWS) {
                 l.prefetch_rows();
             }
+            // A job in a confirmed breach compares its facts with the last decision's
+            // (exemptions, in `judge`): start loading both strings.
+            if let (Some(&a), Some(ahead)) = (order.get(pos + AHEAD_FACTS), obs.jobs.get(pos + AHEAD_FACTS)) {
+                if let Some(ls) = self.ladders.get(a as usize * np..(a as usize + 1) * np) {
+                    for l in ls.iter().filter(|l| l.breach_start_s.is_some()) {
+                        FactsSeen::prefetch(l.facts_seen.as_ref(), ahead);
+                    }
+                }
+            }
             let job = &obs.jobs[pos];
             if ji == u32::MAX {
                 for out in outs.iter_mut() {
@@ -1245,15 +1269,8 @@ impl Engine {
         }
         // A confirmed breach over a full window. Exemptions matter only now, so the job's
         // facts are read (and compared with the last decision) only for breaching jobs.
-        if !facts_unchanged(&l.facts_seen, job) {
-            l.facts_seen = Some(Box::new([
-                job.user.clone(),
-                job.account.clone(),
-                job.partition.clone(),
-                job.qos.clone(),
-                job.name.clone(),
-                job.comment.clone(),
-            ]));
+        if !l.facts_seen.as_ref().is_some_and(|seen| seen.matches(job)) {
+            l.facts_seen = Some(FactsSeen::of(job));
             l.exempt = policy.exemption(job).map(std::sync::Arc::from);
         }
         f.exempt = l.exempt.clone();
@@ -1373,12 +1390,62 @@ fn observed(scope: Scope, g: &GpuRef) -> bool {
     }
 }
 
-fn facts_unchanged(seen: &Option<Box<[String; 6]>>, job: &JobFacts) -> bool {
-    match seen.as_deref() {
-        Some([u, a, p, q, n, c]) => {
-            *u == job.user && *a == job.account && *p == job.partition && *q == job.qos && *n == job.name && *c == job.comment
+/// A job's user, account, partition, QOS, name and comment when its exemptions were last
+/// decided, as one allocation: the six byte lengths (`u64`, little-endian), then the six
+/// strings' bytes back to back. One allocation rather than six `String`s behind a box: a
+/// breaching job's check is one or two cache lines of ours, which the engine prefetches
+/// with the job's own strings (issue 2's cost per sample: the boxed form cost about a fifth of
+/// a cycle at 10,000 jobs with 10 % breaching).
+#[derive(Clone, Debug)]
+struct FactsSeen(Box<[u8]>);
+
+impl FactsSeen {
+    /// The facts exemptions are decided on, in a fixed order.
+    fn fields(job: &JobFacts) -> [&str; 6] {
+        [&job.user, &job.account, &job.partition, &job.qos, &job.name, &job.comment]
+    }
+
+    fn of(job: &JobFacts) -> FactsSeen {
+        let f = Self::fields(job);
+        let mut v = Vec::with_capacity(8 * f.len() + f.iter().map(|s| s.len()).sum::<usize>());
+        for s in f {
+            v.extend_from_slice(&(s.len() as u64).to_le_bytes());
         }
-        None => false,
+        for s in f {
+            v.extend_from_slice(s.as_bytes());
+        }
+        FactsSeen(v.into_boxed_slice())
+    }
+
+    /// True when `job`'s facts are exactly the ones kept, byte for byte.
+    fn matches(&self, job: &JobFacts) -> bool {
+        let f = Self::fields(job);
+        let (lens, mut rest) = self.0.split_at(8 * f.len());
+        if !lens.chunks_exact(8).zip(f).all(|(n, s)| *n == (s.len() as u64).to_le_bytes()) {
+            return false;
+        }
+        // Every length matches, so the bytes kept are exactly as long as the job's.
+        for s in f {
+            let Some((kept, tail)) = rest.split_at_checked(s.len()) else {
+                return false;
+            };
+            if kept != s.as_bytes() {
+                return false;
+            }
+            rest = tail;
+        }
+        rest.is_empty()
+    }
+
+    /// Asks the CPU to start loading the kept facts and `job`'s: a hint, no result changes.
+    #[inline(always)]
+    fn prefetch(seen: Option<&FactsSeen>, job: &JobFacts) {
+        if let Some(seen) = seen {
+            lanes::prefetch(seen.0.as_ptr());
+        }
+        for s in Self::fields(job) {
+            lanes::prefetch(s.as_ptr());
+        }
     }
 }
 
@@ -1592,4 +1659,49 @@ fn wide_cpu() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn job_with(f: &[String; 6]) -> JobFacts {
+        let [user, account, partition, qos, name, comment] = f.clone();
+        JobFacts {
+            user,
+            account,
+            partition,
+            qos,
+            name,
+            comment,
+            ..JobFacts::default()
+        }
+    }
+
+    /// Strings drawn from a small alphabet, so that equal and nearly equal facts are common.
+    fn facts() -> impl Strategy<Value = [String; 6]> {
+        let s = || prop_oneof![Just(String::new()), "[ab]{1,3}", "[ab\u{e9}#]{0,40}"];
+        (s(), s(), s(), s(), s(), s()).prop_map(|(a, b, c, d, e, f)| [a, b, c, d, e, f])
+    }
+
+    #[test]
+    fn facts_seen_tells_bytes_moved_between_fields() {
+        let kept = FactsSeen::of(&job_with(&["ab".into(), "c".into(), "".into(), "".into(), "".into(), "".into()]));
+        let moved = job_with(&["a".into(), "bc".into(), "".into(), "".into(), "".into(), "".into()]);
+        assert!(!kept.matches(&moved));
+        let same = job_with(&["ab".into(), "c".into(), "".into(), "".into(), "".into(), "".into()]);
+        assert!(kept.matches(&same));
+    }
+
+    proptest! {
+        /// The kept facts match a job exactly when its six facts are the kept ones, string
+        /// for string: an exemption is decided again whenever any of them changes.
+        #[test]
+        fn facts_seen_matches_exactly_equal_facts(a in facts(), b in facts(), copy in any::<bool>()) {
+            let b = if copy { a.clone() } else { b };
+            let kept = FactsSeen::of(&job_with(&a));
+            prop_assert_eq!(kept.matches(&job_with(&b)), a == b);
+        }
+    }
 }

@@ -50,7 +50,7 @@ pub(crate) fn lane_cap(th: &IngestThresholds) -> Option<u32> {
 
 /// A hint to load the cache line holding `p`: changes no state and no result.
 #[inline(always)]
-fn prefetch(p: *const u8) {
+pub(crate) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` reads nothing and cannot fault, whatever the address: it is a
     // hint. (Callers pass addresses inside a `LaneJob` anyway.)
@@ -109,6 +109,9 @@ struct Row {
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct LaneJob {
+    /// First, so that each field's eight lanes are one cache line of their own: a field no
+    /// lane changed is not stored (`ingest_avx2`), and its line stays clean.
+    last_bits: [[u64; L]; FROZEN_FIELDS],
     base_t_s: i64,
     newest_t_s: i64,
     last_valid_t_s: i64,
@@ -127,7 +130,6 @@ pub(crate) struct LaneJob {
     sum_mem_mib: [u32; L],
     in_max_milli: [u32; L],
     sum_power_sq: [u64; L],
-    last_bits: [[u64; L]; FROZEN_FIELDS],
     /// Per ring slot, the row's time as an offset from `base_t_s` (the first `cap` used).
     t_off: [u32; MAX_CAP],
     /// The ring: a power of two of rows ([`lane_cap`]).
@@ -296,12 +298,17 @@ impl LaneJob {
     /// and `len`, so it comes after [`LaneJob::prefetch_header`].
     #[inline(always)]
     pub(crate) fn prefetch_rows(&self) {
-        for k in [self.slot(self.len), self.slot(0), self.slot(1)] {
+        for k in [self.slot(self.len), self.slot(0)] {
             let row = &self.rows[k] as *const Row as *const u8;
             prefetch(row);
             prefetch(row.wrapping_add(64));
             prefetch(&self.t_off[k] as *const u32 as *const u8);
         }
+        // Of the second oldest row only its suffix maximum is read (the front's maximum once
+        // the oldest is evicted), in the row's second line.
+        let k = self.slot(1);
+        prefetch(self.rows[k].suffix_max_milli.as_ptr() as *const u8);
+        prefetch(&self.t_off[k] as *const u32 as *const u8);
     }
 
     /// The rows of the ring.

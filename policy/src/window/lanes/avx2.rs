@@ -333,9 +333,14 @@ impl LaneJob {
                 // SAFETY: `p` points at four `u64` of `last_bits[f]`.
                 let last = _mm256_loadu_si256(p);
                 let (b, k) = (c.bits[f][h], c.known[f][h]);
-                changed[h] = _mm256_or_si256(changed[h], _mm256_andnot_si256(_mm256_cmpeq_epi64(b, last), k));
-                // SAFETY: as the load.
-                _mm256_storeu_si256(p, _mm256_blendv_epi8(last, b, k));
+                let ne = _mm256_andnot_si256(_mm256_cmpeq_epi64(b, last), k);
+                changed[h] = _mm256_or_si256(changed[h], ne);
+                // Where no lane changed, every lane's bits are unknown or equal to the last:
+                // the blend would store `last` again. Not storing keeps the cache line clean.
+                if _mm256_testz_si256(ne, ne) == 0 {
+                    // SAFETY: as the load.
+                    _mm256_storeu_si256(p, _mm256_blendv_epi8(last, b, k));
+                }
             }
         }
         let ch = narrow(changed[0], changed[1]);
