@@ -655,6 +655,8 @@ impl Engine {
         if snap.windows_key != Some(e.th.key()) {
             return e;
         }
+        // The latest a kept sample can be stamped: the future bound of the snapshot's cycle.
+        let latest_ok_s = e.th.cycle(snap.taken_s).future_after_s;
         for mut j in snap.jobs {
             // A job whose windows no engine could have written is not restored: it is taken
             // as a new job when it is next seen (its evidence gathered afresh, which is safe).
@@ -665,7 +667,7 @@ impl Engine {
                 j.gpus
                     .iter()
                     .enumerate()
-                    .find_map(|(slot, g)| g.implausible_entry().map(|w| format!("GPU slot {slot}, {w}")))
+                    .find_map(|(slot, g)| g.implausible_entry(latest_ok_s).map(|w| format!("GPU slot {slot}, {w}")))
             };
             if let Some(why) = why {
                 e.restore_dropped.push(RestoreDrop { job_id: j.job_id, why });

@@ -209,3 +209,30 @@ fn entries_at_the_bounds_are_restored() {
     assert!(e.restore_dropped().is_empty(), "{:?}", e.restore_dropped());
     assert_eq!(e.tracked_jobs(), 2);
 }
+
+#[test]
+fn entries_after_the_snapshot_or_the_end_of_time_are_not_restored() {
+    // The eleventh session's note: `base_t_s + t_off` is added unchecked by both paths; a
+    // state file could put it past `i64::MAX`, or after the snapshot's cycle (then every real
+    // sample after the restore is late, and the job is never judged again).
+    let (v0, now, jobs) = snapshot_json(6);
+    for base in [i64::MAX - 5, i64::MAX - 400, 200_000] {
+        for j in 0..2 {
+            let mut v = v0.clone();
+            let gpus = v["jobs"][j]["gpus"].as_array().expect("gpus").len();
+            for g in 0..gpus {
+                v["jobs"][j]["gpus"][g]["base_t_s"] = serde_json::json!(base);
+            }
+            let mut e = restore(&v, now);
+            let d = e.restore_dropped();
+            assert_eq!(d.len(), 1, "base {base}, job {j}: {d:?}");
+            assert!(d[0].why.contains("the latest time a sample could have been taken"), "{}", d[0].why);
+            assert!(d[0].why.contains(&base.to_string()), "{}", d[0].why);
+            // The job starts afresh, and the other one is kept.
+            let mut out = Vec::new();
+            busy_cycle(&mut e, &jobs, now + 60, &mut out);
+            assert_eq!(out[j].evidence.samples_max_per_gpu, 1, "base {base}, job {j}: {:?}", out[j]);
+            assert_eq!(out[1 - j].evidence.samples_max_per_gpu, 7, "base {base}, job {j}: {:?}", out[1 - j]);
+        }
+    }
+}

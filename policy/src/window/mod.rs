@@ -207,7 +207,7 @@ pub(crate) struct Cycle {
     /// The evaluation time.
     pub(crate) now_s: i64,
     /// A sample stamped after this is from the future (guard 10).
-    future_after_s: i64,
+    pub(crate) future_after_s: i64,
     /// Entries at or before this have left the window.
     cutoff_s: i64,
     /// A window whose first valid sample is after this is short (guard 2).
@@ -700,7 +700,7 @@ impl GpuWindow {
     /// [`crate::MAX_POWER_W`], as the entry keeps them), flags that contradict each other or
     /// that no release sets, or times that do not increase. `None` when every entry could
     /// have come from ingest. Used on restore, where a window may hold anything.
-    pub(crate) fn implausible_entry(&self) -> Option<String> {
+    pub(crate) fn implausible_entry(&self, latest_ok_s: i64) -> Option<String> {
         use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W, MIN_POWER_W};
         const KNOWN: u16 = (COPY_GAP << 1) - 1;
         if self.len > 0 && self.base_t_s == NO_TIME {
@@ -734,6 +734,15 @@ impl GpuWindow {
                     e.power_dw,
                     e.flags,
                     MIN_POWER_W * 10.0
+                ))
+            } else if self.base_t_s.checked_add(i64::from(e.t_off)).is_none_or(|t| t > latest_ok_s) {
+                // Every entry was a sample taken no later than the cycle's future bound; one
+                // beyond the last cycle's, or beyond the end of time, is no engine's (the lanes
+                // and the general path add `t_off` to the base unchecked). Restored, it would
+                // be the newest sample: every real one after it late, the job never judged.
+                Some(format!(
+                    "t_off {} from base {} is after {latest_ok_s}, the latest time a sample could have been taken",
+                    e.t_off, self.base_t_s
                 ))
             } else if prev_off.is_some_and(|p| e.t_off <= p) {
                 Some(format!(
