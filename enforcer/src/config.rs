@@ -106,7 +106,9 @@ pub struct EnforcerConfig {
     /// Default false: a webhook usually reaches the admins, and a post they may not relay is
     /// no notice to the user.
     pub webhook_reaches_users: bool,
-    /// Lowest verdict written as a finding log line each cycle. Default `alert`.
+    /// Lowest verdict written as a finding log line each cycle. Default `alert`. Whatever it
+    /// says, a job whose verdict becomes `insufficient_evidence` has its reason logged once at
+    /// INFO (see `Daemon::cycle`).
     pub log_findings_from: String,
 }
 
