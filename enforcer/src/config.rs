@@ -106,7 +106,9 @@ pub struct EnforcerConfig {
     /// Default false: a webhook usually reaches the admins, and a post they may not relay is
     /// no notice to the user.
     pub webhook_reaches_users: bool,
-    /// Lowest verdict written as a finding log line each cycle. Default `alert`.
+    /// Lowest verdict written as a finding log line each cycle. Default `alert`. Whatever it
+    /// says, a job whose verdict becomes `insufficient_evidence` has its reason logged once at
+    /// INFO (see `Daemon::cycle`).
     pub log_findings_from: String,
 }
 
@@ -192,7 +194,7 @@ impl Config {
         if e.mode == RunMode::Enforce && drain_reachable(&self.policy) {
             if e.notify_command.is_empty() {
                 let told = if e.webhook_reaches_users {
-                    "no user could be told and no cancel could ever go ahead"
+                    "no user could be told and no drain or cancel could ever go ahead"
                 } else {
                     "nobody would be told of a drain"
                 };
@@ -717,10 +719,13 @@ impl Config {
             let Some(why) = program_unrunnable(program, path) else { continue };
             if e.mode == RunMode::Enforce && notice_program == Some((key, program)) {
                 // Trial 8: a drain-only policy was told no cancel could go ahead.
+                // A drain waits for the user's notice too (operator trial 16).
                 let so = if cancel_reachable(&self.policy) {
-                    "no cancel could ever go ahead (a cancel needs the user's notice)"
+                    "no drain and no cancel could ever go ahead (each needs the user's notice)"
+                } else if drain_reachable(&self.policy) {
+                    "no user would ever be told of an alert, and no drain could go ahead (a drain needs the user's notice)"
                 } else {
-                    "no user would ever be told of an alert or a drain"
+                    "no user would ever be told of an alert"
                 };
                 errors.push(format!("{key}: {why}; {then}, so {so}: install it, or give its absolute path"));
             } else {
@@ -826,7 +831,9 @@ impl Config {
             problem,
         };
         let raw: ConfigFile = toml::from_str(text).map_err(|x| e("", toml_problem(text, &x)))?;
-        let policy = Policy::new(&raw.policy).map_err(|x| e(&x.key, format!("{} = {}: {}", x.key, x.value, x.problem)))?;
+        // The key is shown once, by `ConfigError` (operator trial 16: it was written twice,
+        // ``t.toml: `policy.window`: policy.window = 9d: …``).
+        let policy = Policy::new(&raw.policy).map_err(|x| e(&x.key, format!("{}: {}", x.value, x.problem)))?;
         let c = raw.enforcer;
         let log_findings_from = Verdict::from_name(&c.log_findings_from)
             .ok_or_else(|| e("enforcer.log_findings_from", format!("unknown verdict {:?}", c.log_findings_from)))?;

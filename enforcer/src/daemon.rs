@@ -129,6 +129,11 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The runs (job id, start time) whose ambiguous attribution was logged at INFO; later
     /// cycles log it at DEBUG (the cycle line counts it every cycle). Not persisted.
     ambiguous_logged: BTreeSet<(String, Option<i64>)>,
+    /// The jobs whose finding was `insufficient_evidence` in the last cycle that judged jobs,
+    /// with the finding's reason (`Finding::reason`, which names the evidence problem): a job
+    /// entering that verdict, or whose problem changes while in it, has its reason logged
+    /// once at INFO, whatever `log_findings_from` says. Not persisted.
+    insufficient_logged: BTreeMap<String, String>,
     /// The runs (job id, start time) whose start time was logged as later than now. Not
     /// persisted.
     future_start_logged: BTreeSet<(String, i64)>,
@@ -299,6 +304,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             last_node_hostname: remembered.1,
             unlisted: Default::default(),
             ambiguous_logged: BTreeSet::new(),
+            insufficient_logged: BTreeMap::new(),
             future_start_logged: BTreeSet::new(),
             mig_jobs,
             saved_cycle_s,
@@ -1144,6 +1150,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         if tel.no_data.is_none() {
             self.metrics.last_evaluated_s = now_s;
         }
+        let mut insufficient_now = BTreeMap::new();
         for f in &findings {
             let job = &facts[f.job_index as usize];
             Metrics::inc(
@@ -1167,8 +1174,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             if f.verdict >= self.cfg.log_findings_from {
                 tracing::info!(target: "gpu_reaper::finding", job_id = %line.job_id, verdict = %line.verdict, signature = line.signature, reason = %line.reason, "finding");
             }
+            // Why a job cannot be judged is logged when it comes to be so (operator trial 16:
+            // with the default log_findings_from = "alert" it was never said), once, not
+            // every cycle while it stays so.
+            if f.verdict == Verdict::InsufficientEvidence {
+                if self.insufficient_logged.get(&line.job_id) != Some(&line.reason) {
+                    tracing::info!(target: "gpu_reaper::finding", job_id = %line.job_id, reason = %line.reason, "job cannot be judged: insufficient_evidence (logged when the verdict or its problem changes)");
+                }
+                insufficient_now.insert(line.job_id.clone(), line.reason.clone());
+            }
             rep.findings.push(line);
         }
+        self.insufficient_logged = insufficient_now;
 
         // 7. Plan and act.
         let views: Vec<JobView<'_>> = findings

@@ -527,7 +527,8 @@ pub struct Limits {
     pub suspect_frac: f64,
     /// A channel that tells the job's user is configured (`notify_command`, or the webhook
     /// with `webhook_reaches_users`): a notice action is planned at the first alert of each
-    /// breach of a job.
+    /// breach of a job, and a drain waits until that notice was delivered in an earlier cycle
+    /// (`notice_pending` until then).
     pub notify: bool,
     /// `policy.notice`, seconds: with a channel, and always in enforce mode, a cancel also
     /// needs a notice delivered in the current breach at least this long ago (the engine
@@ -768,6 +769,14 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // A user whose last notice said no drain would follow is told before one does
         // (review 14: the drain came in the cycle the rise was noticed, before the notice).
         let told_no_drain = st.noticed.contains_key(id) && st.noticed_top.get(id).is_some_and(|top| *top < Verdict::Drain);
+        // With a channel to the user the user is told before the node is drained: the drain
+        // waits for a notice of this breach (covering what may now follow) delivered in an
+        // earlier cycle (operator trial 16: after a pause, whose cycles notice nobody, the first
+        // unpaused cycle drained before any notice went out). Not without such a channel: no
+        // notice is ever planned then, and enforce mode accepts a drain-only policy whose only
+        // channel is a webhook to the admins; holding its drains for a notice that cannot come
+        // would stop every drain (a cancel there is refused at load, and held below).
+        let notice_first = inp.limits.notify && noticed_s.is_none_or(|t| t >= inp.now_s);
         if !drained_for_job {
             // The structural reasons (a suspect collector, the node's state, the budget) are
             // reported first; the notice's hold comes last.
@@ -792,7 +801,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 // for 29 minutes while a hung job still held it). Not on a suspect collector's
                 // word, nor with a budget of 0, which never refills (review 30).
                 takeover_wanted |= handover_from.is_some() && inp.limits.max_drains_per_hour > 0;
-            } else if too_early(announced.drain_at_s) || told_no_drain {
+            } else if too_early(announced.drain_at_s) || told_no_drain || notice_first {
                 skip(&mut p, SkipKind::NoticePending, "drain", id);
                 takeover_wanted |= handover_from.is_some();
             } else {

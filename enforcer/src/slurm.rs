@@ -13,7 +13,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("{command}: {problem}")]
 pub struct CommandError {
-    /// The command, e.g. `squeue --json`.
+    /// The program as configured (a name on PATH or a path) and its first argument(s), e.g.
+    /// `/opt/slurm/bin/squeue --json` (see [`command_line`]).
     pub command: String,
     /// Outcome label (`timeout`, `exit_1`, `controller_error`, `parse`, ...).
     pub kind: String,
@@ -93,6 +94,13 @@ fn excerpt(s: &str) -> String {
     policy::one_line(s.trim(), 300)
 }
 
+/// How a command is named in errors and logs: the program as configured (a name on PATH or a
+/// path, so that an operator sees which executable was run) and `what`, the arguments that say
+/// which query or action it was (`--json`, `show node`), never the data passed to it.
+pub fn command_line(program: &str, what: &str) -> String {
+    format!("{program} {what}").trim_end().to_string()
+}
+
 /// Why a command is run, which decides what a cut-off output ([`RunOutcome::OutputCutOff`])
 /// means.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,7 +119,7 @@ impl SlurmCli {
         if purpose == Purpose::Act {
             o.leftovers = Leftovers::Leave;
         }
-        let command = format!("{} {}", program, args.first().map(String::as_str).unwrap_or(""));
+        let command = command_line(program, args.first().map(String::as_str).unwrap_or(""));
         let out = run(program, &args, &o);
         let exit = match (&out, purpose) {
             (RunOutcome::Exited { .. }, _) | (RunOutcome::OutputCutOff { .. }, Purpose::Act) => out.exit(),
@@ -136,7 +144,7 @@ impl SlurmCli {
         let (_, stderr) = self.exec(&self.scontrol, args, &[], Purpose::Act)?;
         if stderr_says_error(&stderr) {
             return Err(CommandError {
-                command: "scontrol update".into(),
+                command: command_line(&self.scontrol, "update"),
                 kind: "stderr_error".into(),
                 problem: excerpt(&stderr),
             });
@@ -156,8 +164,11 @@ impl SlurmCli {
 
 impl SlurmClient for SlurmCli {
     fn jobs(&mut self) -> Result<JobsRead, CommandError> {
-        let (stdout, stderr) = self.exec(&self.squeue, self.squeue_args(), &SQUEUE_ENV_REMOVE, Purpose::Read)?;
-        let command = "squeue".to_string();
+        let args = self.squeue_args();
+        // An unreadable answer names the squeue that was run, as configured (operator trial 16:
+        // "squeue: not JSON" did not say which executable printed it).
+        let command = command_line(&self.squeue, &args[0]);
+        let (stdout, stderr) = self.exec(&self.squeue, args, &SQUEUE_ENV_REMOVE, Purpose::Read)?;
         if stderr_says_error(&stderr) {
             return Err(CommandError {
                 command,
@@ -190,7 +201,7 @@ impl SlurmClient for SlurmCli {
     fn node_state(&mut self, node: &str) -> Result<NodeState, CommandError> {
         let (stdout, _) = self.exec(&self.scontrol, vec!["show".into(), "node".into(), node.into()], &[], Purpose::Read)?;
         scontrol_node::parse(&stdout).map_err(|e| CommandError {
-            command: "scontrol show node".into(),
+            command: command_line(&self.scontrol, "show node"),
             kind: "parse".into(),
             problem: e.to_string(),
         })
@@ -218,7 +229,7 @@ impl SlurmClient for SlurmCli {
         // het job (scancel(1)), so no het component is ever handed to scancel.
         if crate::parse::is_het_component(job_id) {
             return Err(CommandError {
-                command: "scancel".into(),
+                command: command_line(&self.scancel, ""),
                 kind: "refused_het_job".into(),
                 problem: format!("{job_id} is a het-job component; scancel would cancel the whole het job"),
             });
@@ -237,12 +248,12 @@ impl SlurmClient for SlurmCli {
             Some((Some(0), _, stderr)) if !stderr_says_error(stderr) => Ok(CancelOutcome::Cancelled),
             Some((_, _, stderr)) if gone(stderr) => Ok(CancelOutcome::AlreadyGone),
             Some((code, _, stderr)) => Err(CommandError {
-                command: "scancel".into(),
+                command: command_line(&self.scancel, "--verbose"),
                 kind: exit_kind(code),
                 problem: excerpt(stderr),
             }),
             None => Err(CommandError {
-                command: "scancel".into(),
+                command: command_line(&self.scancel, "--verbose"),
                 kind: out.label(),
                 problem: out.describe(),
             }),

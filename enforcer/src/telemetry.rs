@@ -320,13 +320,11 @@ impl Telemetry for NvidiaSmi {
                     r.no_data = Some(kind.to_string());
                     return r;
                 }
-                Err(smi::SmiError::BadHeader(_)) => {
+                // Output that is no table names the nvidia-smi that was run, as configured, and
+                // the offending text (operator trial 16), as squeue's and scontrol's do.
+                Err(e @ (smi::SmiError::BadHeader(_) | smi::SmiError::BadColumn { .. })) => {
                     r.no_data = Some("bad_header".into());
-                    return r;
-                }
-                Err(e @ smi::SmiError::BadColumn { .. }) => {
-                    r.no_data = Some("bad_header".into());
-                    r.no_data_detail = Some(e.to_string());
+                    r.no_data_detail = Some(format!("{}: {e}", crate::slurm::command_line(&self.program, "--query-gpu")));
                     return r;
                 }
             },
@@ -338,7 +336,10 @@ impl Telemetry for NvidiaSmi {
         match self.query(app_args) {
             Query::Table(text) => match smi::parse_apps(&text, None) {
                 Ok(t) => r.apps = Some(t),
-                Err(e) => r.errors.push(TelemetryProblem::new("compute-apps", "parse", None, e.to_string())),
+                Err(e) => {
+                    let problem = format!("{}: {e}", crate::slurm::command_line(&self.program, "--query-compute-apps"));
+                    r.errors.push(TelemetryProblem::new("compute-apps", "parse", None, problem))
+                }
             },
             Query::FieldRefused(line) => {
                 let problem = format!("--query-compute-apps refused a field ({line}); process counts unknown");

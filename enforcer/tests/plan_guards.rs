@@ -147,8 +147,10 @@ fn alert_once_per_rung_and_notice_once() {
     let mut st = ActionState::default();
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
     assert_eq!(kinds(&p), vec!["alert", "notice"]);
+    // Recorded as made in the cycle before (now is 10 000 s): a drain needs a notice
+    // delivered in an earlier cycle than itself.
     for a in &p.actions {
-        st.record(a, 10_000, false);
+        st.record(a, 9_940, false);
     }
     let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
@@ -164,7 +166,9 @@ fn alert_once_per_rung_and_notice_once() {
 #[test]
 fn special_node_is_neither_drained_nor_resumed() {
     let c = Case::new(&[Verdict::Cancel]);
-    let st = ActionState::default();
+    // The user was told a cycle ago, so only the node holds a drain back.
+    let mut st = ActionState::default();
+    st.noticed.insert("100".into(), 9_940);
     for (state, reason) in [
         ("IDLE+DRAIN", Some("bad PSU")),
         ("DOWN*", None),
@@ -376,11 +380,12 @@ fn records_from_an_earlier_breach_count_for_nothing() {
     let mut st = earlier(1_000);
     let c1 = Case::new(&[Verdict::Alert]);
     let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
+    // Recorded a cycle before now (10 000 s): the drain below needs a notice of an earlier cycle.
     for a in &p.actions {
-        st.record(a, 10_000, false);
+        st.record(a, 9_940, false);
     }
     assert_eq!(st.alerted.get("100"), Some(&Verdict::Alert));
-    assert_eq!(st.noticed.get("100"), Some(&10_000));
+    assert_eq!(st.noticed.get("100"), Some(&9_940));
     let c2 = Case::new(&[Verdict::Drain]);
     assert_eq!(
         kinds(&c2.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None)),
@@ -431,15 +436,13 @@ fn het_components_stop_at_alert_whatever_the_node_and_records_say() {
 #[test]
 fn rate_limits_suspect_collector_and_pause() {
     // Three single-node jobs want drains on three... one node: one drain per node per cycle.
+    // Both users were told a cycle ago.
     let c = Case::new(&[Verdict::Drain, Verdict::Drain]);
-    let p = c.plan(
-        RunMode::Enforce,
-        Some(&node("MIXED", None)),
-        &ActionState::default(),
-        false,
-        limits(),
-        None,
-    );
+    let mut told = ActionState::default();
+    for j in ["100", "101"] {
+        told.noticed.insert(j.into(), 9_940);
+    }
+    let p = c.plan(RunMode::Enforce, Some(&node("MIXED", None)), &told, false, limits(), None);
     assert_eq!(kinds(&p).iter().filter(|k| **k == "drain").count(), 1);
     // Budget spent.
     let mut st = ActionState {
@@ -450,8 +453,9 @@ fn rate_limits_suspect_collector_and_pause() {
     let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
     assert!(!kinds(&p).contains(&"drain"));
     assert!(p.skips.iter().any(|s| s.kind == SkipKind::RateLimit));
-    // An hour later the budget is back.
+    // An hour later the budget is back (and the user was told a cycle ago).
     st.drain_times_s = vec![6_000, 6_300];
+    st.noticed.insert("100".into(), 9_940);
     let p = c1.plan(RunMode::Enforce, Some(&node("MIXED", None)), &st, false, limits(), None);
     assert!(kinds(&p).contains(&"drain"));
     // Suspect collector: 10 jobs, 3 alerting (30 % > 20 %): no drain/cancel, admins told.
@@ -1058,9 +1062,10 @@ fn nothing_comes_earlier_than_the_notice_said() {
     let c = Case::new(&[Verdict::Drain]);
     let p = c.plan(RunMode::Enforce, Some(&mixed), &old, false, limits(), None);
     assert!(!kinds(&p).contains(&"drain"), "{p:?}");
-    // Times in the past hold nothing.
+    // Times in the past hold nothing (the notice is this breach's: one from an earlier
+    // breach would hold the drain until this breach's notice has gone out).
     let mut old = announced(Some(9_000), None);
-    old.noticed.insert("100".into(), 1_000);
+    old.noticed.insert("100".into(), 9_000);
     let p = c.plan(RunMode::Enforce, Some(&mixed), &old, false, limits(), None);
     assert!(kinds(&p).contains(&"drain"), "{p:?}");
 }

@@ -57,6 +57,9 @@ fn plan_with(v: Verdict, lim: Limits) -> Plan {
         level_dwells_s: (None, None),
     }];
     let running: BTreeSet<String> = ["100".to_string()].into();
+    // Job 100's user was told a cycle ago (a drain waits for that since operator trial 16).
+    let mut told = ActionState::default();
+    told.noticed.insert("100".into(), 9_940);
     plan(&PlanInput {
         now_s: 10_000,
         mode: RunMode::Enforce,
@@ -67,7 +70,7 @@ fn plan_with(v: Verdict, lim: Limits) -> Plan {
         paused: false,
         not_this_host: false,
         limits: lim,
-        state: &ActionState::default(),
+        state: &told,
     })
 }
 

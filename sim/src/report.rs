@@ -448,18 +448,22 @@ pub fn describe(r: &RowParams) -> String {
     )
 }
 
-/// The short table printed after a sweep: the recommended configuration and the baselines,
-/// summed over every workload and seed.
+/// The short table printed after a sweep: the recommended configuration, the one to deploy
+/// (its spin-ceiling-`alert` twin, when the recommendation's ceiling is higher: see
+/// [`deploy_variant`]) and the baselines, summed over every workload and seed, then one line
+/// naming both as `summary.md` does (operator trial 16: the table named only the rule's
+/// choice, c039, while `summary.md` and the README say deploy c037).
 pub fn short_table(rows: &[Row]) -> String {
     let aggs = aggregate(rows, None);
     let rec = recommend(&aggs);
+    let deploy = rec.and_then(|r| deploy_variant(&aggs, r));
     let mut s = String::new();
     let _ = writeln!(
         s,
         "{:<12} {:<12} {:>13} {:>13} {:>13} {:>12} {:>12} {:>12}",
         "policy", "config", "recovered_h", "oracle_h", "false_cancel", "false_drain", "true_alert", "false_alert"
     );
-    let mut show: Vec<&Aggregate> = rec.into_iter().collect();
+    let mut show: Vec<&Aggregate> = rec.into_iter().chain(deploy).collect();
     show.extend(aggs.iter().filter(|a| a.policy != "gpu-reaper"));
     for a in show {
         let _ = writeln!(
@@ -479,6 +483,18 @@ pub fn short_table(rows: &[Row]) -> String {
                     r.config_id,
                     tied.join(", ")
                 );
+            }
+            match deploy {
+                Some(d) => {
+                    let _ = writeln!(
+                        s,
+                        "recommended by the rule: {}; to deploy: {}, the same with the spin ceiling at alert (see summary.md, \"Spin ceiling\")",
+                        r.config_id, d.config_id
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "recommended by the rule, and to deploy: {}", r.config_id);
+                }
             }
         }
     }

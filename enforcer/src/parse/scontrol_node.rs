@@ -40,25 +40,26 @@ pub struct NodeState {
     pub fields: BTreeMap<String, String>,
 }
 
-/// Why a `scontrol show node` text was rejected.
+/// Why a `scontrol show node` text was rejected. The messages do not name the program: the
+/// caller does, as configured (`crate::slurm::SlurmCli`, operator trial 16).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 pub enum NodeParseError {
     /// No `NodeName=` key.
-    #[error("scontrol show node: no NodeName= in the output ({0:?})")]
+    #[error("no NodeName= in the output ({0:?})")]
     NoNodeName(String),
     /// No `State=` key.
-    #[error("scontrol show node: no State= for node {0}")]
+    #[error("no State= for node {0}")]
     NoState(String),
     /// scontrol said the node does not exist.
-    #[error("scontrol show node: {0}")]
+    #[error("{0}")]
     NotFound(String),
     /// The text holds more than one node record (a wrapper, or a name that matched several
     /// nodes): which one is ours cannot be told. The first two NodeNames.
-    #[error("scontrol show node: more than one node record (NodeName={0} and NodeName={1}); expected exactly one")]
+    #[error("more than one node record (NodeName={0} and NodeName={1}); expected exactly one")]
     MoreThanOneNode(String, String),
     /// A key is given twice in the record (outside the free-text Comment and Extra): which
     /// value holds cannot be told. The key and the NodeName.
-    #[error("scontrol show node: {0}= is given twice for node {1}; expected each key once")]
+    #[error("{0}= is given twice for node {1}; expected each key once")]
     RepeatedKey(String, String),
 }
 

@@ -167,12 +167,12 @@ pub enum SmiError {
     #[error("nvidia-smi printed nothing (no header, no row): no data, never zero")]
     Empty,
     /// The header line names no column this parser knows.
-    #[error("nvidia-smi header {0:?} names no known column")]
+    #[error("the header {0:?} names no known column")]
     BadHeader(String),
     /// A column this parser reads cannot be read safely: its unit (`memory.used [GiB]`) is not
     /// the one nvidia-smi prints for that field ([`unit_of`]), so every value would be misread
     /// by a factor; or the field is named in two columns, so which one holds it is unknown.
-    #[error("nvidia-smi {place}: {problem}")]
+    #[error("{place}: {problem}")]
     BadColumn {
         /// Where: `header line N, column M` or `column list, column M` (1-based).
         place: String,

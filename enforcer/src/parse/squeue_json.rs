@@ -8,17 +8,19 @@
 use super::{check_nodes, gres_detail, hostlist, split_state, tres, JobRowError, JobsRead, SlurmJob};
 use serde_json::Value;
 
-/// Why a whole `squeue --json` output was rejected.
+/// Why a whole `squeue --json` output was rejected. The messages do not name the program:
+/// the caller does, as configured (`crate::slurm::SlurmCli`, operator trial 16).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
 pub enum SqueueJsonError {
-    /// Not JSON.
-    #[error("squeue --json: not JSON: {0}")]
+    /// Not JSON: serde_json's message, then the start of the text (one line, at most 160
+    /// characters, quoted).
+    #[error("not JSON: {0}")]
     NotJson(String),
     /// No top-level `jobs` list.
-    #[error("squeue --json: no top-level \"jobs\" list")]
+    #[error("no top-level \"jobs\" list")]
     NoJobs,
     /// The top-level `errors` list is not empty (for example a controller timeout).
-    #[error("squeue --json reported errors: {0}")]
+    #[error("squeue reported errors: {0}")]
     Reported(String),
 }
 
@@ -50,7 +52,8 @@ fn string(v: Option<&Value>) -> String {
 /// TRES, a `tres_alloc_str` that is not a string or, for a judged RUNNING job, absent, or
 /// listed twice with different fields) is a row error; the others still count.
 pub fn parse(text: &str) -> Result<JobsRead, SqueueJsonError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| SqueueJsonError::NotJson(e.to_string()))?;
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| SqueueJsonError::NotJson(format!("{e} (the output began {:?})", policy::one_line(text.trim(), 160))))?;
     if let Some(errs) = v.get("errors").and_then(Value::as_array) {
         if !errs.is_empty() {
             let msg: Vec<String> = errs

@@ -235,3 +235,28 @@ notice = "10m"
 stages = [{ after = "0s", verdict = "alert" }, { after = "32m", verdict = "drain" }, { after = "42m", verdict = "cancel" }]
 ceilings = { idle = "cancel" }
 "#;
+
+/// A daemon for [`NODE`] (`Gres=gpu:1`) running job 802 (one GPU, alice's) under `policy` in
+/// `mode` with state in `state`, reading `telemetry`, acting through [`real_executor`]; and
+/// its cluster.
+pub fn daemon_802<T: enforcer::telemetry::Telemetry>(
+    policy: &str,
+    state: &std::path::Path,
+    mode: &str,
+    telemetry: T,
+) -> (
+    Rc<RefCell<Cluster>>,
+    enforcer::daemon::Daemon<FakeSlurm, T, enforcer::executor::RealExecutor<FakeSlurm>>,
+) {
+    let c = cluster(vec![job("802", 802, 1, &[NODE])]);
+    c.borrow_mut().node_gres = Some("gpu:1".into());
+    let d = enforcer::daemon::Daemon::new(
+        config_with(policy, state, mode, ""),
+        FakeSlurm(c.clone()),
+        telemetry,
+        real_executor(&c),
+        Box::new(NoProc),
+        T0,
+    );
+    (c, d)
+}

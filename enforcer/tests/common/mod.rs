@@ -67,3 +67,39 @@ pub fn audit(state_dir: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// A `MakeWriter` into a shared buffer, for reading what the daemon logs.
+#[derive(Clone, Default)]
+pub struct LogBuf(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogBuf {
+    /// The text logged since the last call, which it clears.
+    pub fn take(&self) -> String {
+        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+    }
+}
+
+/// Runs `f` with every event at `level` or above written, without colour, to a buffer; returns
+/// what `f` returned and the log text.
+pub fn with_log<R>(level: tracing::Level, f: impl FnOnce() -> R) -> (R, String) {
+    let buf = LogBuf::default();
+    let w = buf.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_writer(move || w.clone())
+        .finish();
+    let r = tracing::subscriber::with_default(sub, f);
+    let log = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
+    (r, log)
+}
