@@ -17,6 +17,12 @@ fn main() {
     let jobs: Vec<JobFacts> = (0..jobs_n)
         .map(|j| JobFacts {
             job_id: format!("{}", 1_000_000 + j),
+            // The facts as the bench has them: each its own heap block, as a driver's are.
+            user: format!("user{}", j % 97),
+            account: "acct".into(),
+            partition: "gpu".into(),
+            qos: "normal".into(),
+            name: "train".into(),
             start_s: 0,
             alloc: (0..per_job as u16)
                 .map(|g| GpuRef {
