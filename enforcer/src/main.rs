@@ -475,7 +475,8 @@ fn check_state_clock(state_dir: &std::path::Path, simulated_start_s: Option<i64>
             marker.display()
         );
     }
-    let saved_s = match enforcer::state::load(&path) {
+    // The daemon loads the file again, and warns about what it leaves out then.
+    let saved_s = match enforcer::state::load_quietly(&path) {
         enforcer::state::Loaded::State(s) => s.saved_s,
         _ => return Ok(()),
     };

@@ -161,14 +161,25 @@ pub fn check_not_newer(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Loads the state file at `path`.
+/// Loads the state file at `path`. A job whose windows do not parse is left out with a
+/// WARN naming it (see `salvage`).
 pub fn load(path: &Path) -> Loaded {
+    load_with(path, true)
+}
+
+/// [`load`] without the WARNs about jobs left out: for a look at the file before the daemon
+/// loads it (and warns) itself, so that each WARN is logged once (operator trial 16).
+pub fn load_quietly(path: &Path) -> Loaded {
+    load_with(path, false)
+}
+
+fn load_with(path: &Path, warn: bool) -> Loaded {
     let text = match std::fs::read(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Loaded::Missing,
         Err(e) => return Loaded::Corrupt(format!("{}: {e}", path.display())),
     };
-    let parsed = serde_json::from_slice::<StateFile>(&text).or_else(|e| salvage(path, &text).ok_or(e));
+    let parsed = serde_json::from_slice::<StateFile>(&text).or_else(|e| salvage(path, &text, warn).ok_or(e));
     match parsed {
         Ok(s) if s.version == STATE_VERSION => Loaded::State(Box::new(s)),
         Ok(s) => Loaded::Corrupt(format!("{}: version {} (expected {STATE_VERSION})", path.display(), s.version)),
@@ -185,7 +196,7 @@ pub fn load(path: &Path) -> Loaded {
 /// fraction in one job's window dropped the whole file, and a drain an admin had resumed was
 /// made again). `None` when the file does not parse with every unreadable job left out, or
 /// when no job's windows are the problem: then the file is corrupt, as before.
-fn salvage(path: &Path, text: &[u8]) -> Option<StateFile> {
+fn salvage(path: &Path, text: &[u8], warn: bool) -> Option<StateFile> {
     let mut v: serde_json::Value = serde_json::from_slice(text).ok()?;
     let engine = v.get_mut("engine")?.as_object_mut()?;
     let head: serde_json::Map<String, serde_json::Value> = engine
@@ -217,7 +228,7 @@ fn salvage(path: &Path, text: &[u8]) -> Option<StateFile> {
         return None;
     }
     let s: StateFile = serde_json::from_value(v).ok()?;
-    for (job_id, problem) in &dropped {
+    for (job_id, problem) in dropped.iter().filter(|_| warn) {
         tracing::warn!(path = %path.display(), job_id = %job_id, problem = %problem, "state file: this job's windows do not parse, so they are not restored; the job's evidence is gathered afresh (the rest of the file is restored)");
     }
     Some(s)

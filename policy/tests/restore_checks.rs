@@ -236,3 +236,38 @@ fn entries_after_the_snapshot_or_the_end_of_time_are_not_restored() {
         }
     }
 }
+
+#[test]
+fn a_newest_or_invalid_time_after_the_snapshot_is_not_restored() {
+    // Operator trial 16: `newest_t_s` set in the future made every real sample after the
+    // restore late; the GPU took none for 30 cycles and its job was never judged, with no WARN.
+    let (v0, now, jobs) = snapshot_json(6);
+    for (key, value) in [
+        ("newest_t_s", serde_json::json!(4_102_444_800i64)),
+        ("newest_t_s", serde_json::json!(i64::MAX)),
+        ("invalid", serde_json::json!([4_102_444_800i64])),
+    ] {
+        for j in 0..2 {
+            let mut v = v0.clone();
+            v["jobs"][j]["gpus"][3][key] = value.clone();
+            let mut e = restore(&v, now);
+            let d = e.restore_dropped();
+            assert_eq!(d.len(), 1, "{key} = {value}, job {j}: {d:?}");
+            assert!(
+                d[0].why.contains("GPU slot 3") && d[0].why.contains("the latest time a sample could have been taken"),
+                "{}",
+                d[0].why
+            );
+            // The job gathers its window afresh: its GPUs take this cycle's samples.
+            let mut out = Vec::new();
+            busy_cycle(&mut e, &jobs, now + 60, &mut out);
+            assert_eq!(out[j].evidence.samples_min_per_gpu, 1, "{key}, job {j}: {:?}", out[j]);
+            assert_eq!(out[j].evidence.late_samples, 0, "{key}, job {j}: {:?}", out[j]);
+        }
+    }
+    // At the bound itself (the snapshot's cycle plus the clock skew) the window is kept.
+    let mut v = v0.clone();
+    let skew = policy::PolicyConfig::default().clock_skew.0;
+    v["jobs"][1]["gpus"][3]["invalid"] = serde_json::json!([now + skew]);
+    assert!(restore(&v, now).restore_dropped().is_empty());
+}

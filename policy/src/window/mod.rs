@@ -698,8 +698,10 @@ impl GpuWindow {
     /// believed and reported as a peak of 2,000,000 %): a reading beyond guard 3's bounds
     /// (util above 100 %, memory above [`crate::MAX_MEM_MIB`], power above
     /// [`crate::MAX_POWER_W`], as the entry keeps them), flags that contradict each other or
-    /// that no release sets, or times that do not increase. `None` when every entry could
-    /// have come from ingest. Used on restore, where a window may hold anything.
+    /// that no release sets, times that do not increase, or a time (an entry's, an invalid
+    /// sample's, the newest or last valid sample's) after `latest_ok_s`, the latest a sample
+    /// of the snapshot's cycle could be stamped. `None` when every entry could have come from
+    /// ingest. Used on restore, where a window may hold anything.
     pub(crate) fn implausible_entry(&self, latest_ok_s: i64) -> Option<String> {
         use crate::sample_check::{MAX_MEM_MIB, MAX_POWER_W, MIN_POWER_W};
         const KNOWN: u16 = (COPY_GAP << 1) - 1;
@@ -757,6 +759,20 @@ impl GpuWindow {
                 return Some(format!("entry {k}: {why}"));
             }
             prev_off = Some(e.t_off);
+        }
+        // Operator trial 16 (the entries checked, the clocks): a newest sample time after the snapshot's cycle made every real
+        // sample after the restore late, so the GPU took none and its job was never judged.
+        for (what, t) in [("newest_t_s", self.newest_t_s), ("last_valid_t_s", self.last_valid_t_s)] {
+            if t > latest_ok_s {
+                return Some(format!(
+                    "{what} {t} is after {latest_ok_s}, the latest time a sample could have been taken"
+                ));
+            }
+        }
+        if let Some(t) = self.invalid.iter().flat_map(|q| q.iter()).find(|&&t| t > latest_ok_s) {
+            return Some(format!(
+                "an invalid sample at {t} is after {latest_ok_s}, the latest time a sample could have been taken"
+            ));
         }
         None
     }
