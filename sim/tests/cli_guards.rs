@@ -165,13 +165,17 @@ fn the_timing_line_says_whether_baselines_ran() {
     let d = tempfile::tempdir().unwrap();
     let a = small_sweep(&["--util-threshold-pct", "5", "--workload", "traps", "--out", "o"]);
     let with = ok(d.path(), &a);
-    assert!(with.contains("1 configs + baselines on"), "{with}");
+    assert!(with.contains("1 config + baselines on"), "{with}");
     let mut b = a.clone();
     b.push("--no-baselines");
     let without = ok(d.path(), &b);
     let line = without.lines().find(|l| l.starts_with("timing:")).unwrap();
     assert!(line.contains("no baselines") && !line.contains("+ baselines"), "{line}");
-    assert!(line.starts_with("timing: 1 runs"), "{line}");
+    assert!(line.starts_with("timing: 1 run (1 config, no baselines on "), "{line}");
+    assert!(
+        !line.contains(" 1 runs") && !line.contains(" 1 threads") && !line.contains(" 1 days"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -375,20 +375,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let gticks = result.job_gpu_ticks as f64;
     super::emit(&format!(
-        "timing: {} runs ({} configs{} on {} workload-seeds × {} days), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {} threads; {:.1} M job-GPU-ticks/s/thread\n",
-        result.runs,
-        spec.configs.len(),
+        "timing: {} ({}{} on {} × {}), {:.2} G job-GPU-ticks; generate {:.1} s, runs {:.1} s, total {:.1} s on {}; {:.1} M job-GPU-ticks/s/thread\n",
+        counted(result.runs, "run"),
+        counted(spec.configs.len(), "config"),
         timing_baselines(spec.baselines),
-        spec.worlds().len(),
-        spec.days,
+        counted(spec.worlds().len(), "workload-seed"),
+        if spec.days == 1.0 { "1 day".to_string() } else { format!("{} days", spec.days) },
         gticks / 1e9,
         result.generate_s,
         result.run_s,
         total_s,
-        threads,
+        counted(threads, "thread"),
         gticks / result.run_s.max(1e-9) / threads as f64 / 1e6
     ));
     Ok(())
+}
+
+/// `n` and `noun`, with an `s` unless `n` is 1 (operator trial 16: "1 threads").
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 #[cfg(test)]
