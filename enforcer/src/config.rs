@@ -534,9 +534,10 @@ pub struct Config {
 }
 
 /// A rejected config: the key and the problem. Shown as ``FILE: `KEY`: PROBLEM``, or, for
-/// a TOML error (empty `key`), `FILE:LINE:COLUMN: PROBLEM` with the position in `problem`.
+/// a TOML error (empty `key`), `FILE:LINE:COLUMN: PROBLEM` with the position in `problem`;
+/// then each of `also` on a line of its own, ``FILE: `KEY`: PROBLEM``.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{file}{}{problem}", if key.is_empty() { String::from(":") } else { format!(": `{key}`: ") })]
+#[error("{file}{}{problem}{}", if key.is_empty() { String::from(":") } else { format!(": `{key}`: ") }, also_lines(file, also))]
 pub struct ConfigError {
     /// The file.
     pub file: String,
@@ -545,6 +546,16 @@ pub struct ConfigError {
     pub key: String,
     /// What is wrong.
     pub problem: String,
+    /// Further problems found in the same file, as (key, problem), each shown on a line of
+    /// its own after the first: the enforcer section is checked whole, so one run of
+    /// `check-config` names every mistake there. Empty for a TOML error and for a policy
+    /// error (the policy is checked first, and its first error stops the check).
+    pub also: Vec<(String, String)>,
+}
+
+/// The further problems of a [`ConfigError`], one line each, in its own format.
+fn also_lines(file: &str, also: &[(String, String)]) -> String {
+    also.iter().map(|(k, p)| format!("\n{file}: `{k}`: {p}")).collect()
 }
 
 /// A TOML error as ``LINE:COLUMN: MESSAGE (in `LINE TEXT`)`` (1-based, column in characters)
@@ -829,19 +840,28 @@ impl Config {
             file: file.to_string(),
             key: key.to_string(),
             problem,
+            also: Vec::new(),
         };
         let raw: ConfigFile = toml::from_str(text).map_err(|x| e("", toml_problem(text, &x)))?;
         // The key is shown once, by `ConfigError` (operator trial 16: it was written twice,
         // ``t.toml: `policy.window`: policy.window = 9d: …``).
         let policy = Policy::new(&raw.policy).map_err(|x| e(&x.key, format!("{}: {}", x.value, x.problem)))?;
         let c = raw.enforcer;
-        let log_findings_from = Verdict::from_name(&c.log_findings_from)
-            .ok_or_else(|| e("enforcer.log_findings_from", format!("unknown verdict {:?}", c.log_findings_from)))?;
+        // Every problem of the enforcer section is reported, not only the first (operator
+        // trial 16: check-config had to be run once per mistake).
+        let mut errs: Vec<ConfigError> = Vec::new();
+        let log_findings_from = Verdict::from_name(&c.log_findings_from).unwrap_or_else(|| {
+            errs.push(e(
+                "enforcer.log_findings_from",
+                format!("unknown verdict {:?}", c.log_findings_from),
+            ));
+            Verdict::Healthy
+        });
         // Below 2, one alerting GPU job is "more than suspect_frac" of the node's jobs (for any
         // suspect_frac under 1), so every lone wasteful job would look like a broken collector
         // and never be drained. suspect_frac = 1 is the way to switch the rule off.
         if c.suspect_min_jobs < 2 {
-            return Err(e(
+            errs.push(e(
                 "enforcer.suspect_min_jobs",
                 format!(
                     "{} would make every node whose only GPU job alerts \"suspect\", so no lone job is ever drained; use 2 or more (default 3), or suspect_frac = 1 to switch the suspect-collector rule off",
@@ -850,7 +870,7 @@ impl Config {
             ));
         }
         if !(c.suspect_frac.is_finite() && c.suspect_frac > 0.0 && c.suspect_frac <= 1.0) {
-            return Err(e(
+            errs.push(e(
                 "enforcer.suspect_frac",
                 format!("{} must be above 0 and at most 1", c.suspect_frac),
             ));
@@ -860,11 +880,11 @@ impl Config {
             ("enforcer.nvidia_smi_timeout", c.nvidia_smi_timeout),
         ] {
             if d.0 <= 0 || d.0 > 600 {
-                return Err(e(k, format!("{d} must be between 1s and 10m")));
+                errs.push(e(k, format!("{d} must be between 1s and 10m")));
             }
         }
         if c.nvidia_smi_timeout.0 >= policy.config().interval.0 {
-            return Err(e(
+            errs.push(e(
                 "enforcer.nvidia_smi_timeout",
                 format!(
                     "{} must be shorter than policy.interval ({})",
@@ -874,13 +894,13 @@ impl Config {
             ));
         }
         if !c.metrics_listen.is_empty() && c.metrics_listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(e(
+            errs.push(e(
                 "enforcer.metrics_listen",
                 format!("{:?} is not host:port (an IP address and a port)", c.metrics_listen),
             ));
         }
         if c.notify_command.first().is_some_and(|p| p.is_empty()) {
-            return Err(e("enforcer.notify_command", "the program (first element) is empty".into()));
+            errs.push(e("enforcer.notify_command", "the program (first element) is empty".into()));
         }
         for (k, p) in [
             ("enforcer.squeue", &c.squeue),
@@ -889,13 +909,13 @@ impl Config {
             ("enforcer.nvidia_smi", &c.nvidia_smi),
         ] {
             if p.is_empty() {
-                return Err(e(k, "the program must not be empty".into()));
+                errs.push(e(k, "the program must not be empty".into()));
             }
         }
         // The --Format fallback cannot read job comments, so a user's opt-out marker would go
         // unseen: enforce mode refuses it unless the marker is switched off explicitly.
         if c.mode == RunMode::Enforce && c.job_source == JobSource::Format && !raw.policy.exempt.comment_marker.is_empty() {
-            return Err(e(
+            errs.push(e(
                 "enforcer.job_source",
                 format!(
                     "\"format\" cannot read job comments, so the opt-out marker policy.exempt.comment_marker = {:?} would never be seen in enforce mode; use \"json\", or set comment_marker = \"\" to accept that",
@@ -906,7 +926,7 @@ impl Config {
         // Nor job names (review 15: a name with a line break forges a row), so a name
         // exemption would hold every job at alert.
         if c.mode == RunMode::Enforce && c.job_source == JobSource::Format && !raw.policy.exempt.name_regex.is_empty() {
-            return Err(e(
+            errs.push(e(
                 "enforcer.job_source",
                 format!(
                     "\"format\" does not read job names (a name can hold a line break, which would print as a row of its own), so policy.exempt.name_regex = {:?} could never be checked and every job would stay at alert in enforce mode; use \"json\", or exempt by partition, QOS, account or user",
@@ -915,10 +935,10 @@ impl Config {
             ));
         }
         if !c.webhook_url_env.is_empty() && !is_env_var_name(&c.webhook_url_env) {
-            return Err(e("enforcer.webhook_url_env", webhook_env_problem(&c.webhook_url_env)));
+            errs.push(e("enforcer.webhook_url_env", webhook_env_problem(&c.webhook_url_env)));
         }
         if !c.webhook_url_env.is_empty() && c.curl.is_empty() {
-            return Err(e(
+            errs.push(e(
                 "enforcer.curl",
                 "the program must not be empty when webhook_url_env is set".into(),
             ));
@@ -931,7 +951,7 @@ impl Config {
             ("enforcer.enforce_lock_dir", &c.enforce_lock_dir),
         ] {
             if !p.is_absolute() {
-                return Err(e(k, format!("{:?} must be an absolute path", p.display().to_string())));
+                errs.push(e(k, format!("{:?} must be an absolute path", p.display().to_string())));
             }
         }
         // A program is a bare name looked up in PATH or an absolute path; `bin/squeue` or
@@ -947,13 +967,13 @@ impl Config {
             ("enforcer.notify_command", notify),
         ] {
             if let Some(problem) = program_problem(p) {
-                return Err(e(k, problem));
+                errs.push(e(k, problem));
             }
         }
         // Saying a webhook reaches users when there is no webhook is a mistake, whatever the
         // mode: it would otherwise surface as "no channel" blaming notify_command.
         if c.webhook_reaches_users && c.webhook_url_env.is_empty() {
-            return Err(e(
+            errs.push(e(
                 "enforcer.webhook_reaches_users",
                 "true, but there is no webhook: enforcer.webhook_url_env is empty; name the environment variable that holds the webhook URL, or remove webhook_reaches_users".into(),
             ));
@@ -963,30 +983,34 @@ impl Config {
         // enforce mode with a cancel reachable needs a channel that reaches the job's user; a
         // drain (which ends no job) needs someone told, the user or the admins.
         if c.mode == RunMode::Enforce && !c.has_any_channel() && drain_reachable(&policy) {
-            return Err(e(
+            errs.push(e(
                 "enforcer.notify_command",
                 "enforce mode with a drain or cancel stage needs a channel that tells someone: set enforcer.notify_command (a command that messages the job's user), or enforcer.webhook_url_env, which alone serves a drain stage and, for a cancel stage, counts as the user's notice only with webhook_reaches_users = true (both are empty; the AdminComment written at cancel is not a notice)".into(),
             ));
         }
         if c.mode == RunMode::Enforce && !c.has_user_channel() && cancel_reachable(&policy) {
-            return Err(e(
+            errs.push(e(
                 "enforcer.webhook_reaches_users",
                 "enforce mode with a cancel stage needs a notice that reaches the job's user, and the only channel is the webhook, which counts as one only when you say so: set enforcer.notify_command (a command that messages the user), or, if the webhook's channel is one your users read, webhook_reaches_users = true".into(),
             ));
         }
         let node = if c.node.is_empty() { short_hostname() } else { c.node.clone() };
         if node.is_empty() {
-            return Err(e("enforcer.node", "empty, and the host name could not be read".into()));
-        }
-        if !is_node_name(&node) {
+            errs.push(e("enforcer.node", "empty, and the host name could not be read".into()));
+        } else if !is_node_name(&node) {
             let from = if c.node.is_empty() { " (from the host name)" } else { "" };
-            return Err(e(
+            errs.push(e(
                 "enforcer.node",
                 format!(
                     "{:?}{from} is not a Slurm node name (letters, digits, '-', '_' and '.', starting with a letter or digit, at most 255 characters)",
                     policy::one_line(&node, 80)
                 ),
             ));
+        }
+        if !errs.is_empty() {
+            let mut first = errs.remove(0);
+            first.also = errs.into_iter().map(|x| (x.key, x.problem)).collect();
+            return Err(first);
         }
         Ok(Config {
             policy,
@@ -1004,6 +1028,7 @@ impl Config {
             file: path.display().to_string(),
             key: String::new(),
             problem: format!(" cannot read the config file: {x}"),
+            also: Vec::new(),
         })?;
         Config::from_text(&text, &path.display().to_string())
     }
@@ -1087,6 +1112,37 @@ mod tests {
         let m = err("[enforcer]\nnode = \"ü\" x\n");
         assert!(m.starts_with("t.toml:2:"), "{m}");
         assert_eq!(m.split(':').nth(2), Some("12"), "{m}");
+    }
+
+    /// Operator trial 16 (ROUGH): check-config named only the first mistake, so a config with
+    /// five took five runs. Every problem of the enforcer section is named, each once, on a
+    /// line of its own, in the order of the checks.
+    #[test]
+    fn every_problem_of_the_enforcer_section_is_named_at_once() {
+        let text = "[enforcer]\nnode = \"gpu001\"\nsuspect_min_jobs = 1\nsuspect_frac = 2.0\nsqueue = \"\"\nstate_dir = \"rel/dir\"\nlog_findings_from = \"bogus\"\n";
+        let x = Config::from_text(text, "t.toml").unwrap_err();
+        assert_eq!(x.key, "enforcer.log_findings_from");
+        let keys: Vec<&str> = x.also.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "enforcer.suspect_min_jobs",
+                "enforcer.suspect_frac",
+                "enforcer.squeue",
+                "enforcer.state_dir"
+            ]
+        );
+        let m = x.to_string();
+        let lines: Vec<&str> = m.lines().collect();
+        assert_eq!(lines.len(), 5, "{m}");
+        assert!(lines.iter().all(|l| l.starts_with("t.toml: `enforcer.")), "{m}");
+        assert!(lines[4].contains("\"rel/dir\" must be an absolute path"), "{m}");
+        // One problem: one line, as before.
+        let m = err("[enforcer]\nnode = \"gpu001\"\nsuspect_frac = 0.0\n");
+        assert_eq!(m.lines().count(), 1, "{m}");
+        // A bad node name is one problem, not two.
+        let x = Config::from_text("[enforcer]\nnode = \"-x\"\n", "t.toml").unwrap_err();
+        assert!(x.key == "enforcer.node" && x.also.is_empty(), "{x}");
     }
 
     #[test]

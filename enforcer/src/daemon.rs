@@ -242,6 +242,17 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     );
                     actions.drop_hypothetical();
                 }
+                // A restart is how an operator says the notice channel is fixed (trial 16: a
+                // backoff of up to 30 minutes outlived the restart after the mail relay was
+                // repaired): failed notices are tried again in the first cycle, and a failure
+                // then starts the backoff over.
+                if !actions.notice_retries.is_empty() {
+                    tracing::info!(
+                        jobs = actions.notice_retries.len(),
+                        "notices that failed before the restart are tried again in this first cycle (their retry backoff starts over)"
+                    );
+                    actions.notice_retries.clear();
+                }
                 tracing::info!(path = %path.display(), saved_s = s.saved_s, "state restored; escalation starts again from the first alert");
                 (engine, s.nodes, actions, s.attribution)
             }

@@ -877,6 +877,24 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
     }
 
+    // An alert at drain or above whose drain this cycle holds back says what holds it
+    // (operator trial 16: the alert said only `held by drain_unconfirmed`, the policy's cap
+    // on the cancel, while the drain itself waited for the user's notice).
+    for a in &mut p.actions {
+        if let Action::Alert {
+            job_id, verdict, reason, ..
+        } = a
+        {
+            let held = p
+                .skips
+                .iter()
+                .find(|s| s.action == "drain" && s.job_id.as_deref() == Some(job_id.as_str()));
+            if let (true, Some(s)) = (*verdict >= Verdict::Drain, held) {
+                *reason = policy::one_line(&format!("{reason}; drain held by {}", s.kind.as_str()), 199);
+            }
+        }
+    }
+
     // The configured node is another host's: this node's GPUs were judged against that
     // node's jobs, so nothing that changes Slurm or contacts a user is done.
     if inp.not_this_host {

@@ -7,7 +7,7 @@ mod common;
 use common::cluster::{cluster, config_with, job, Cluster, FakeSlurm, NoProc, NODE, POLICY, T0};
 use enforcer::config::Config;
 use enforcer::daemon::{CycleReport, Daemon};
-use enforcer::executor::RealExecutor;
+use enforcer::executor::{Outcome, RealExecutor};
 use enforcer::parse::smi::GpuReading;
 use enforcer::telemetry::{Telemetry, TelemetryRead};
 use std::cell::RefCell;
@@ -239,6 +239,48 @@ fn a_notice_that_fails_every_time_is_retried_with_doubling_delays_and_never_canc
     assert_eq!(lines, tries.len(), "the user gets one message per try");
     assert_eq!(calls(&c, "scancel"), 0, "no notice really delivered: no cancel");
     assert!(d.metrics.skipped.get("notice_backoff").copied().unwrap_or(0) > 0);
+}
+
+/// Trial 16 (ROUGH): the backoff of a failing notice (up to 30 minutes) outlived a restart of
+/// the daemon, so after the operator fixed the mail relay and restarted, the user was still
+/// not told for up to half an hour. Expected: the first cycle after a restart tries the notice
+/// again at once; a failure then starts the backoff over.
+#[test]
+fn a_restart_tries_a_failed_notice_again_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (failing, _) = logging_notify(dir.path(), 1);
+    let c = cluster(vec![job("102", 102, 1, &[NODE])]);
+    let mut d = daemon(&c, dir.path(), "", failing, T0);
+    // Cycles until the fourth failure: the next try is 8 minutes away.
+    let mut t = T0;
+    while d.actions.notice_retries.get("102").is_none_or(|r| r.failures < 4) {
+        assert!(t < T0 + 120 * 60, "four failed notices within two hours");
+        d.cycle(t);
+        t += 60;
+    }
+    let rep = d.cycle(t);
+    assert!(
+        rep.actions.iter().all(|(a, _)| a.kind() != "notice"),
+        "backing off: {:?}",
+        rep.actions
+    );
+    assert!(rep.skips.iter().any(|s| s.action == "notice"), "{:?}", rep.skips);
+    let restart_s = t + 60;
+    drop(d);
+
+    let (working, sent) = logging_notify(dir.path(), 0);
+    let before = std::fs::read_to_string(&sent).unwrap().lines().count();
+    let mut d = daemon(&c, dir.path(), "", working, restart_s);
+    let rep = d.cycle(restart_s);
+    assert!(
+        rep.actions.iter().any(|(a, o)| a.kind() == "notice" && matches!(o, Outcome::Done)),
+        "the first cycle after the restart tells the user: {:?} {:?} {:?}",
+        rep.actions,
+        rep.skips,
+        rep.findings
+    );
+    assert_eq!(std::fs::read_to_string(&sent).unwrap().lines().count(), before + 1);
+    assert!(d.actions.notice_retries.is_empty() && d.actions.noticed.contains_key("102"));
 }
 
 // ---- The state file ---------------------------------------------------------------------------

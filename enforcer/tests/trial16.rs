@@ -10,11 +10,29 @@
 
 mod common;
 
-use common::cluster::{cluster, daemon_802, job, real_executor, FakeSlurm, NoProc, OneIdleGpu, NODE, POLICY, T0};
+use common::cluster::{cluster, daemon_802, job, real_executor, Cluster, FakeSlurm, NoProc, OneIdleGpu, NODE, POLICY, T0};
 use enforcer::executor::Outcome;
 use enforcer::plan::SkipKind;
 use enforcer::telemetry::{Telemetry, TelemetryRead};
 use policy::Verdict;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+type Daemon802 = enforcer::daemon::Daemon<FakeSlurm, OneIdleGpu, enforcer::executor::RealExecutor<FakeSlurm>>;
+
+/// [`daemon_802`] under [`POLICY`] in `mode`, with one idle GPU whose power is known, its
+/// state directory in a new temporary directory (returned, to be kept alive).
+fn daemon_802_in_tempdir(mode: &str) -> (tempfile::TempDir, Rc<RefCell<Cluster>>, Daemon802) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let idle = OneIdleGpu {
+        cycle: 0,
+        power_known: true,
+    };
+    let (c, d) = daemon_802(POLICY, &state, mode, idle);
+    (dir, c, d)
+}
 
 /// trial16 item 1. Job 802 (one idle GPU, this node) under the common policy (drain after 30
 /// minutes of breach), with the pause file in place for the first 70 minutes, well past the
@@ -24,14 +42,7 @@ use policy::Verdict;
 #[test]
 fn after_a_pause_the_drain_waits_for_a_notice_of_an_earlier_cycle() {
     for mode in ["enforce", "observe"] {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        std::fs::create_dir_all(&state).unwrap();
-        let idle = OneIdleGpu {
-            cycle: 0,
-            power_known: true,
-        };
-        let (c, mut d) = daemon_802(POLICY, &state, mode, idle);
+        let (_dir, c, mut d) = daemon_802_in_tempdir(mode);
         std::fs::write(d.pause_path(), "").unwrap();
         let mut worst = Verdict::Healthy;
         for m in 0..70 {
@@ -81,6 +92,34 @@ fn after_a_pause_the_drain_waits_for_a_notice_of_an_earlier_cycle() {
             rep.skips
         );
     }
+}
+
+/// trial16 ROUGH: an alert at drain whose drain this cycle held back as `notice_pending` said
+/// only `held by drain_unconfirmed` (the policy's cap on a cancel), so the operator read that
+/// a drain had been tried and not confirmed. Expected: the alert names the enforcer's own hold
+/// on the drain, `drain held by notice_pending`, and the next cycle's drain happens as before.
+#[test]
+fn an_alert_whose_drain_waits_for_the_notice_says_so() {
+    let (_dir, _c, mut d) = daemon_802_in_tempdir("enforce");
+    std::fs::write(d.pause_path(), "").unwrap();
+    for m in 0..70 {
+        d.cycle(T0 + m * 60);
+    }
+    std::fs::remove_file(d.pause_path()).unwrap();
+    let rep = d.cycle(T0 + 70 * 60);
+    let alert = rep
+        .actions
+        .iter()
+        .find_map(|(a, _)| match a {
+            enforcer::plan::Action::Alert {
+                job_id, verdict, reason, ..
+            } if job_id == "802" => Some((*verdict, reason.clone())),
+            _ => None,
+        })
+        .expect("the first unpaused cycle alerts on job 802");
+    assert!(alert.0 >= Verdict::Drain, "{alert:?}");
+    assert!(alert.1.contains("; drain held by notice_pending"), "{alert:?}");
+    assert!(alert.1.chars().count() < 200 && !alert.1.contains('\n'), "{alert:?}");
 }
 
 /// trial16 item 1, the other side: enforce mode with a drain-only policy whose only channel is
