@@ -216,6 +216,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 mig_jobs = s.mig_jobs.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
+                // The engine's last cycle cannot be after the clock now (the start's clock
+                // check refuses a file saved later): a hand-edited `taken_s` there is a clock
+                // step back to the engine, whose first cycle empties every window. Safe, but
+                // said (trial 16: it happened without a word).
+                if s.engine.taken_s > now_s {
+                    tracing::warn!(path = %path.display(), taken_s = s.engine.taken_s, now_s, "state file: the engine's last cycle (engine.taken_s) is after the clock now, so the first cycle is a clock step back for it: every job's windows are emptied and its evidence gathered afresh (the rest of the file is restored)");
+                }
                 let engine = match s.gpu_slots.clone() {
                     Some(slots) => {
                         gpu_slots = slots;

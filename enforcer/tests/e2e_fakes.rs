@@ -1922,3 +1922,31 @@ fn a_state_file_window_no_engine_writes_is_left_out_and_named() {
         "{warn}"
     );
 }
+
+/// Trial 16 (ROUGH): an engine `taken_s` hand-set past the clock (here `i64::MAX`) made the
+/// restored engine see its first cycle as a clock step back and empty every window (safe),
+/// without a word. Expected: a WARN naming the key and both times, and the rest of the file
+/// restored.
+#[test]
+fn a_state_file_engine_time_past_the_clock_is_warned_about() {
+    let e = plain();
+    let cfg = e.config("observe", "");
+    let (ok, log) = e.run(&cfg, T0, 5);
+    assert!(ok, "{log}");
+    let path = e.state_dir().join("state.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(v["engine"]["taken_s"].is_i64(), "the state file's layout changed: {v}");
+    v["engine"]["taken_s"] = i64::MAX.into();
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (ok, log) = e.run(&cfg, T0 + 5 * 60, 1);
+    assert!(ok, "{log}");
+    assert!(log.contains("state restored"), "the rest of the file should be restored: {log}");
+    let warn = log
+        .lines()
+        .find(|l| l.contains("engine.taken_s"))
+        .unwrap_or_else(|| panic!("no warning about engine.taken_s: {log}"));
+    assert!(
+        warn.contains("WARN") && warn.contains(&i64::MAX.to_string()) && warn.contains(&(T0 + 5 * 60).to_string()),
+        "{warn}"
+    );
+}
