@@ -1894,25 +1894,35 @@ fn ambiguous_attribution_is_logged_once_per_job_run_at_info() {
     );
 }
 
-/// A state file whose windows hold an entry no engine writes (util 2,000,000,000
-/// thousandths of a percent: damaged or hand-edited) is not believed (review 28 found the
-/// policy reporting a peak of 2,000,000 % from one): that job's windows are left out, with a
-/// warning naming the job, the entry and the value, and the rest of the file is restored.
-#[test]
-fn a_state_file_window_no_engine_writes_is_left_out_and_named() {
+/// Runs [`plain`] in observe mode for 5 cycles, changes its state file with `edit`, runs one
+/// more cycle, and returns that run's log, having checked the run succeeded and restored the
+/// file.
+fn restart_with_edited_state(edit: impl FnOnce(&mut serde_json::Value)) -> String {
     let e = plain();
     let cfg = e.config("observe", "");
     let (ok, log) = e.run(&cfg, T0, 5);
     assert!(ok, "{log}");
     let path = e.state_dir().join("state.json");
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let entry = &mut v["engine"]["jobs"][0]["gpus"][0]["entries"][0];
-    assert!(entry.is_object(), "the state file's layout changed: {v}");
-    entry["util_milli"] = 2_000_000_000u32.into();
+    edit(&mut v);
     std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
     let (ok, log) = e.run(&cfg, T0 + 5 * 60, 1);
     assert!(ok, "{log}");
     assert!(log.contains("state restored"), "the rest of the file should be restored: {log}");
+    log
+}
+
+/// A state file whose windows hold an entry no engine writes (util 2,000,000,000
+/// thousandths of a percent: damaged or hand-edited) is not believed (review 28 found the
+/// policy reporting a peak of 2,000,000 % from one): that job's windows are left out, with a
+/// warning naming the job, the entry and the value, and the rest of the file is restored.
+#[test]
+fn a_state_file_window_no_engine_writes_is_left_out_and_named() {
+    let log = restart_with_edited_state(|v| {
+        let entry = &mut v["engine"]["jobs"][0]["gpus"][0]["entries"][0];
+        assert!(entry.is_object(), "the state file's layout changed");
+        entry["util_milli"] = 2_000_000_000u32.into();
+    });
     let warn = log
         .lines()
         .find(|l| l.contains("windows are not what gpu-reaper writes"))
@@ -1929,18 +1939,10 @@ fn a_state_file_window_no_engine_writes_is_left_out_and_named() {
 /// restored.
 #[test]
 fn a_state_file_engine_time_past_the_clock_is_warned_about() {
-    let e = plain();
-    let cfg = e.config("observe", "");
-    let (ok, log) = e.run(&cfg, T0, 5);
-    assert!(ok, "{log}");
-    let path = e.state_dir().join("state.json");
-    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    assert!(v["engine"]["taken_s"].is_i64(), "the state file's layout changed: {v}");
-    v["engine"]["taken_s"] = i64::MAX.into();
-    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
-    let (ok, log) = e.run(&cfg, T0 + 5 * 60, 1);
-    assert!(ok, "{log}");
-    assert!(log.contains("state restored"), "the rest of the file should be restored: {log}");
+    let log = restart_with_edited_state(|v| {
+        assert!(v["engine"]["taken_s"].is_i64(), "the state file's layout changed");
+        v["engine"]["taken_s"] = i64::MAX.into();
+    });
     let warn = log
         .lines()
         .find(|l| l.contains("engine.taken_s"))
