@@ -5,6 +5,7 @@
 mod common;
 
 use common::cluster::{cluster, config_with, job, Cluster, FakeSlurm, NoProc, OneIdleGpu, NODE, POLICY, T0};
+use enforcer::config::Config;
 use enforcer::daemon::Daemon;
 use enforcer::executor::RealExecutor;
 use enforcer::plan::Action;
@@ -134,4 +135,25 @@ fn an_alert_names_the_same_drain_hold_as_the_cycles_skip() {
         }
     }
     assert!(seen > 0, "job 802 reached its drain stage and was alerted");
+}
+
+/// review31 BUG (a misleading second config error). Since f9c2a54 `Config::from_text` names
+/// every problem of the enforcer section. An enforce config with a cancel stage and no channel
+/// at all (notify_command and webhook_url_env both empty) is now refused with two problems:
+/// the right one ("needs a channel ... both are empty") and then "the only channel is the
+/// webhook, which counts as one only when you say so ... webhook_reaches_users = true", of a
+/// webhook that does not exist (before, the first check returned and the second never ran on
+/// a config the first had already rejected). With `webhook_reaches_users = true` and no
+/// webhook the second even tells the operator to set what they set. Expected: no problem
+/// names a webhook as the only channel when there is no webhook.
+#[test]
+fn no_channel_at_all_is_not_also_called_a_webhook_only_channel() {
+    let cancel = "[policy]\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"30m\", verdict = \"drain\" }, { after = \"60m\", verdict = \"cancel\" }]\nceilings = { idle = \"cancel\" }\n";
+    for extra in ["", "webhook_reaches_users = true\n"] {
+        let text = format!("{cancel}[enforcer]\nmode = \"enforce\"\nnode = \"gpu001\"\nnotify_command = []\n{extra}");
+        let x = Config::from_text(&text, "t.toml").unwrap_err();
+        let m = x.to_string();
+        assert!(m.contains("both are empty"), "{m}");
+        assert!(!m.contains("the only channel is the webhook"), "{extra:?}:\n{m}");
+    }
 }
