@@ -877,9 +877,17 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
     }
 
+    // The configured node is another host's: this node's GPUs were judged against that
+    // node's jobs, so nothing that changes Slurm or contacts a user is done.
+    if inp.not_this_host {
+        hold_back(&mut p, SkipKind::NodeNotThisHost, Action::changes_something);
+    }
+
     // An alert at drain or above whose drain this cycle holds back says what holds it
     // (operator trial 16: the alert said only `held by drain_unconfirmed`, the policy's cap
-    // on the cancel, while the drain itself waited for the user's notice).
+    // on the cancel, while the drain itself waited for the user's notice). After the hold for
+    // a node that is another host's, which renames every skip (review 31: the alert named the
+    // hold it replaced); the pause holds the alerts too.
     for a in &mut p.actions {
         if let Action::Alert {
             job_id, verdict, reason, ..
@@ -893,12 +901,6 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 *reason = policy::one_line(&format!("{reason}; drain held by {}", s.kind.as_str()), 199);
             }
         }
-    }
-
-    // The configured node is another host's: this node's GPUs were judged against that
-    // node's jobs, so nothing that changes Slurm or contacts a user is done.
-    if inp.not_this_host {
-        hold_back(&mut p, SkipKind::NodeNotThisHost, Action::changes_something);
     }
 
     // The pause file comes first: while it exists it is the reason nothing is done, whatever
