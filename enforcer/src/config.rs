@@ -987,8 +987,9 @@ impl Config {
                 "enforcer.notify_command",
                 "enforce mode with a drain or cancel stage needs a channel that tells someone: set enforcer.notify_command (a command that messages the job's user), or enforcer.webhook_url_env, which alone serves a drain stage and, for a cancel stage, counts as the user's notice only with webhook_reaches_users = true (both are empty; the AdminComment written at cancel is not a notice)".into(),
             ));
-        }
-        if c.mode == RunMode::Enforce && !c.has_user_channel() && cancel_reachable(&policy) {
+        } else if c.mode == RunMode::Enforce && !c.has_user_channel() && cancel_reachable(&policy) {
+            // Only when some channel exists (the webhook): with none at all the problem above
+            // is the one, and this one would name a webhook that is not there (review 31).
             errs.push(e(
                 "enforcer.webhook_reaches_users",
                 "enforce mode with a cancel stage needs a notice that reaches the job's user, and the only channel is the webhook, which counts as one only when you say so: set enforcer.notify_command (a command that messages the user), or, if the webhook's channel is one your users read, webhook_reaches_users = true".into(),

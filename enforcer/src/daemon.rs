@@ -252,13 +252,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 // A restart is how an operator says the notice channel is fixed (trial 16: a
                 // backoff of up to 30 minutes outlived the restart after the mail relay was
                 // repaired): failed notices are tried again in the first cycle, and a failure
-                // then starts the backoff over.
-                if !actions.notice_retries.is_empty() {
+                // then starts the backoff over. Once per job: a daemon restarted again and again
+                // does not defeat the backoff (review 31).
+                let retried = actions.retry_failed_notices_at_start();
+                if retried > 0 {
                     tracing::info!(
-                        jobs = actions.notice_retries.len(),
-                        "notices that failed before the restart are tried again in this first cycle (their retry backoff starts over)"
+                        jobs = retried,
+                        "notices that failed before the restart are tried again in this first cycle (their retry backoff starts over; once per job until its notice goes out)"
                     );
-                    actions.notice_retries.clear();
                 }
                 tracing::info!(path = %path.display(), saved_s = s.saved_s, "state restored; escalation starts again from the first alert");
                 (engine, s.nodes, actions, s.attribution)

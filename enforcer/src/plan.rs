@@ -328,6 +328,11 @@ pub struct ActionState {
     /// Failed notices per job, for the retry backoff; cleared when a notice goes out. A
     /// failure made before the current breach began counts for nothing.
     pub notice_retries: BTreeMap<String, NoticeRetry>,
+    /// Jobs whose failed notice a daemon start has already tried again at once (see
+    /// [`ActionState::retry_failed_notices_at_start`]): later starts leave their backoff alone,
+    /// until a notice of theirs goes out or they end. Absent in older files.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub notice_start_retried: BTreeSet<String>,
     /// Jobs whose confirmed drain an admin resumed while they ran (see
     /// [`ActionState::observe_node`]): never drained or cancelled again in that run.
     pub overrides: BTreeMap<String, AdminOverride>,
@@ -355,7 +360,20 @@ impl ActionState {
             self.cancels.retain(|j, _| r.contains(j));
             self.drains.retain(|j, _| r.contains(j));
             self.notice_retries.retain(|j, _| r.contains(j));
+            self.notice_start_retried.retain(|j| r.contains(j));
         }
+    }
+
+    /// At a daemon start (an operator's restart is how they say the notice channel is fixed):
+    /// each failed notice is tried again in the first cycle, its backoff starting over, once
+    /// per job until one of its notices goes out. A start after that leaves the backoff as it
+    /// is (review 31: a daemon restarted every other cycle, with a notify command that delivers
+    /// and then fails, told the user at every start). Returns how many are tried at once.
+    pub fn retry_failed_notices_at_start(&mut self) -> usize {
+        let granted = &mut self.notice_start_retried;
+        let before = self.notice_retries.len();
+        self.notice_retries.retain(|j, _| !granted.insert(j.clone()));
+        before - self.notice_retries.len()
     }
 
     /// Forgets the admin overrides of jobs that squeue no longer lists in any state (`listed`,
@@ -379,6 +397,7 @@ impl ActionState {
             self.announced.remove(&job);
         }
         self.notice_retries.clear();
+        self.notice_start_retried.clear();
         // Observe mode's would-drains and would-cancels spend no real budget; real drains and
         // cancels keep theirs across the change (review 14).
         self.would_drain_times_s.clear();
@@ -477,6 +496,7 @@ impl ActionState {
             Action::Notice { job_id, .. } => {
                 self.noticed.insert(job_id.clone(), now_s);
                 self.notice_retries.remove(job_id);
+                self.notice_start_retried.remove(job_id);
                 if hypothetical {
                     self.would_noticed.insert(job_id.clone());
                 } else {
@@ -877,9 +897,17 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         }
     }
 
+    // The configured node is another host's: this node's GPUs were judged against that
+    // node's jobs, so nothing that changes Slurm or contacts a user is done.
+    if inp.not_this_host {
+        hold_back(&mut p, SkipKind::NodeNotThisHost, Action::changes_something);
+    }
+
     // An alert at drain or above whose drain this cycle holds back says what holds it
     // (operator trial 16: the alert said only `held by drain_unconfirmed`, the policy's cap
-    // on the cancel, while the drain itself waited for the user's notice).
+    // on the cancel, while the drain itself waited for the user's notice). After the hold for
+    // a node that is another host's, which renames every skip (review 31: the alert named the
+    // hold it replaced); the pause holds the alerts too.
     for a in &mut p.actions {
         if let Action::Alert {
             job_id, verdict, reason, ..
@@ -893,12 +921,6 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 *reason = policy::one_line(&format!("{reason}; drain held by {}", s.kind.as_str()), 199);
             }
         }
-    }
-
-    // The configured node is another host's: this node's GPUs were judged against that
-    // node's jobs, so nothing that changes Slurm or contacts a user is done.
-    if inp.not_this_host {
-        hold_back(&mut p, SkipKind::NodeNotThisHost, Action::changes_something);
     }
 
     // The pause file comes first: while it exists it is the reason nothing is done, whatever
