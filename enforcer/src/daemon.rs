@@ -705,12 +705,21 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
         // The node's GPU list is whole: nvidia-smi answered, every row was read, and it lists
         // no fewer GPUs than this node has shown, nor than Slurm has configured on it (`Gres=`,
-        // the last count read: a GPU hidden since the daemon started is missing too). Placing a job by elimination needs it (a busy
+        // the last count read: a GPU hidden since the daemon started is missing too), nor than
+        // its highest minor number implies. Placing a job by elimination needs it (a busy
         // job whose own GPU is missing from the list would be placed on a free one), and so
         // does resuming our drain (a node whose GPUs cannot be read is not fit to return).
         let rows_unread = tel.errors.iter().any(|e| e.source == "nvidia-smi");
         let answered = tel.no_data.is_none();
-        let floor = self.most_gpus_seen.max(self.slurm_gpus.map_or(0, |n| n as usize));
+        // The driver numbers the GPUs it found at load 0, 1, 2, …(`/dev/nvidia<minor>`), and a
+        // GPU that falls off the bus later leaves its number unused: a listed minor number of
+        // N means at least N + 1 GPUs (operator trial 17: with no `Gres=` from scontrol and
+        // the GPU lost before the daemon's first cycle, minors 0, 2 and 3 were taken as the
+        // whole node, and a job was placed by elimination on a GPU it may not hold, then
+        // drained and cancelled). A node with a gap for another reason places no job by
+        // elimination and resumes no drain of ours (an admin does), which is safe.
+        let minor_floor = tel.gpus.iter().filter_map(|g| g.minor).max().map_or(0, |m| m as usize + 1);
+        let floor = self.most_gpus_seen.max(self.slurm_gpus.map_or(0, |n| n as usize)).max(minor_floor);
         let missing = answered && tel.gpus.len() < floor;
         if answered {
             self.most_gpus_seen = self.most_gpus_seen.max(tel.gpus.len());
@@ -724,6 +733,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 gpus_listed = tel.gpus.len(),
                 most_gpus_seen = self.most_gpus_seen,
                 slurm_gres_gpus = self.slurm_gpus,
+                highest_minor_number_says = minor_floor,
                 rows_unread,
                 no_uuid,
                 "GPU list incomplete this cycle; no job is placed by elimination and no drain is resumed"

@@ -1952,3 +1952,65 @@ fn a_state_file_engine_time_past_the_clock_is_warned_about() {
         "{warn}"
     );
 }
+
+/// Operator trial 17 (CRITICAL, narrow): a node of four GPUs lost one (minor number 1) before
+/// the daemon's first cycle, scontrol showed no `Gres=` and squeue no device index. nvidia-smi
+/// listed three GPUs, minors 0, 2 and 3; job 602's processes ran on minors 2 and 3, so job 601
+/// (one GPU) was placed by elimination on the idle minor 0, which it may not hold, and was
+/// noticed, drained and cancelled. Expected: the gap in the minor numbers says a GPU is missing,
+/// so nothing is placed by elimination: job 601 is skipped as ambiguous and nothing is done to
+/// it. With minors 0, 1, 2 (nothing missing) elimination places it as before, which shows the
+/// test can tell the two apart.
+#[test]
+fn a_gap_in_the_minor_numbers_stops_placement_by_elimination() {
+    for (minors, whole) in [([0, 2, 3], false), ([0, 1, 2], true)] {
+        let e = plain();
+        let start = T0 - 7200;
+        e.set(
+            "jobs.tsv",
+            &format!(
+                "601\t601\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=1\tidle\t\n\
+                 602\t602\t0\t0\t0\t0\tRUNNING\tbob\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,gres/gpu=2\tbusy\t\n"
+            ),
+        );
+        e.set(
+            "gpus.txt",
+            &format!(
+                "0 GPU-0 0 0 3 81920 55 400 {}\n1 GPU-2 95 4 60000 81920 350 400 {}\n2 GPU-3 96 4 60000 81920 340 400 {}\n",
+                minors[0], minors[1], minors[2]
+            ),
+        );
+        e.set("apps.csv", "GPU-2, 5602, 60000\nGPU-3, 5602, 60000\n");
+        std::fs::create_dir_all(e.fake_dir().join("proc/5602")).unwrap();
+        e.set("proc/5602/cgroup", "0::/system.slice/slurmstepd.scope/job_602/step_0/user/task_0\n");
+        let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+        assert!(ok, "{log}");
+        let cycles = log_lines(&log, |v| v["fields"]["message"] == "cycle");
+        assert_eq!(cycles.len(), 40, "{log}");
+        let acted: Vec<String> = e
+            .audit()
+            .iter()
+            .filter(|l| l["record"] == "action" && l["job_id"] == "601")
+            .map(|l| l["action"].as_str().unwrap_or("").to_string())
+            .collect();
+        if whole {
+            assert!(
+                acted.iter().any(|a| a == "drain"),
+                "minors {minors:?}: job 601 is placed by elimination and drained: {acted:?}"
+            );
+        } else {
+            assert!(acted.is_empty(), "minors {minors:?}: job 601 was acted on: {acted:?}");
+            assert!(
+                cycles.iter().all(|c| c["fields"]["jobs_skipped_why"] == "ambiguous_attribution=1"),
+                "{cycles:?}"
+            );
+            let incomplete = log_lines(&log, |v| {
+                v["fields"]["message"].as_str().unwrap_or("").starts_with("GPU list incomplete")
+            });
+            assert!(
+                incomplete.first().is_some_and(|v| v["fields"]["highest_minor_number_says"] == 4),
+                "{incomplete:?}"
+            );
+        }
+    }
+}
