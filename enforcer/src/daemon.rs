@@ -150,6 +150,12 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     pids_hidden: bool,
     /// When that was last warned about, epoch seconds.
     pids_hidden_warned_s: Option<i64>,
+    /// When each unreadable telemetry row (source, kind, line) was last logged, while it stays
+    /// unreadable (not persisted).
+    row_warned_s: BTreeMap<(String, String, usize), i64>,
+    /// The (job, minor number) pairs whose "device index names a GPU nvidia-smi does not list"
+    /// was logged at WARN, while they last (not persisted).
+    unlisted_device_warned: BTreeSet<(String, u32)>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -330,6 +336,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             mig_unknown_warned: false,
             pids_hidden: false,
             pids_hidden_warned_s: None,
+            row_warned_s: BTreeMap::new(),
+            unlisted_device_warned: BTreeSet::new(),
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -599,14 +607,32 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
         // 2. Telemetry.
         let mut tel = self.telemetry.read(now_s);
+        // A row that cannot be read is logged when it first shows, and then at most every
+        // [`crate::unlisted::WARN_EVERY_S`] while it lasts (operator trial 17: a GPU whose
+        // mig.mode.current read "Enab1ed" logged one WARN a cycle, 150 in 150 cycles); the
+        // metric counts every one.
+        let mut rows_now = BTreeSet::new();
         for e in &tel.errors {
             match e.line {
                 Some(line) => {
-                    tracing::warn!(source = e.source, kind = %e.kind, line, problem = %e.problem, "telemetry row not fully read; what it could not say is unknown this cycle")
+                    let key = (e.source.to_string(), e.kind.to_string(), line);
+                    let due = self
+                        .row_warned_s
+                        .get(&key)
+                        .is_none_or(|t| now_s.saturating_sub(*t) >= crate::unlisted::WARN_EVERY_S || now_s < *t);
+                    if due {
+                        self.row_warned_s.insert(key.clone(), now_s);
+                        tracing::warn!(source = e.source, kind = %e.kind, line, problem = %e.problem, "telemetry row not fully read; what it could not say is unknown this cycle (while this lasts, repeated at most every 10 minutes; gpu_reaper_read_errors_total counts every cycle)")
+                    }
+                    rows_now.insert(key);
                 }
                 None => tracing::warn!(source = e.source, kind = %e.kind, problem = %e.problem, "telemetry read problem"),
             }
             self.read_error(e.source, &e.kind);
+        }
+        // A row read again in full (or a read with no rows at all) ends its quiet period.
+        if tel.no_data.is_none() {
+            self.row_warned_s.retain(|k, _| rows_now.contains(k));
         }
         for e in tel.apps.iter().flat_map(|a| &a.row_errors) {
             tracing::warn!(source = "compute-apps", kind = "bad_row", line = e.line, problem = %e.problem, text = %policy::one_line(&e.text, 160), "telemetry row not read; process counts unknown this cycle");
@@ -902,9 +928,25 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 &self.kept,
                 &mut self.device_index,
             );
+            // Logged at WARN when it starts, then at DEBUG while it lasts (operator trial 17:
+            // once a cycle). Where some of nvidia-smi's rows could not be read, the GPU may be
+            // listed in one of them, and the message says so (trial 17: a cut-off last row
+            // made it say that a listed GPU was not listed).
+            let pairs: BTreeSet<(String, u32)> = a.unlisted_devices.iter().cloned().collect();
             for (job_id, minor) in &a.unlisted_devices {
-                tracing::warn!(job_id = %job_id, minor, "Slurm's device index for the job names a GPU (minor number) that nvidia-smi does not list; the GPU list is not whole, so no job is placed by elimination this cycle");
+                let first = !self.unlisted_device_warned.contains(&(job_id.clone(), *minor));
+                let what = if rows_unread {
+                    "Slurm's device index for the job names a GPU (minor number) that is in no nvidia-smi row read this cycle (some rows could not be read, see the row WARN); the GPU list is not whole, so no job is placed by elimination this cycle"
+                } else {
+                    "Slurm's device index for the job names a GPU (minor number) that nvidia-smi does not list; the GPU list is not whole, so no job is placed by elimination this cycle"
+                };
+                if first {
+                    tracing::warn!(job_id = %job_id, minor, "{what} (logged again only when it changes)");
+                } else {
+                    tracing::debug!(job_id = %job_id, minor, "{what}");
+                }
             }
+            self.unlisted_device_warned = pairs;
             self.device_index_report(now_s, &a.device_index, &mut rep);
             by_device_index = a.device_index.derived;
             by_elimination = a.by_elimination;

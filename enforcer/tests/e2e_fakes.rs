@@ -315,14 +315,36 @@ fn nvidia_smi_exit_codes_and_hang_mean_no_data() {
     }
 }
 
+/// A cut-off nvidia-smi row is logged with its source, line and problem when it first shows,
+/// then at most every 10 minutes while it lasts (operator trial 17: one WARN a cycle, 150 in
+/// 150 cycles); once the row reads in full and is cut again, it is logged again at once.
 #[test]
-fn truncated_nvidia_smi_row_is_logged_each_cycle_with_source_line_and_problem() {
+fn truncated_nvidia_smi_row_is_logged_when_it_starts_then_every_10_minutes() {
+    // For each row WARN, how many cycle lines came before it (its cycle's number, from 0).
+    let warned_in = |log: &str| -> Vec<usize> {
+        let mut cycles = 0;
+        let mut at = Vec::new();
+        for v in log_lines(log, |_| true) {
+            if v["fields"]["message"] == "cycle" {
+                cycles += 1;
+            } else if v["fields"]["kind"] == "bad_row" {
+                at.push(cycles);
+            }
+        }
+        at
+    };
     let e = plain();
     e.set("smi.mode", "truncated");
-    let (ok, log) = e.run(&e.config("enforce", ""), T0, 3);
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 12);
     assert!(ok, "{log}");
+    assert_eq!(warned_in(&log), [0, 10], "{log}");
     let warnings = log_lines(&log, |v| v["fields"]["kind"] == "bad_row");
-    assert_eq!(warnings.len(), 3, "one warning per cycle for the one cut row: {log}");
+    // Read in full once (the fourth cycle), then cut again: logged again at once.
+    let e = plain();
+    e.set("smi.mode", "truncated_but_4th");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 6);
+    assert!(ok, "{log}");
+    assert_eq!(warned_in(&log), [0, 4], "{log}");
     for w in &warnings {
         assert_eq!(w["level"], "WARN", "{w}");
         assert_eq!(w["fields"]["source"], "nvidia-smi", "{w}");
@@ -2013,4 +2035,43 @@ fn a_gap_in_the_minor_numbers_stops_placement_by_elimination() {
             );
         }
     }
+}
+
+/// Operator trial 17: with nvidia-smi's last row cut off (GPU 1, minor 1), a job whose Slurm
+/// device index names minor 1 got "names a GPU (minor number) that nvidia-smi does not list"
+/// at WARN in every cycle, although nvidia-smi did list it: its row could not be read.
+/// Expected: the warning says the GPU is in no row read this cycle because some rows could
+/// not be read, it is logged at WARN once while it lasts (not every cycle), and nothing is
+/// placed by elimination or done to the job.
+#[test]
+fn a_device_index_gpu_in_an_unreadable_row_is_warned_about_once_and_truthfully() {
+    let e = plain();
+    let start = T0 - 7200;
+    e.set(
+        "jobs.tsv",
+        &format!("4242\t4242\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,node=1\ttrain\t\t\"gpu:2(IDX:0-1)\"\n"),
+    );
+    e.set("gpus.txt", "0 GPU-0 0 0 3 81920 55 400 0\n1 GPU-1 0 0 3 81920 56 400 1\n");
+    e.set("smi.mode", "truncated");
+    let (ok, log) = e.run(&e.config("enforce", ""), T0, 5);
+    assert!(ok, "{log}");
+    let unlisted = log_lines(&log, |v| {
+        v["level"] == "WARN"
+            && v["fields"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Slurm's device index for the job names a GPU")
+    });
+    assert_eq!(unlisted.len(), 1, "once, not every cycle: {log}");
+    let m = unlisted[0]["fields"]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("in no nvidia-smi row read this cycle") && m.contains("some rows could not be read"),
+        "{m}"
+    );
+    assert!(!m.contains("that nvidia-smi does not list"), "{m}");
+    assert_eq!(
+        (unlisted[0]["fields"]["job_id"].as_str(), unlisted[0]["fields"]["minor"].as_u64()),
+        (Some("4242"), Some(1))
+    );
+    assert!(e.audit().iter().all(|a| a["job_id"] != "4242"), "{:?}", e.audit());
 }
