@@ -797,7 +797,17 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // channel is a webhook to the admins; holding its drains for a notice that cannot come
         // would stop every drain (a cancel there is refused at load, and held below).
         let notice_first = inp.limits.notify && noticed_s.is_none_or(|t| t >= inp.now_s);
-        if !drained_for_job {
+        // Enforce mode without the node's state this cycle cannot see our drain, but may have
+        // it on record, confirmed: then no drain is due, and what is held is the cancel, for
+        // `node_state_unknown` (operator trial 17: the log said a drain was skipped, and the
+        // cancel `drain_unconfirmed`). Reporting only: nothing is done either way.
+        let drain_on_record = inp.mode == RunMode::Enforce
+            && inp.node_state.is_none()
+            && st
+                .drains
+                .get(id)
+                .is_some_and(|d| !d.hypothetical && d.confirmed_s.is_some() && d.node == inp.node);
+        if !drained_for_job && !drain_on_record {
             // The structural reasons (a suspect collector, the node's state, the budget) are
             // reported first; the notice's hold comes last.
             if p.suspect {
@@ -839,7 +849,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         if v < Verdict::Cancel {
             continue;
         }
-        if !drained_for_job {
+        if drain_on_record {
+            skip(&mut p, SkipKind::NodeStateUnknown, "cancel", id);
+        } else if !drained_for_job {
             skip(&mut p, SkipKind::DrainUnconfirmed, "cancel", id);
         } else if st.cancels.contains_key(id) {
             skip(&mut p, SkipKind::CancelPending, "cancel", id);

@@ -1114,3 +1114,35 @@ fn no_notice_in_enforce_mode_without_the_node_state() {
     let p = c.plan(RunMode::Observe, None, &ActionState::default(), false, limits(), None);
     assert!(kinds(&p).contains(&"notice"), "{p:?}");
 }
+
+/// Operator trial 17 (ROUGH): `scontrol show node` failing in the cycle a cancel was due was
+/// reported as a skipped drain (`node_state_unknown`) and a cancel skipped as
+/// `drain_unconfirmed`, although our drain was made and confirmed. Expected: with a confirmed
+/// real drain of the job on record, the one skip is the cancel's, for `node_state_unknown`, and
+/// nothing is done. Without a confirmed drain on record (made but never seen standing, or an
+/// observe-mode would-drain) the report stays as it was.
+#[test]
+fn a_cancel_due_without_the_node_state_is_held_as_the_cancel_not_the_drain() {
+    let c = Case::new(&[Verdict::Cancel]);
+    let with = |confirmed_s: Option<i64>, hypothetical: bool| {
+        let mut st = drained("100", hypothetical);
+        st.drains.get_mut("100").unwrap().confirmed_s = confirmed_s;
+        st.noticed.insert("100".into(), 10_000 - 3600);
+        st
+    };
+    let skips = |p: &Plan| p.skips.iter().map(|s| (s.kind, s.action)).collect::<Vec<_>>();
+    let p = c.plan(RunMode::Enforce, None, &with(Some(9_060), false), false, limits(), None);
+    assert!(
+        !kinds(&p).iter().any(|k| ["drain", "cancel", "resume"].contains(k)),
+        "{:?}",
+        p.actions
+    );
+    assert_eq!(skips(&p), [(SkipKind::NodeStateUnknown, "cancel")]);
+    // Not confirmed: as before, the drain's state is unknown and the cancel has no drain.
+    let p = c.plan(RunMode::Enforce, None, &with(None, false), false, limits(), None);
+    assert_eq!(
+        skips(&p),
+        [(SkipKind::NodeStateUnknown, "drain"), (SkipKind::DrainUnconfirmed, "cancel")]
+    );
+    assert!(!kinds(&p).iter().any(|k| ["drain", "cancel"].contains(k)), "{:?}", p.actions);
+}
