@@ -1186,6 +1186,16 @@ mod tests {
         assert_eq!(none.notice_channel_problem(&unset), Ok(None));
     }
 
+    /// Operator trial 17: `window = "20M"` was told it "needs a unit after each number".
+    #[test]
+    fn an_upper_case_duration_unit_is_named_where_it_was_written() {
+        let e = err("[policy]\nwindow = \"20M\"\n");
+        assert_eq!(
+            e,
+            "t.toml:2:10: duration \"20M\": unit \"M\" is not one of s, m, h, d (units are lower-case) (in `window = \"20M\"`)"
+        );
+    }
+
     #[test]
     fn errors_name_the_key() {
         assert!(err("[enforcer]\nmoed = \"enforce\"").contains("moed"));

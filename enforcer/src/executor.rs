@@ -105,9 +105,46 @@ impl Webhook {
         let out = run(&self.curl, &args, &o);
         match out.exit() {
             Some((Some(0), _, _)) => Ok(()),
-            _ => Err(format!("webhook: curl ({}) {}", self.curl, out.describe())),
+            // curl's stderr is not shown: it may quote the URL (a secret). Its exit code says
+            // what failed (operator trial 17: `curl (curl) exit_7` alone did not).
+            Some((code, _, _)) => Err(format!(
+                "webhook: curl ({}) {}{}",
+                self.curl,
+                crate::slurm::exit_kind(code),
+                code.and_then(|c| curl_exit_meaning(c, self.timeout))
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            )),
+            None => Err(format!(
+                "webhook: curl ({}) {}",
+                self.curl,
+                out.describe_timeout(self.timeout, crate::slurm::TIMEOUT_KEY)
+            )),
         }
     }
+}
+
+/// What curl's common exit codes mean, from curl(1), section "EXIT CODES" (curl 7.x and 8.x):
+/// 6 "Could not resolve host", 7 "Failed to connect to host", 22 "HTTP page not retrieved
+/// ... returned another error with the HTTP error code being 400 or above. This return code
+/// only appears if -f, --fail is used", 28 "Operation timeout", 35 "SSL connect error. The
+/// SSL handshaking failed", 60 "Peer certificate cannot be authenticated with known CA
+/// certificates". `None` for any other code. `max_time` is the `--max-time` the webhook
+/// passes, from `enforcer.command_timeout`.
+fn curl_exit_meaning(code: i32, max_time: Duration) -> Option<String> {
+    Some(match code {
+        6 => "could not resolve the webhook's host".to_string(),
+        7 => "failed to connect to the webhook's host".to_string(),
+        22 => "the webhook answered with an HTTP error status, 400 or above".to_string(),
+        28 => format!(
+            "timed out after {}s, the --max-time set from {}",
+            max_time.as_secs().max(1),
+            crate::slurm::TIMEOUT_KEY
+        ),
+        35 => "the TLS handshake with the webhook's host failed".to_string(),
+        60 => "the webhook's TLS certificate could not be verified against the known CA certificates".to_string(),
+        _ => return None,
+    })
 }
 
 fn alert_text(a: &Action, observe: bool) -> Option<String> {
@@ -182,7 +219,10 @@ impl<S: SlurmClient> Executor for RealExecutor<S> {
                                 .map(|s| format!(": {s}"))
                                 .unwrap_or_default()
                         )),
-                        None => Err(format!("notify command {program}: {}", out.describe())),
+                        None => Err(format!(
+                            "notify command {program}: {}",
+                            out.describe_timeout(self.timeout, crate::slurm::TIMEOUT_KEY)
+                        )),
                     }
                 }
             }
@@ -282,14 +322,15 @@ mod tests {
     }
 
     /// A fake curl in `dir` that writes its argv to `log.argv` and its stdin to `log.stdin`,
-    /// and exits 22 while `log.fail` exists. Returns (curl, log).
+    /// and exits 22 while `log.fail` exists (the code it holds, when it holds one). Returns
+    /// (curl, log).
     fn fake_curl(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
         let curl = dir.join("curl");
         let log = dir.join("log");
         std::fs::write(
             &curl,
             format!(
-                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}.argv\ncat > {0}.stdin\n[ -e {0}.fail ] && exit 22\nexit 0\n",
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}.argv\ncat > {0}.stdin\n[ -s {0}.fail ] && exit $(cat {0}.fail)\n[ -e {0}.fail ] && exit 22\nexit 0\n",
                 log.display()
             ),
         )
@@ -376,6 +417,39 @@ mod tests {
         };
         let why = w.post("x").unwrap_err();
         assert!(why.contains("/nonexistent/curl") && why.contains("No such file"), "{why}");
+    }
+
+    /// Operator trial 17: a failed webhook logged only `curl (curl) exit_7`.
+    #[test]
+    fn a_failed_webhook_says_what_curls_exit_code_means() {
+        let dir = tempfile::tempdir().unwrap();
+        let (curl, log) = fake_curl(dir.path());
+        std::env::set_var("GPU_REAPER_TEST_EXIT_URL", "https://hooks.example.invalid/secret");
+        let w = Webhook {
+            curl: curl.display().to_string(),
+            url_env: "GPU_REAPER_TEST_EXIT_URL".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let fail = format!("{}.fail", log.display());
+        for (code, says) in [
+            ("6", "exit_6 (could not resolve the webhook's host)"),
+            ("7", "exit_7 (failed to connect to the webhook's host)"),
+            ("22", "exit_22 (the webhook answered with an HTTP error status, 400 or above)"),
+            (
+                "28",
+                "exit_28 (timed out after 5s, the --max-time set from enforcer.command_timeout)",
+            ),
+            ("35", "exit_35 (the TLS handshake with the webhook's host failed)"),
+            ("60", "exit_60 (the webhook's TLS certificate could not be verified"),
+        ] {
+            std::fs::write(&fail, code).unwrap();
+            let e = w.post("hello").unwrap_err();
+            assert!(e.contains(says), "exit {code}: {e}");
+            assert!(!e.contains("secret"), "{e}");
+        }
+        // A code with no common meaning is named alone.
+        std::fs::write(&fail, "3").unwrap();
+        assert!(w.post("hello").unwrap_err().ends_with("exit_3"));
     }
 
     #[test]

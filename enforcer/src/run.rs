@@ -154,7 +154,32 @@ impl RunOutcome {
         match self {
             RunOutcome::SpawnFailed(why) => format!("spawn_failed ({why})"),
             RunOutcome::Refused => "refused (an earlier run of the program is still hung and was abandoned)".into(),
+            RunOutcome::OutputTooLarge => {
+                format!(
+                    "output_too_large (more than {} MiB on stdout or stderr; none of it is read)",
+                    MAX_OUTPUT_BYTES >> 20
+                )
+            }
             other => other.label(),
+        }
+    }
+
+    /// [`RunOutcome::describe`], with a timeout told as the limit that passed and the config
+    /// key it came from (operator trial 17: `squeue --json: timeout` named neither):
+    /// `timed out after 5s (enforcer.command_timeout)`, and for a child that survived SIGKILL
+    /// `timed out after 5s (enforcer.command_timeout) and survived SIGKILL (abandoned)`.
+    pub fn describe_timeout(&self, limit: Duration, key: &str) -> String {
+        let after = if limit.subsec_nanos() == 0 {
+            policy::DurationS(i64::try_from(limit.as_secs()).unwrap_or(i64::MAX)).to_string()
+        } else {
+            format!("{limit:?}")
+        };
+        match self {
+            RunOutcome::TimedOut { abandoned: false } => format!("timed out after {after} ({key})"),
+            RunOutcome::TimedOut { abandoned: true } => {
+                format!("timed out after {after} ({key}) and survived SIGKILL (abandoned)")
+            }
+            other => other.describe(),
         }
     }
 

@@ -72,9 +72,12 @@ pub struct SlurmCli {
     pub scancel: String,
     /// Which squeue output to read.
     pub source: JobSource,
-    /// Timeout for every command.
+    /// Timeout for every command ([`TIMEOUT_KEY`]).
     pub timeout: Duration,
 }
+
+/// The config key [`SlurmCli::timeout`] comes from, named when a command times out.
+pub const TIMEOUT_KEY: &str = "enforcer.command_timeout";
 
 /// Variables removed from squeue's environment (squeue(1) ENVIRONMENT VARIABLES).
 pub const SQUEUE_ENV_REMOVE: [&str; 3] = ["SQUEUE_*", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS"];
@@ -134,7 +137,7 @@ impl SlurmCli {
             }),
             None => Err(CommandError {
                 kind: out.label(),
-                problem: out.describe(),
+                problem: out.describe_timeout(self.timeout, TIMEOUT_KEY),
                 command,
             }),
         }
@@ -255,7 +258,7 @@ impl SlurmClient for SlurmCli {
             None => Err(CommandError {
                 command: command_line(&self.scancel, "--verbose"),
                 kind: out.label(),
-                problem: out.describe(),
+                problem: out.describe_timeout(self.timeout, TIMEOUT_KEY),
             }),
         }
     }
@@ -264,6 +267,15 @@ impl SlurmClient for SlurmCli {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An executable `#!/bin/sh` script `name` in `dir` running `body`; returns its path.
+    fn script(dir: &std::path::Path, name: &str, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.display().to_string()
+    }
 
     #[test]
     fn a_missing_program_is_a_failed_read_that_says_why() {
@@ -289,14 +301,8 @@ mod tests {
     /// run for its effect takes the program's exit status.
     #[test]
     fn output_a_left_child_holds_open_fails_a_read_but_not_an_action() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let program = |name: &str, body: &str| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-            p.display().to_string()
-        };
+        let program = |name: &str, body: &str| script(dir.path(), name, body);
         // The header, then the rows from a child, after the program exited 0: a queue read at
         // the cut would be empty.
         let header = squeue_format::own_header();
@@ -324,6 +330,31 @@ mod tests {
         assert_eq!(e.kind, "output_cut_off", "{e:?}");
         s.drain("gpu001", "gpu-reaper: idle job 77").expect("scontrol update exited 0");
         assert_eq!(s.cancel("77").unwrap(), CancelOutcome::Cancelled, "scancel exited 0");
+    }
+
+    /// Operator trial 17: a squeue timeout was logged `squeue --json: timeout`, without the
+    /// limit or the config key it came from; scontrol and scancel the same.
+    #[test]
+    fn a_timeout_names_the_limit_and_its_config_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let hung = script(dir.path(), "hung", "exec sleep 30");
+        let mut s = SlurmCli {
+            squeue: hung.clone(),
+            scontrol: hung.clone(),
+            scancel: hung.clone(),
+            source: JobSource::Json,
+            timeout: Duration::from_secs(1),
+        };
+        let said = "timed out after 1s (enforcer.command_timeout)";
+        let e = s.jobs().expect_err("a hung squeue is a failed read");
+        assert_eq!(e.to_string(), format!("{hung} --json: {said}"));
+        assert_eq!(e.kind, "timeout");
+        let e = s.node_state("gpu001").expect_err("a hung scontrol show is a failed read");
+        assert_eq!(e.to_string(), format!("{hung} show: {said}"));
+        let e = s.drain("gpu001", "r").expect_err("a hung scontrol update failed");
+        assert_eq!(e.to_string(), format!("{hung} update: {said}"));
+        let e = s.cancel("77").expect_err("a hung scancel failed");
+        assert_eq!(e.to_string(), format!("{hung} --verbose: {said}"));
     }
 
     #[test]

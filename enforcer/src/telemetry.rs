@@ -93,6 +93,9 @@ pub trait Telemetry {
     fn read(&mut self, now_s: i64) -> TelemetryRead;
 }
 
+/// The config key [`NvidiaSmi::timeout`] comes from, named when nvidia-smi times out.
+pub const TIMEOUT_KEY: &str = "enforcer.nvidia_smi_timeout";
+
 /// [`Telemetry`] over `nvidia-smi --query-gpu` and `--query-compute-apps`.
 ///
 /// The GPU query is [`GPU_QUERY`], which asks for `minor_number` and `mig.mode.current`. An
@@ -109,7 +112,7 @@ pub trait Telemetry {
 pub struct NvidiaSmi {
     /// Program (name on PATH or path).
     pub program: String,
-    /// Timeout per query (default 10 s).
+    /// Timeout per query (default 10 s; [`TIMEOUT_KEY`]).
     pub timeout: Duration,
     /// How a timed-out nvidia-smi is stopped (tests use [`KillMode::Ignore`]).
     pub kill: KillMode,
@@ -213,7 +216,12 @@ impl NvidiaSmi {
                     self.program
                 )),
             ),
-            _ => Query::NoData(label, None),
+            // A timeout names the limit and its key (operator trial 17: `kind=timeout
+            // nvidia_smi_said=` was logged with an empty field).
+            other => Query::NoData(
+                label,
+                Some(format!("{}: {}", self.program, other.describe_timeout(self.timeout, TIMEOUT_KEY))),
+            ),
         }
     }
 }
@@ -241,6 +249,7 @@ impl Telemetry for NvidiaSmi {
                 &GPU_QUERY
             }
         };
+        let gpu_query = crate::slurm::command_line(&self.program, "--query-gpu");
         let mut answer = self.query(gpu_args(fields(self)));
         // A field's first refusal in the run is a warning; later ones (an old driver, asked
         // again every 5 minutes) are told at INFO.
@@ -293,6 +302,7 @@ impl Telemetry for NvidiaSmi {
             Query::Table(text) => match smi::parse_gpus(&text, None) {
                 Ok(t) => {
                     let no_gpus = smi::no_gpus_kind(&t);
+                    let rows = t.gpus.len() + t.row_errors.len();
                     for e in &t.row_errors {
                         let problem = format!("{}: {:?}", e.problem, policy::one_line(&e.text, 160));
                         r.errors.push(TelemetryProblem::new("nvidia-smi", "bad_row", Some(e.line), problem));
@@ -307,24 +317,33 @@ impl Telemetry for NvidiaSmi {
                     }
                     // No GPU listed on a GPU node is a configuration or driver problem
                     // (smi-no-devices), the same as the error texts: no data, never idle.
+                    // The detail says what nvidia-smi printed, never an empty field (operator
+                    // trial 17: `kind=no_gpus nvidia_smi_said=`).
                     if let Some(kind) = no_gpus {
                         r.no_data = Some(kind.into());
+                        r.no_data_detail = Some(if rows == 0 {
+                            format!("{gpu_query}: printed only its header line, no GPU rows")
+                        } else {
+                            format!("{gpu_query}: printed {rows} GPU rows, none with a readable index (each is a read error of its own)")
+                        });
                         return r;
                     }
                 }
                 Err(smi::SmiError::Empty) => {
                     r.no_data = Some("no_gpus".into());
+                    r.no_data_detail = Some(format!("{gpu_query}: exited 0 but printed nothing, not even the header line"));
                     return r;
                 }
-                Err(smi::SmiError::NoData { kind, .. }) => {
+                Err(smi::SmiError::NoData { kind, line }) => {
                     r.no_data = Some(kind.to_string());
+                    r.no_data_detail = Some(policy::one_line(&line, 240));
                     return r;
                 }
                 // Output that is no table names the nvidia-smi that was run, as configured, and
                 // the offending text (operator trial 16), as squeue's and scontrol's do.
                 Err(e @ (smi::SmiError::BadHeader(_) | smi::SmiError::BadColumn { .. })) => {
                     r.no_data = Some("bad_header".into());
-                    r.no_data_detail = Some(format!("{}: {e}", crate::slurm::command_line(&self.program, "--query-gpu")));
+                    r.no_data_detail = Some(format!("{gpu_query}: {e}"));
                     return r;
                 }
             },
@@ -432,6 +451,45 @@ mod tests {
         let r = smi.read(0);
         assert_eq!(r.no_data.as_deref(), Some("output_cut_off"), "{r:?}");
         assert!(r.gpus.is_empty() && r.no_data_detail.is_some_and(|d| d.contains("may be incomplete")));
+    }
+
+    /// Operator trial 17: a hung nvidia-smi logged `kind=timeout nvidia_smi_said=`, and one that
+    /// printed only its header `kind=no_gpus nvidia_smi_said=`, with an empty field.
+    #[test]
+    fn a_timeout_or_a_header_only_table_says_what_happened() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nvidia-smi");
+        let smi_says = |body: &str, timeout_s: u64| {
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let r = NvidiaSmi::new(p.display().to_string(), Duration::from_secs(timeout_s), KillMode::Kill).read(0);
+            assert!(r.gpus.is_empty(), "{r:?}");
+            (r.no_data.unwrap_or_default(), r.no_data_detail.unwrap_or_default())
+        };
+        let prog = p.display().to_string();
+        assert_eq!(
+            smi_says("exec sleep 30", 1),
+            (
+                "timeout".into(),
+                format!("{prog}: timed out after 1s (enforcer.nvidia_smi_timeout)")
+            )
+        );
+        let header = GPU_QUERY.join(", ");
+        assert_eq!(
+            smi_says(&format!("echo '{header}'"), 5),
+            (
+                "no_gpus".into(),
+                format!("{prog} --query-gpu: printed only its header line, no GPU rows")
+            )
+        );
+        assert_eq!(
+            smi_says("exit 0", 5),
+            (
+                "no_gpus".into(),
+                format!("{prog} --query-gpu: exited 0 but printed nothing, not even the header line")
+            )
+        );
     }
 
     #[test]

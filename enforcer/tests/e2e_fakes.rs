@@ -298,6 +298,8 @@ fn nvidia_smi_exit_codes_and_hang_mean_no_data() {
             "exit15" => Some("GPU is lost. Reboot the system to recover this GPU"),
             "exit9" => Some("couldn't communicate with the NVIDIA driver"),
             "nodevices0" | "exit6" => Some("No devices were found"),
+            // Operator trial 17: a hang logged an empty `nvidia_smi_said=`.
+            "hang" => Some("(enforcer.nvidia_smi_timeout)"),
             _ => None,
         };
         if let Some(said) = said {

@@ -16,11 +16,22 @@ pub enum DurationError {
     /// Empty string.
     #[error("empty duration; write it with a unit, e.g. \"20m\"")]
     Empty,
-    /// A number with no unit after it, or an unknown unit.
+    /// A number with no unit after it, or a unit with no number before it.
     #[error("duration {text:?} needs a unit after each number (s, m, h, d), e.g. \"20m\" or \"1h30m\"")]
     BadUnit {
         /// The rejected text.
         text: String,
+    },
+    /// Letters that are not one of the units `s`, `m`, `h`, `d` (operator trial 17: `"20M"`
+    /// was told it "needs a unit", when the unit was there in upper case).
+    #[error("duration {text:?}: unit {unit:?} is not one of s, m, h, d{hint}")]
+    UnknownUnit {
+        /// The rejected text.
+        text: String,
+        /// The unit as written: the run of letters that holds the first unknown one.
+        unit: String,
+        /// `" (units are lower-case)"` when the unit in lower case is one of them, else empty.
+        hint: &'static str,
     },
     /// A character that is neither a digit nor a unit letter: a sign, a decimal point, a space.
     #[error("duration {text:?}: unexpected {ch:?}; write whole numbers with units, largest first, without signs, points or spaces, e.g. \"1h30m\"")]
@@ -71,7 +82,7 @@ impl DurationS {
         let mut total: i64 = 0;
         let mut num: Option<i64> = None;
         let mut last_unit = i64::MAX;
-        for c in s.chars() {
+        for (i, c) in s.char_indices() {
             if let Some(d) = c.to_digit(10) {
                 let n = num.unwrap_or(0);
                 num = Some(n.checked_mul(10).and_then(|n| n.checked_add(d as i64)).ok_or_else(overflow)?);
@@ -88,7 +99,7 @@ impl DurationS {
                         ch: c,
                     })
                 }
-                _ => return Err(bad()),
+                _ => return Err(unknown_unit(text, i)),
             };
             let n = num.take().ok_or_else(bad)?;
             if unit >= last_unit {
@@ -101,6 +112,24 @@ impl DurationS {
             return Err(bad());
         }
         Ok(DurationS(total))
+    }
+}
+
+/// [`DurationError::UnknownUnit`] for the letter at byte `at` of `text`: the unit is the whole
+/// run of letters around it, as written (`"M"` in `"20M"`, `"min"` in `"20min"`).
+fn unknown_unit(text: &str, at: usize) -> DurationError {
+    let start = text[..at].rfind(|c: char| !c.is_alphabetic()).map_or(0, |i| i + 1);
+    let end = text[at..].find(|c: char| !c.is_alphabetic()).map_or(text.len(), |i| at + i);
+    let unit = text[start..end].to_string();
+    let hint = if ["s", "m", "h", "d"].contains(&unit.to_lowercase().as_str()) {
+        " (units are lower-case)"
+    } else {
+        ""
+    };
+    DurationError::UnknownUnit {
+        text: text.to_string(),
+        unit,
+        hint,
     }
 }
 
@@ -154,7 +183,7 @@ mod tests {
                 "{t}"
             );
         }
-        assert!(matches!(DurationS::parse("20x"), Err(DurationError::BadUnit { .. })));
+        assert!(matches!(DurationS::parse("20x"), Err(DurationError::UnknownUnit { .. })));
     }
 
     #[test]
@@ -181,13 +210,30 @@ mod tests {
     #[test]
     fn rejects_bare_numbers_and_unknown_units() {
         assert!(matches!(DurationS::parse("20"), Err(DurationError::BadUnit { .. })));
-        assert!(matches!(DurationS::parse("20x"), Err(DurationError::BadUnit { .. })));
+        assert!(matches!(DurationS::parse("20x"), Err(DurationError::UnknownUnit { .. })));
         assert!(matches!(DurationS::parse("m"), Err(DurationError::BadUnit { .. })));
         assert!(matches!(DurationS::parse(""), Err(DurationError::Empty)));
         assert!(matches!(
             DurationS::parse("99999999999999999999s"),
             Err(DurationError::Overflow { .. })
         ));
+    }
+
+    /// Operator trial 17: `window = "20M"` was told it "needs a unit after each number".
+    #[test]
+    fn an_unknown_unit_is_named_as_written_with_the_accepted_units() {
+        let msg = |t: &str| DurationS::parse(t).unwrap_err().to_string();
+        assert_eq!(
+            msg("20M"),
+            "duration \"20M\": unit \"M\" is not one of s, m, h, d (units are lower-case)"
+        );
+        assert_eq!(
+            msg("1H30m"),
+            "duration \"1H30m\": unit \"H\" is not one of s, m, h, d (units are lower-case)"
+        );
+        assert_eq!(msg("20min"), "duration \"20min\": unit \"min\" is not one of s, m, h, d");
+        assert_eq!(msg("20x"), "duration \"20x\": unit \"x\" is not one of s, m, h, d");
+        assert!(msg("20").contains("needs a unit after each number"), "{}", msg("20"));
     }
 
     #[test]

@@ -53,9 +53,23 @@ pub fn horizon_ticks(days: f64) -> u32 {
 pub fn check_days(days: f64) -> anyhow::Result<()> {
     anyhow::ensure!(
         days > 0.0 && days <= MAX_DAYS,
-        "--days {days}: must be above 0 and at most {MAX_DAYS}"
+        "--days {}: must be above 0 and at most {MAX_DAYS}",
+        days_text(days)
     );
     Ok(())
+}
+
+/// A `--days` value for a message or a command line, in its shorter exact form: `7`, `0.5`,
+/// `1e-300` (operator trial 17: `--days 1e-300` was written back as a 300-digit decimal).
+/// Both forms parse back to the same number.
+pub fn days_text(days: f64) -> String {
+    let plain = days.to_string();
+    let sci = format!("{days:?}");
+    if sci.len() < plain.len() {
+        sci
+    } else {
+        plain
+    }
 }
 
 /// GPUs of a workload's cluster.
@@ -134,10 +148,11 @@ pub fn check_memory_with_runs(command: &str, workloads: &[&Workload], days: f64,
         String::new()
     };
     anyhow::bail!(
-        "{command}: {} world(s) of workload {} over {days} days would hold up to {:.1} GiB in memory{results} \
+        "{command}: {} world(s) of workload {} over {} days would hold up to {:.1} GiB in memory{results} \
          (every GPU sampled every {TICK_S} s, {sample_bytes} bytes per sample), above the budget of {:.0} GiB; {fit}",
         workloads.len(),
         names.join(", "),
+        days_text(days),
         gib(total),
         gib(MEMORY_BUDGET_BYTES)
     )

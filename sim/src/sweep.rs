@@ -119,7 +119,7 @@ impl SweepSpec {
             return Err(SweepError::NoWorkloads);
         }
         if !(self.days > 0.0 && self.days <= crate::budget::MAX_DAYS) {
-            return Err(SweepError::Days(self.days.to_string()));
+            return Err(SweepError::Days(crate::budget::days_text(self.days)));
         }
         if let Some((i, n)) = self.shard {
             if n == 0 || i >= n {
@@ -272,10 +272,11 @@ pub fn generate_worlds(spec: &SweepSpec, items: &[(Runner, usize)]) -> Vec<Optio
 pub fn no_jobs(w: &Workload, seed: u64, days: f64) -> String {
     let per_day = crate::generate::arrivals_per_day(w, seed);
     format!(
-        "workload {} seed {seed} over {days} days generated no job: \
+        "workload {} seed {seed} over {} days generated no job: \
          this workload starts about {per_day:.0} jobs per day (the first after about {:.4} days on average); \
          use --days {:.3} or more for about ten jobs",
         w.name,
+        crate::budget::days_text(days),
         1.0 / per_day.max(f64::MIN_POSITIVE),
         10.0 / per_day.max(f64::MIN_POSITIVE)
     )

@@ -823,3 +823,28 @@ fn a_gpu_lost_from_the_bus_does_not_lend_its_index_to_another_gpus_readings() {
     );
     assert_eq!(row("2")[col("highest_verdict")], "cancel", "{summary}");
 }
+
+/// The longest run of digits in `text`.
+fn longest_digit_run(text: &str) -> usize {
+    text.split(|c: char| !c.is_ascii_digit()).map(str::len).max().unwrap_or(0)
+}
+
+/// Operator trial 17: `sim sweep --days 1e-300` wrote the value back as a decimal of about
+/// 300 digits.
+#[test]
+fn a_tiny_or_huge_days_value_is_written_back_in_compact_form() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    // Without --out: the flags that make the run non-default are named.
+    let e = fails(d, &["sweep", "--quiet", "--days", "1e-300"]);
+    assert!(e.contains("--days 1e-300 makes this run differ"), "{e}");
+    assert!(longest_digit_run(&e) < 20, "{e}");
+    // With --out: the world over that span holds no job.
+    let e = fails(d, &["sweep", "--quiet", "--seeds", "1", "--days", "1e-300", "--out", "o"]);
+    assert!(e.contains("over 1e-300 days generated no job"), "{e}");
+    assert!(longest_digit_run(&e) < 20, "{e}");
+    // Above the cap: the range check names the value as compactly.
+    let e = fails(d, &["sweep", "--quiet", "--days", "1e300", "--out", "o"]);
+    assert!(e.contains("--days 1e300: must be above 0 and at most 366"), "{e}");
+    assert!(longest_digit_run(&e) < 20, "{e}");
+}

@@ -155,6 +155,21 @@ impl Csv {
             .iter()
             .map(|h| h.trim().to_string())
             .collect();
+        // Operator trial 17: a 0-byte samples.csv was told "the header lacks column \"t_s\"
+        // (header: )" while a header-only one is told it holds no sample.
+        if header.iter().all(String::is_empty) {
+            let what = match std::fs::metadata(path) {
+                Ok(m) if m.len() == 0 => "the file is empty (0 bytes)".to_string(),
+                _ => "the file holds no header line (only blank lines)".to_string(),
+            };
+            return Err(TraceError::file(
+                path,
+                format!(
+                    "{what}, so it holds no row; expected a header line with the columns {}",
+                    required.join(",")
+                ),
+            ));
+        }
         let mut cols = HashMap::new();
         for (i, h) in header.iter().enumerate() {
             if cols.insert(h.clone(), i).is_some() {

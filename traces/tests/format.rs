@@ -83,6 +83,21 @@ fn bad_cells_name_file_line_and_column() {
     assert!(matches!(read_trace(missing.path(), false).unwrap_err(), TraceError::Io { .. }));
 }
 
+/// Operator trial 17: `sim replay` of a 0-byte samples.csv said `the header lacks column
+/// "t_s" (header: )`, while a header-only file is told it holds no sample.
+#[test]
+fn an_empty_file_says_it_is_empty_and_names_the_file() {
+    let d = trace_dir(&one_job(), "");
+    let e = read_trace(d.path(), false).unwrap_err().to_string();
+    assert!(
+        e.contains("samples.csv: the file is empty (0 bytes), so it holds no row; expected a header line with the columns t_s,"),
+        "{e}"
+    );
+    let d = trace_dir("\n\n", SAMPLES_HEADER);
+    let e = read_trace(d.path(), false).unwrap_err().to_string();
+    assert!(e.contains("jobs.csv: the file holds no header line (only blank lines)"), "{e}");
+}
+
 #[test]
 fn lenient_mode_skips_and_counts_bad_rows() {
     let jobs = format!("{}8,a,b,c,d,e,,1000,5000,,1,node009:x\n", one_job());

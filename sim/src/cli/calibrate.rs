@@ -50,7 +50,7 @@ impl Args {
             flags.push(format!("--seed {}", self.seed));
         }
         if self.days != 7.0 {
-            flags.push(format!("--days {}", self.days));
+            flags.push(format!("--days {}", crate::budget::days_text(self.days)));
         }
         if self.cdfs != Path::new("../shared/traces/acme_util_cdfs") {
             flags.push(format!("--cdfs {}", self.cdfs.display()));
@@ -112,8 +112,9 @@ pub fn measure(w: &crate::Workload, seed: u64, days: f64, cdfs: &Path) -> Result
     for ((name, file), mut v) in SEREN.into_iter().zip([util, power, mem]) {
         anyhow::ensure!(
             !v.is_empty(),
-            "workload {} seed {seed} over {days} days gave no simulated sample with a {name} reading ({} samples in all), so there is nothing to compare with Seren; use more --days",
+            "workload {} seed {seed} over {} days gave no simulated sample with a {name} reading ({} samples in all), so there is nothing to compare with Seren; use more --days",
             w.name,
+            crate::budget::days_text(days),
             world.samples.len()
         );
         let path = cdfs.join(file);
@@ -218,7 +219,9 @@ pub fn run(args: Args) -> Result<()> {
     let _ = writeln!(
         out,
         "calibration of workload {} (seed {}, {} days) against Seren:",
-        w.name, args.seed, args.days
+        w.name,
+        args.seed,
+        crate::budget::days_text(args.days)
     );
     for m in &metrics {
         let _ = writeln!(

@@ -242,7 +242,7 @@ impl Args {
             }
         }
         if spec.days != 7.0 {
-            flags.push(format!("--days {}", self.days));
+            flags.push(format!("--days {}", crate::budget::days_text(self.days)));
         }
         if self.no_baselines {
             flags.push("--no-baselines".to_string());
@@ -380,7 +380,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         counted(spec.configs.len(), "config"),
         timing_baselines(spec.baselines),
         counted(spec.worlds().len(), "workload-seed"),
-        if spec.days == 1.0 { "1 day".to_string() } else { format!("{} days", spec.days) },
+        if spec.days == 1.0 { "1 day".to_string() } else { format!("{} days", crate::budget::days_text(spec.days)) },
         gticks / 1e9,
         result.generate_s,
         result.run_s,
