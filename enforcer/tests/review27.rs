@@ -169,9 +169,11 @@ fn review27_a_job_on_a_gpu_of_unknown_mig_mode_is_judged_on_the_parents_readings
 /// in 40..80 in which 603 was not at Alert (it is from minute ~20 on).
 fn elim_cycles_off_alert(f: &dyn Fn(&Path, i64)) -> usize {
     let dir = tempfile::tempdir().unwrap();
+    // Index and minor number 0: a lone GPU numbered 1 would say that a GPU 0 fell off the
+    // bus, and then nothing is placed by elimination (operator trial 17).
     let (mut d, _c) = daemon(
         dir.path(),
-        "1 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 40000 81920 [P1] 400 1 MARK1\n",
+        "0 GPU-aaaaaaaa-0000-0000-0000-000000000001 0 0 40000 81920 [P1] 400 0 MARK1\n",
         "",
         "gpu:1",
     );
