@@ -1321,6 +1321,15 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             },
             state: &self.actions,
         });
+        // No telemetry this cycle: no drain, cancel or notice on windows that stopped at the
+        // last good read (see `SkipKind::TelemetryNoData`). Alerts go on: they change nothing
+        // and tell the admins what the windows say. Paused and another host's node keep their
+        // own reasons.
+        if tel.no_data.is_some() && !paused && not_this_host.is_none() {
+            plan::hold_actions(&mut p, plan::SkipKind::TelemetryNoData, |a| {
+                matches!(a, Action::Drain { .. } | Action::Cancel { .. } | Action::Notice { .. })
+            });
+        }
         // A job's drain runs before its notice, and the notice's text is written when it goes
         // out: it says "drained now" only for a drain that was made (review 13: a drain held
         // for unwritable records, or failing, was announced as made).

@@ -152,11 +152,18 @@ pub enum SkipKind {
     /// `scontrol show node` names a `NodeHostName` that is not this host: the configured
     /// `enforcer.node` is another node, so nothing is drained, cancelled, resumed or noticed.
     NodeNotThisHost,
+    /// Set by the daemon, not the planner: nvidia-smi gave no data this cycle (a timeout, an
+    /// error exit, no GPU rows), so no drain, cancel or notice is made in it. The engine's
+    /// windows tolerate a hole of up to `policy.max_sample_gap`, so a job can keep its rung
+    /// through such a cycle; acting on it would act on evidence missing now (operator trial
+    /// 18: a job was cancelled in the cycle nvidia-smi hung, on readings two minutes old, and
+    /// a slow nvidia-smi goes with busy GPUs).
+    TelemetryNoData,
 }
 
 impl SkipKind {
     /// Every kind, for the metrics page (each reason is shown from the first scrape).
-    pub const ALL: [SkipKind; 14] = [
+    pub const ALL: [SkipKind; 15] = [
         SkipKind::Paused,
         SkipKind::SuspectCollector,
         SkipKind::RateLimit,
@@ -171,6 +178,7 @@ impl SkipKind {
         SkipKind::NoticeBackoff,
         SkipKind::AdminOverride,
         SkipKind::NodeNotThisHost,
+        SkipKind::TelemetryNoData,
     ];
 
     /// Snake-case label for logs and metrics.
@@ -190,6 +198,7 @@ impl SkipKind {
             SkipKind::NoticeBackoff => "notice_backoff",
             SkipKind::AdminOverride => "admin_override",
             SkipKind::NodeNotThisHost => "node_not_this_host",
+            SkipKind::TelemetryNoData => "telemetry_no_data",
         }
     }
 }
@@ -944,12 +953,9 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     p
 }
 
-/// Turns every planned action that `held` selects into a skip of `kind`, and gives every skip
-/// already made that kind too: it is then the reason the action is not taken.
-fn hold_back(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
-    for s in &mut p.skips {
-        s.kind = kind;
-    }
+/// Turns every planned action that `held` selects into a skip of `kind`; the skips already
+/// made keep their own reasons (unlike [`hold_back`]'s).
+pub fn hold_actions(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
     let (gone, keep): (Vec<Action>, Vec<Action>) = std::mem::take(&mut p.actions).into_iter().partition(|a| held(a));
     p.actions = keep;
     for a in gone {
@@ -960,4 +966,13 @@ fn hold_back(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
             behind_drain_of: None,
         });
     }
+}
+
+/// Turns every planned action that `held` selects into a skip of `kind`, and gives every skip
+/// already made that kind too: it is then the reason the action is not taken.
+fn hold_back(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
+    for s in &mut p.skips {
+        s.kind = kind;
+    }
+    hold_actions(p, kind, held);
 }

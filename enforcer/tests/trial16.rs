@@ -10,10 +10,10 @@
 
 mod common;
 
-use common::cluster::{cluster, daemon_802, job, real_executor, Cluster, FakeSlurm, NoProc, OneIdleGpu, NODE, POLICY, T0};
+use common::cluster::{cluster, daemon_802, job, real_executor, Cluster, FakeSlurm, NoProc, OneIdleGpu, Outage, NODE, POLICY, T0};
 use enforcer::executor::Outcome;
 use enforcer::plan::SkipKind;
-use enforcer::telemetry::{Telemetry, TelemetryRead};
+use enforcer::telemetry::Telemetry;
 use policy::Verdict;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -151,29 +151,6 @@ fn without_a_channel_to_the_user_a_drain_only_policy_still_drains() {
     assert!(calls.iter().any(|c| c.starts_with("drain")), "{calls:?}");
 }
 
-/// [`OneIdleGpu`] whose nvidia-smi gives no data (a timeout) in the cycles `from..to`
-/// (counted from 0).
-struct Outage {
-    gpu: OneIdleGpu,
-    cycle: u32,
-    from: u32,
-    to: u32,
-}
-
-impl Telemetry for Outage {
-    fn read(&mut self, now_s: i64) -> TelemetryRead {
-        let n = self.cycle;
-        self.cycle += 1;
-        if (self.from..self.to).contains(&n) {
-            return TelemetryRead {
-                no_data: Some("timeout".into()),
-                ..Default::default()
-            };
-        }
-        self.gpu.read(now_s)
-    }
-}
-
 /// trial16 item 2. Job 802 (one idle GPU) is judged for 40 minutes, then nvidia-smi gives no
 /// data for 10 minutes, then data again, with the default `log_findings_from = "alert"`.
 /// Before the fix nothing in the log said why the job could not be judged. Expected: one INFO
@@ -183,17 +160,7 @@ impl Telemetry for Outage {
 fn why_a_job_cannot_be_judged_is_logged_once_when_it_becomes_so() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let gpu = OneIdleGpu {
-        cycle: 0,
-        power_known: true,
-    };
-    let outage = Outage {
-        gpu,
-        cycle: 0,
-        from: 40,
-        to: 50,
-    };
-    let (_c, mut d) = daemon_802(POLICY, &state, "observe", outage);
+    let (_c, mut d) = daemon_802(POLICY, &state, "observe", Outage::of_idle_gpu(40..50));
     let mut insufficient_cycles = 0;
     let mut reasons = Vec::new();
     let ((), log) = common::with_log(tracing::Level::INFO, || {

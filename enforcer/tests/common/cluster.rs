@@ -260,3 +260,45 @@ pub fn daemon_802<T: enforcer::telemetry::Telemetry>(
     );
     (c, d)
 }
+
+/// [`OneIdleGpu`] whose nvidia-smi gives no data (a timeout) in the cycles `from..to`
+/// (counted from 0).
+pub struct Outage {
+    /// The GPU read outside the outage.
+    pub gpu: OneIdleGpu,
+    /// Reads so far.
+    pub cycle: u32,
+    /// First read (counted from 0) without data.
+    pub from: u32,
+    /// First read with data again.
+    pub to: u32,
+}
+
+impl Outage {
+    /// One idle GPU whose power is known, without data in the reads `reads` (from 0).
+    pub fn of_idle_gpu(reads: std::ops::Range<u32>) -> Outage {
+        Outage {
+            gpu: OneIdleGpu {
+                cycle: 0,
+                power_known: true,
+            },
+            cycle: 0,
+            from: reads.start,
+            to: reads.end,
+        }
+    }
+}
+
+impl enforcer::telemetry::Telemetry for Outage {
+    fn read(&mut self, now_s: i64) -> enforcer::telemetry::TelemetryRead {
+        let n = self.cycle;
+        self.cycle += 1;
+        if (self.from..self.to).contains(&n) {
+            return enforcer::telemetry::TelemetryRead {
+                no_data: Some("timeout".into()),
+                ..Default::default()
+            };
+        }
+        self.gpu.read(now_s)
+    }
+}

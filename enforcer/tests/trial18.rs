@@ -1,0 +1,113 @@
+//! trial18 (operator trial): what an operator found trying to break the enforcer.
+//!
+//! 1. CRITICAL: in a cycle in which nvidia-smi gave no data (it hung, or exited 15, "GPU is
+//!    lost"), a job whose window was still fresh enough (the engine tolerates a hole of up to
+//!    `policy.max_sample_gap`) was cancelled on readings two minutes old; drains and notices
+//!    likewise. A slow nvidia-smi goes with busy GPUs (shared sample A8), so a job that had
+//!    just started working could be killed on readings from before. Expected: no drain, cancel
+//!    or notice in a cycle without telemetry (skipped as `telemetry_no_data`); they come in the
+//!    first cycle with data again, if the evidence still says so.
+
+mod common;
+
+use common::cluster::{daemon_802, Outage, POLICY, T0};
+use enforcer::executor::Outcome;
+use enforcer::plan::SkipKind;
+use policy::Verdict;
+
+/// Runs job 802 (one idle GPU) in enforce mode under [`POLICY`] (drain after 30 minutes of
+/// breach, cancel after 60) for `cycles` one-minute cycles, with nvidia-smi giving no data in
+/// the cycles `outage`. Returns, per cycle, the kinds of the actions done, the skips as
+/// (kind, action), and job 802's verdict.
+/// One cycle as [`run`] sees it: the kinds of the actions done, the skips as (kind, action),
+/// and job 802's verdict.
+type Cycle = (Vec<&'static str>, Vec<(SkipKind, &'static str)>, Verdict);
+
+fn run(outage: std::ops::Range<u32>, cycles: i64) -> Vec<Cycle> {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let (_c, mut d) = daemon_802(POLICY, &state, "enforce", Outage::of_idle_gpu(outage));
+    (0..cycles)
+        .map(|m| {
+            let rep = d.cycle(T0 + m * 60);
+            let done = rep
+                .actions
+                .iter()
+                .filter(|(_, o)| matches!(o, Outcome::Done))
+                .map(|(a, _)| a.kind())
+                .collect();
+            let skips = rep.skips.iter().map(|s| (s.kind, s.action)).collect();
+            let v = rep
+                .findings
+                .iter()
+                .find(|f| f.job_id == "802")
+                .map_or(Verdict::Healthy, |f| f.verdict);
+            (done, skips, v)
+        })
+        .collect()
+}
+
+fn first(cycles: &[Cycle], kind: &str) -> usize {
+    cycles
+        .iter()
+        .position(|(done, _, _)| done.contains(&kind))
+        .unwrap_or_else(|| panic!("no {kind} in {} cycles", cycles.len()))
+}
+
+/// trial18 item 1. The control finds the cycles of the first notice, drain and cancel; then
+/// nvidia-smi gives no data for two cycles from each of them. The engine still says drain (or
+/// cancel) in those cycles, since the window's hole is within `max_sample_gap` (3m): that is
+/// what makes the hold matter. Expected: nothing is done in them, each held action is skipped
+/// as `telemetry_no_data`, and it is done in the first cycle with data again.
+#[test]
+fn no_drain_cancel_or_notice_in_a_cycle_without_telemetry() {
+    let control = run(0..0, 140);
+    for kind in ["notice", "drain", "cancel"] {
+        let at = first(&control, kind);
+        let out = run(at as u32..at as u32 + 2, 140);
+        for (c, (done, skips, v)) in out.iter().enumerate().skip(at).take(2) {
+            assert!(
+                !done.iter().any(|k| ["notice", "drain", "cancel"].contains(k)),
+                "{kind}: cycle {c} had no telemetry, yet: {done:?}"
+            );
+            assert!(skips.contains(&(SkipKind::TelemetryNoData, kind)), "{kind}: cycle {c}: {skips:?}");
+            if c == at && kind != "notice" {
+                let due = if kind == "drain" { Verdict::Drain } else { Verdict::Cancel };
+                assert!(
+                    *v >= due,
+                    "{kind}: the engine still says {v} at cycle {c}, so the hold is what stops it"
+                );
+            }
+        }
+        assert!(out[at + 2].0.contains(&kind), "{kind}: done once data is back: {:?}", out[at + 2]);
+    }
+}
+
+/// The cycles of the first notice, drain and cancel without any outage.
+fn control_action_cycles() -> [u32; 3] {
+    static AT: std::sync::OnceLock<[u32; 3]> = std::sync::OnceLock::new();
+    *AT.get_or_init(|| {
+        let control = run(0..0, 140);
+        ["notice", "drain", "cancel"].map(|k| first(&control, k) as u32)
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+    /// The guard as a property: an outage of one to three cycles (short enough that the
+    /// engine's windows stay fresh) starting at or up to two cycles before the control's first
+    /// notice, drain or cancel: nothing of the three is done in any cycle without data.
+    #[test]
+    fn nothing_is_done_in_any_cycle_without_telemetry(which in 0usize..3, back in 0u32..3, len in 1u32..4) {
+        let from = control_action_cycles()[which].saturating_sub(back);
+        let out = run(from..from + len, 140);
+        for c in from..from + len {
+            let (done, _, _) = &out[c as usize];
+            proptest::prop_assert!(
+                !done.iter().any(|k| ["notice", "drain", "cancel"].contains(k)),
+                "cycle {} had no telemetry, yet: {:?}", c, done
+            );
+        }
+    }
+}
