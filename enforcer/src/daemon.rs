@@ -1423,13 +1423,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         Action::Cancel { .. } if mode == RunMode::Observe => self.actions.would_cancel_times_s.push(now_s),
                         Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
                         Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
-                        // A failed notice is retried after a growing delay (plan's backoff).
-                        Action::Notice { job_id, .. } => {
+                        // A failed notice or alert is retried after a growing delay (plan's
+                        // backoff).
+                        Action::Notice { job_id, .. } | Action::Alert { job_id, .. } => {
                             let breach_start_s = views
                                 .iter()
                                 .find(|v| v.job.job_id == *job_id)
                                 .map_or(now_s, |v| now_s.saturating_sub(v.finding.dwell_s));
-                            self.actions.notice_failed(job_id, now_s, breach_start_s)
+                            if matches!(a, Action::Notice { .. }) {
+                                self.actions.notice_failed(job_id, now_s, breach_start_s)
+                            } else {
+                                self.actions.alert_failed(job_id, now_s, breach_start_s)
+                            }
                         }
                         _ => {}
                     }

@@ -159,11 +159,14 @@ pub enum SkipKind {
     /// 18: a job was cancelled in the cycle nvidia-smi hung, on readings two minutes old, and
     /// a slow nvidia-smi goes with busy GPUs).
     TelemetryNoData,
+    /// The last alert for the job failed (its webhook) less than its retry delay ago: it is
+    /// not sent again yet. The delay is a notice's ([`notice_retry_delay_s`]).
+    AlertBackoff,
 }
 
 impl SkipKind {
     /// Every kind, for the metrics page (each reason is shown from the first scrape).
-    pub const ALL: [SkipKind; 15] = [
+    pub const ALL: [SkipKind; 16] = [
         SkipKind::Paused,
         SkipKind::SuspectCollector,
         SkipKind::RateLimit,
@@ -179,6 +182,7 @@ impl SkipKind {
         SkipKind::AdminOverride,
         SkipKind::NodeNotThisHost,
         SkipKind::TelemetryNoData,
+        SkipKind::AlertBackoff,
     ];
 
     /// Snake-case label for logs and metrics.
@@ -199,6 +203,7 @@ impl SkipKind {
             SkipKind::AdminOverride => "admin_override",
             SkipKind::NodeNotThisHost => "node_not_this_host",
             SkipKind::TelemetryNoData => "telemetry_no_data",
+            SkipKind::AlertBackoff => "alert_backoff",
         }
     }
 }
@@ -342,9 +347,27 @@ pub struct ActionState {
     /// until a notice of theirs goes out or they end. Absent in older files.
     #[serde(skip_serializing_if = "BTreeSet::is_empty")]
     pub notice_start_retried: BTreeSet<String>,
+    /// Failed alerts per job (a webhook that failed), for the same retry backoff as notices;
+    /// cleared when an alert of the job goes out. Absent in older files.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub alert_retries: BTreeMap<String, NoticeRetry>,
     /// Jobs whose confirmed drain an admin resumed while they ran (see
     /// [`ActionState::observe_node`]): never drained or cancelled again in that run.
     pub overrides: BTreeMap<String, AdminOverride>,
+}
+
+/// Counts a failure of `job_id` at `now_s` in `retries`, starting the count afresh when the
+/// last one was before `breach_start_s` (an earlier breach).
+fn failed_at(retries: &mut BTreeMap<String, NoticeRetry>, job_id: &str, now_s: i64, breach_start_s: i64) {
+    let r = retries.entry(job_id.to_string()).or_insert(NoticeRetry {
+        failures: 0,
+        last_s: now_s,
+    });
+    if r.last_s < breach_start_s {
+        r.failures = 0;
+    }
+    r.failures = r.failures.saturating_add(1);
+    r.last_s = now_s;
 }
 
 impl ActionState {
@@ -370,6 +393,7 @@ impl ActionState {
             self.drains.retain(|j, _| r.contains(j));
             self.notice_retries.retain(|j, _| r.contains(j));
             self.notice_start_retried.retain(|j| r.contains(j));
+            self.alert_retries.retain(|j, _| r.contains(j));
         }
     }
 
@@ -407,6 +431,7 @@ impl ActionState {
         }
         self.notice_retries.clear();
         self.notice_start_retried.clear();
+        self.alert_retries.clear();
         // Observe mode's would-drains and would-cancels spend no real budget; real drains and
         // cancels keep theirs across the change (review 14).
         self.would_drain_times_s.clear();
@@ -416,15 +441,14 @@ impl ActionState {
     /// Records a failed notice attempt at `now_s`, for the retry backoff, in the breach that
     /// began at `breach_start_s`: failures of an earlier breach are not counted on.
     pub fn notice_failed(&mut self, job_id: &str, now_s: i64, breach_start_s: i64) {
-        let r = self.notice_retries.entry(job_id.to_string()).or_insert(NoticeRetry {
-            failures: 0,
-            last_s: now_s,
-        });
-        if r.last_s < breach_start_s {
-            r.failures = 0;
-        }
-        r.failures = r.failures.saturating_add(1);
-        r.last_s = now_s;
+        failed_at(&mut self.notice_retries, job_id, now_s, breach_start_s);
+    }
+
+    /// Records a failed alert (its webhook) at `now_s`, as [`ActionState::notice_failed`]
+    /// does a notice (operator trial 18: a webhook that took the post and then timed out was
+    /// posted to every cycle, 9 alerts in 10 minutes).
+    pub fn alert_failed(&mut self, job_id: &str, now_s: i64, breach_start_s: i64) {
+        failed_at(&mut self.alert_retries, job_id, now_s, breach_start_s);
     }
 
     /// Compares the real drains remembered for `node` with the node's state this cycle
@@ -501,6 +525,7 @@ impl ActionState {
             Action::Alert { job_id, verdict, .. } => {
                 self.alerted.insert(job_id.clone(), *verdict);
                 self.alerted_s.insert(job_id.clone(), now_s);
+                self.alert_retries.remove(job_id);
             }
             Action::Notice { job_id, .. } => {
                 self.noticed.insert(job_id.clone(), now_s);
@@ -726,7 +751,14 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         // earlier than it said. Times in the past hold nothing.
         let announced = st.announced.get(id).copied().unwrap_or_default();
         let too_early = |at: Option<i64>| at.is_some_and(|t| inp.now_s < t);
-        if alerted.is_none_or(|r| *r < v) {
+        // A failed alert is tried again after the notices' growing delay, not every cycle.
+        let lim = &inp.limits;
+        let alert_waiting = st.alert_retries.get(id).filter(|r| r.last_s >= breach_start_s).is_some_and(|r| {
+            inp.now_s.saturating_sub(r.last_s) < notice_retry_delay_s(r.failures, lim.notice_retry_first_s, lim.notice_retry_max_s)
+        });
+        if alerted.is_none_or(|r| *r < v) && alert_waiting {
+            skip(&mut p, SkipKind::AlertBackoff, "alert", id);
+        } else if alerted.is_none_or(|r| *r < v) {
             p.actions.push(Action::Alert {
                 job_id: id.into(),
                 user: job.user.clone(),

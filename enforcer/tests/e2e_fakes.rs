@@ -2077,3 +2077,32 @@ fn a_device_index_gpu_in_an_unreadable_row_is_warned_about_once_and_truthfully()
     );
     assert!(e.audit().iter().all(|a| a["job_id"] != "4242"), "{:?}", e.audit());
 }
+
+/// Operator trial 18 (BUG): a webhook that took each post and then timed out (curl exit 28)
+/// was posted to in every cycle, since a failed alert was planned again in the next one: 9
+/// alerts in 10 minutes. Expected: a failed alert is retried with the notices' growing delay
+/// (one interval, then doubling), skipped as `alert_backoff` in between.
+#[test]
+fn a_failing_webhook_gets_alerts_with_a_growing_delay_not_every_cycle() {
+    const VAR: &str = "GPU_REAPER_TEST_STALLING_WEBHOOK_URL";
+    std::env::set_var(VAR, "http://127.0.0.1:9/hook");
+    let e = plain();
+    let curl = e.dir.path().join("curl");
+    let posts = e.dir.path().join("curl.stdin");
+    // Takes the post, then fails as curl does on --max-time.
+    std::fs::write(&curl, format!("#!/bin/sh\ncat >> {}\necho '--' >> {0}\nexit 28\n", posts.display())).unwrap();
+    std::fs::set_permissions(&curl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cfg = e.config("enforce", &format!("webhook_url_env = \"{VAR}\"\ncurl = \"{}\"", curl.display()));
+    let (ok, log) = e.run(&cfg, T0, 30);
+    assert!(ok, "{log}");
+    let posted = std::fs::read_to_string(&posts).unwrap_or_default();
+    let alerts = posted.matches("--\n").count();
+    let failed = log_lines(&log, |v| {
+        v["fields"]["message"] == "action failed" && v["fields"]["action"] == "alert"
+    });
+    assert_eq!(alerts, failed.len(), "{log}");
+    // The first alert comes once the window is full (minute 10): 20 cycles at alert or above.
+    assert!((2..=6).contains(&alerts), "{alerts} alert posts in 30 cycles: {posted}");
+    let held = log_lines(&log, |v| v["fields"]["reason"] == "alert_backoff");
+    assert!(!held.is_empty(), "{log}");
+}
