@@ -1165,3 +1165,38 @@ fn dcgm_names_the_numbering_it_writes_and_warns_when_device_and_gpu_labels_diffe
         r.notes
     );
 }
+
+/// Operator trial 18 (BUG): an nvidia-smi log without `uuid` in which a GPU falls off the bus
+/// (four rows per time, then three, the highest index gone) gave only the generic "identified
+/// by index only" note, and the replay judged a busy job on its idle neighbour's readings.
+/// Expected: a warning naming the node, when the count fell and the counts. A row missing at
+/// one time only (four rows again later) warns of nothing.
+#[test]
+fn nvidia_smi_without_uuid_warns_when_the_gpu_count_falls_for_good() {
+    let rows = |t: &str, n: u16| -> String { (0..n).map(|i| format!("2026/11/29 {t}, {i}, 5 %\n")).collect() };
+    let head = "timestamp, index, utilization.gpu [%]\n";
+    let fell = format!(
+        "{head}{}{}{}",
+        rows("10:00:00.000", 4),
+        rows("10:01:00.000", 3),
+        rows("10:02:00.000", 3)
+    );
+    let mut r = ImportReport::default();
+    import::nvidia_smi::parse(&fell, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    let w: Vec<&String> = r.warnings.iter().filter(|w| w.contains("falling off the bus")).collect();
+    assert_eq!(w.len(), 1, "{:?}", r.warnings);
+    assert!(
+        w[0].starts_with("node001: 4 GPUs were sampled at t_s ") && w[0].contains("but only 3 from t_s "),
+        "{}",
+        w[0]
+    );
+    let blip = format!(
+        "{head}{}{}{}",
+        rows("10:00:00.000", 4),
+        rows("10:01:00.000", 3),
+        rows("10:02:00.000", 4)
+    );
+    let mut r = ImportReport::default();
+    import::nvidia_smi::parse(&blip, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    assert!(!r.warnings.iter().any(|w| w.contains("falling off the bus")), "{:?}", r.warnings);
+}

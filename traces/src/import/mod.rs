@@ -125,6 +125,43 @@ pub struct RawSample {
     pub sample: Sample,
 }
 
+/// For each node identified by index only: a warning when the number of GPUs sampled at one
+/// time falls below the most seen at an earlier time and stays below to the end. That is how
+/// a GPU falling off the bus looks in a log without UUIDs, and the GPUs after it were then
+/// renumbered (NVML indices are dense), so their later readings are another GPU's: a busy
+/// job can be judged on an idle neighbour's readings (operator trial 18). The samples are
+/// kept (a row missing at a few times is common and harmless); the warning names the node,
+/// the times and the counts, so the operator knows which of the replay's findings to distrust.
+fn warn_index_only_shrinks(raw: &[RawSample], with_uuid: &std::collections::BTreeSet<String>, report: &mut ImportReport) {
+    use std::collections::BTreeSet;
+    let mut per_node: BTreeMap<&str, BTreeMap<i64, BTreeSet<u16>>> = BTreeMap::new();
+    for r in raw.iter().filter(|r| !with_uuid.contains(&r.node)) {
+        per_node.entry(&r.node).or_default().entry(r.sample.t_s).or_default().insert(r.gpu);
+    }
+    for (node, times) in per_node {
+        // The most GPUs seen so far, and when; the first time with fewer after it.
+        let mut most = (0usize, i64::MIN);
+        let mut fell: Option<(usize, i64, usize, i64)> = None;
+        for (t, gpus) in &times {
+            let n = gpus.len();
+            if n > most.0 {
+                most = (n, *t);
+                fell = None;
+            } else if n < most.0 && fell.is_none() {
+                fell = Some((most.0, most.1, n, *t));
+            } else if n == most.0 {
+                // Back to the most seen: what fell came back (a row missing for a while).
+                fell = None;
+            }
+        }
+        if let Some((was, was_t, now, from_t)) = fell {
+            report.warnings.push(format!(
+                "{node}: {was} GPUs were sampled at t_s {was_t}, but only {now} from t_s {from_t} to the end of the source; without GPU UUIDs this is how a GPU falling off the bus looks, and the GPUs after it were then renumbered, so from t_s {from_t} their readings may be given to the wrong GPUs and their jobs judged on another GPU's readings (log `uuid` to have each GPU followed)"
+            ));
+        }
+    }
+}
+
 /// What [`identify_gpus`] learnt about one GPU (one UUID) of a node.
 struct UuidGpu {
     /// The index it had when first seen: its GPU number in the trace. `None` when another
@@ -203,6 +240,7 @@ pub fn identify_gpus(raw: &mut Vec<RawSample>, report: &mut ImportReport) {
             listed(&index_only.into_iter().map(str::to_string).collect::<Vec<_>>(), 8)
         ));
     }
+    warn_index_only_shrinks(raw, &with_uuid, report);
     if with_uuid.is_empty() {
         return;
     }
