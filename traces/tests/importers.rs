@@ -1200,3 +1200,30 @@ fn nvidia_smi_without_uuid_warns_when_the_gpu_count_falls_for_good() {
     import::nvidia_smi::parse(&blip, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
     assert!(!r.warnings.iter().any(|w| w.contains("falling off the bus")), "{:?}", r.warnings);
 }
+
+/// Operator trial 18 (BUG): a log with `minor_number` (index 0 is minor 1, index 1 is minor 0)
+/// had the field ignored ("ignored field(s): minor_number"), so a job whose `alloc` was written
+/// in Slurm's numbering (the minor number) was matched to the wrong GPU. Expected: the GPUs are
+/// numbered by minor_number, with a note saying so; a row without one is a bad row naming the
+/// field.
+#[test]
+fn nvidia_smi_with_minor_number_numbers_gpus_by_it() {
+    let log =
+        "timestamp, index, minor_number, utilization.gpu [%]\n2026/11/29 10:00:00.000, 0, 1, 95 %\n2026/11/29 10:00:00.000, 1, 0, 0 %\n";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    let by_gpu: Vec<(u16, Option<f64>)> = raw.iter().map(|s| (s.gpu, s.sample.util_pct.get())).collect();
+    assert_eq!(by_gpu, vec![(1, Some(95.0)), (0, Some(0.0))]);
+    assert!(raw.iter().all(|s| s.sample.gpu == s.gpu));
+    assert!(
+        r.notes.iter().any(|n| n.contains("numbered by the log's minor_number")),
+        "{:?}",
+        r.notes
+    );
+    assert!(!r.notes.iter().any(|n| n.contains("ignored field")), "{:?}", r.notes);
+    let bad = "timestamp, index, minor_number, utilization.gpu [%]\n2026/11/29 10:00:00.000, 0, [N/A], 95 %\n";
+    let e = import::nvidia_smi::parse(bad, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("smi.csv") && e.contains("is not a GPU minor number"), "{e}");
+}

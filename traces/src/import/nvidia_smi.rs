@@ -23,7 +23,8 @@
 //!   is taken (counted as `ambiguous_local_times`); a time in the skipped hour is a bad row.
 //! * **GPU numbering.** `index` is NVML's index. It equals Slurm's GRES index when the node's
 //!   `gres.conf` lists GPUs in PCI bus order (the usual `AutoDetect=nvml` case); otherwise
-//!   map the indices before using `--jobs`.
+//!   map the indices before using `--jobs`. A log with `minor_number` is numbered by it
+//!   instead: Slurm's GRES index is the device minor number, which no renumbering changes.
 //! * **A GPU is its UUID.** With a `uuid` (or `gpu_uuid`) column, a GPU keeps the index its
 //!   UUID had when first seen in the log, even after nvidia-smi renumbers it (a GPU fell off
 //!   the bus); see [`super::identify_gpus`]. Without one, GPUs are their indices, and a note
@@ -192,6 +193,7 @@ pub const IGNORED_FIELD_PREFIXES: [&str; 5] = [
 pub fn is_known_field(name: &str) -> bool {
     name == "timestamp"
         || name == "index"
+        || name == "minor_number"
         || POLICY_FIELDS.contains(&name)
         || IGNORED_FIELDS.contains(&name)
         || IGNORED_FIELD_PREFIXES.iter().any(|p| name.starts_with(p))
@@ -458,6 +460,12 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                     absent.join(", ")
                 ));
             }
+            if col("minor_number").is_some() {
+                report.notes.push(
+                    "GPUs are numbered by the log's minor_number (Slurm's GRES index, as in --jobs' alloc), not by nvidia-smi's index"
+                        .to_string(),
+                );
+            }
         }
         let problem = |i: usize, what: String| problem_at(path, &names, line, i, what);
         if header_line.is_none() && rec.len() != names.len() {
@@ -499,9 +507,25 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
             if ambiguous {
                 report.bump("ambiguous_local_times");
             }
-            let gpu: u16 = rec[ii]
-                .parse()
-                .map_err(|_| problem(ii, format!("{:?} is not a GPU index", &rec[ii])))?;
+            // With a `minor_number` column, GPUs are numbered by it: Slurm's GRES index is the
+            // device minor number (/dev/nvidia<minor>), which need not be NVML's index, and it
+            // does not change when another GPU falls off the bus (operator trial 18: the
+            // column was ignored, and a job's `alloc` in Slurm's numbering was matched to
+            // NVML's).
+            let gpu: u16 = match col("minor_number") {
+                Some(mi) => rec[mi].trim().parse().map_err(|_| {
+                    problem(
+                        mi,
+                        format!(
+                            "{:?} is not a GPU minor number (a log with the minor_number field numbers its GPUs by it, so every row needs one)",
+                            &rec[mi]
+                        ),
+                    )
+                })?,
+                None => rec[ii]
+                    .parse()
+                    .map_err(|_| problem(ii, format!("{:?} is not a GPU index", &rec[ii])))?,
+            };
             // The GPU's identity; `[N/A]` or an empty cell leaves it unknown.
             let uuid = col("uuid")
                 .or_else(|| col("gpu_uuid"))
