@@ -291,6 +291,7 @@ impl Config {
             ));
         }
         out.extend(self.risky_settings());
+        out.extend(self.exemption_warnings());
         if e.mode == RunMode::Observe && !e.webhook_url_env.is_empty() && !e.observe_posts_to_webhook() {
             out.push(
                 "enforcer.webhook_reaches_users = true in observe mode: observe mode contacts no user, so nothing is posted to the webhook (its channel reaches users); alerts and would-actions are logged and written to the audit log only. To see observe mode's alerts in a channel, point webhook_url_env at one only admins read and set webhook_reaches_users = false until you switch to enforce mode".to_string(),
@@ -301,6 +302,49 @@ impl Config {
 }
 
 impl Config {
+    /// Exemptions that are valid but exempt far more, or less, than they seem to (operator
+    /// trial 18: `name_regex = ".*"`, `users = ["*"]`, `partitions = [""]` and a blank
+    /// `comment_marker` were taken silently).
+    fn exemption_warnings(&self) -> Vec<String> {
+        let x = &self.policy.config().exempt;
+        let mut out = Vec::new();
+        for (key, list) in [
+            ("policy.exempt.users", &x.users),
+            ("policy.exempt.accounts", &x.accounts),
+            ("policy.exempt.partitions", &x.partitions),
+            ("policy.exempt.qos", &x.qos),
+        ] {
+            for (i, v) in list.iter().enumerate() {
+                if v.trim().is_empty() {
+                    out.push(format!(
+                        "{key}[{i}] = {v:?} is blank: names are compared whole, so it exempts only jobs whose name there is blank, which squeue does not give; remove it"
+                    ));
+                } else if v.contains(['*', '?']) {
+                    out.push(format!(
+                        "{key}[{i}] = {v:?}: names are compared whole (case-insensitively), and '*' and '?' are no wildcards, so it exempts only a name spelled exactly so; list the names, or use policy.exempt.name_regex for job names"
+                    ));
+                }
+            }
+        }
+        if !x.name_regex.is_empty() && regex::Regex::new(&x.name_regex).is_ok_and(|re| re.is_match("")) {
+            out.push(format!(
+                "policy.exempt.name_regex = {:?} matches the empty string, so it matches every job name: every job is exempt and never goes above watching; anchor it (for example \"^jupyter\")",
+                x.name_regex
+            ));
+        }
+        let marker = &x.comment_marker;
+        // With job_source = "format" a blank marker is what enforce mode asks for (that
+        // source cannot read comments): said at load, not again here.
+        if marker.is_empty() && self.enforcer.job_source != JobSource::Format {
+            out.push("policy.exempt.comment_marker = \"\": users cannot opt a job out with a comment (sbatch --comment); set a marker such as \"gpu-reaper:exempt\" unless you mean that".to_string());
+        } else if marker.trim().chars().count() < 3 {
+            out.push(format!(
+                "policy.exempt.comment_marker = {marker:?} is found in many comments (it is matched as a case-insensitive substring), so most jobs with a comment are exempt; use a distinct marker such as \"gpu-reaper:exempt\""
+            ));
+        }
+        out
+    }
+
     /// Settings that are valid but risky or probably not meant, one line each naming the key
     /// and what will happen (part of [`Config::warnings`]):
     /// - `starved`, `partial` or `unknown` with a `cancel` ceiling: those jobs do some work,
@@ -1144,6 +1188,30 @@ mod tests {
         // A bad node name is one problem, not two.
         let x = Config::from_text("[enforcer]\nnode = \"-x\"\n", "t.toml").unwrap_err();
         assert!(x.key == "enforcer.node" && x.also.is_empty(), "{x}");
+    }
+
+    /// Operator trial 18 (ROUGH): exemptions that exempt every job, or none, were taken
+    /// silently. Each is a warning naming the key; a sane exemption warns of nothing.
+    #[test]
+    fn exemptions_that_exempt_everything_or_nothing_warn() {
+        let warn = |exempt: &str| {
+            Config::from_text(&format!("[policy.exempt]\n{exempt}\n[enforcer]\nnode = \"n\"\n"), "t")
+                .unwrap()
+                .warnings()
+        };
+        let fine = warn("users = [\"svc-inference\"]\nname_regex = \"^jupyter\"\nqos = [\"serving\"]");
+        assert!(!fine.iter().any(|w| w.contains("policy.exempt")), "{fine:?}");
+        for (exempt, says) in [
+            ("name_regex = \".*\"", "matches every job name"),
+            ("name_regex = \"x?\"", "matches every job name"),
+            ("users = [\"*\"]", "policy.exempt.users[0] = \"*\""),
+            ("partitions = [\"gpu\", \"\"]", "policy.exempt.partitions[1] = \"\" is blank"),
+            ("comment_marker = \"\"", "users cannot opt a job out"),
+            ("comment_marker = \" \"", "is found in many comments"),
+        ] {
+            let w = warn(exempt);
+            assert!(w.iter().any(|w| w.contains(says)), "{exempt}: {w:?}");
+        }
     }
 
     #[test]
