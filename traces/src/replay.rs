@@ -72,6 +72,8 @@ pub struct JobOutcome {
     pub safety_violations: u32,
     /// Scoring against `truth`, when the trace has it.
     pub score: Option<JobScore>,
+    /// Some finding of the job named an exemption (guard 8: it never goes above `watching`).
+    pub exempt: bool,
 }
 
 /// A drain or cancel given while a sample of the job within one window read at or above the
@@ -254,6 +256,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
             drains: 0,
             safety_violations: 0,
             score: None,
+            exempt: false,
         })
         .collect();
     if n == 0 {
@@ -330,6 +333,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
             let o = &mut res.jobs[j];
             o.cycles += 1;
             o.cycles_in_warmup += u64::from(f.cause == Cause::Warmup);
+            o.exempt |= f.exempt.is_some();
             let key = (f.verdict, f.signature, f.cap, f.cause);
             let old = prev[j];
             if o.highest.is_none_or(|h| f.verdict > h) {
@@ -698,7 +702,8 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
         res.interval_s,
         res.rows.len()
     );
-    let mut counts = std::collections::BTreeMap::new();
+    // Per key: jobs, and of them exempt.
+    let mut counts: std::collections::BTreeMap<&str, (u32, u32)> = std::collections::BTreeMap::new();
     for o in &res.jobs {
         // A job seen only in warmup was never judged, though its verdict reads healthy (trial
         // 11: a trace of jobs shorter than warmup read "healthy 50").
@@ -707,9 +712,20 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
             Some(Verdict::Healthy) if o.cycles > 0 && o.cycles_in_warmup == o.cycles => "in warmup throughout (not judged)",
             Some(v) => v.as_str(),
         };
-        *counts.entry(key).or_insert(0u32) += 1;
+        let c = counts.entry(key).or_insert((0, 0));
+        c.0 += 1;
+        c.1 += u32::from(o.exempt);
     }
-    let line: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    // Operator trial 18: the Alibaba excerpt read "watching 8" without a word that all 8 were
+    // exempt (held at watching by guard 8, not short of evidence).
+    let line: Vec<String> = counts
+        .iter()
+        .map(|(k, (n, ex))| match *ex {
+            0 => format!("{k} {n}"),
+            ex if ex == *n => format!("{k} {n} (all exempt: held at watching)"),
+            ex => format!("{k} {n} ({ex} exempt: held at watching)"),
+        })
+        .collect();
     let _ = writeln!(s, "highest verdict per job: {}", line.join(", "));
     let _ = writeln!(
         s,
@@ -745,6 +761,28 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
             format!("FAILED on {} cycles", res.safety.len())
         }
     );
+    if !trace.has_truth() {
+        // Operator trial 18: a replay of real telemetry (which never has a truth column)
+        // reported no GPU-hours at all. What the policy's verdicts would do can still be
+        // counted; whether they are right cannot.
+        let cancels: Vec<&JobOutcome> = res.jobs.iter().filter(|o| o.first_cancel_s.is_some()).collect();
+        let freed_gpu_h: f64 = cancels
+            .iter()
+            .map(|o| {
+                let j = &trace.jobs[o.job as usize];
+                let t = o.first_cancel_s.unwrap_or(j.end_s);
+                j.facts.alloc.len() as f64 * j.end_s.saturating_sub(t).max(0) as f64 / 3600.0
+            })
+            .sum();
+        let drains = res.jobs.iter().filter(|o| o.first_drain_s.is_some()).count();
+        let alerts = res.jobs.iter().filter(|o| o.first_alert_s.is_some()).count();
+        let _ = writeln!(
+            s,
+            "unscored (the trace has no truth column): jobs the policy alerts on {alerts}, drains {drains}, cancels {}; the cancels free {} GPU-h between each cancel and the job's recorded end (an upper bound on what they recover: it counts the job's GPUs as held to that end, and whether each cancel was right is for you to check in findings.csv)",
+            cancels.len(),
+            rounded(freed_gpu_h)
+        );
+    }
     if trace.has_truth() {
         let mut t = JobScore::default();
         let (mut cancels, mut false_cancels) = (0, 0);

@@ -1133,10 +1133,12 @@ fn nvidia_smi_a_last_line_without_its_line_end_is_dropped_with_a_warning() {
 
 /// Trial 12: `sim import dcgm` wrote the `gpu` label (NVML's index) as the GPU without a word,
 /// while jobs.csv's alloc names Slurm's index, the device minor number (the `device` label):
-/// a busy job was judged on its idle neighbour's readings. A disagreement is warned about,
-/// naming each GPU; pages without a device label get a note; agreeing labels say nothing.
+/// a busy job was judged on its idle neighbour's readings. Trial 18: it then only warned, where
+/// the nvidia-smi import numbers by `minor_number`. Now a `device` label `nvidia<N>` numbers
+/// the GPU N, a disagreement is noted, naming each GPU; a host numbered both ways is warned
+/// of; pages without a device label get a note; agreeing labels say nothing.
 #[test]
-fn dcgm_names_the_numbering_it_writes_and_warns_when_device_and_gpu_labels_differ() {
+fn dcgm_numbers_gpus_by_the_device_minor_and_names_the_numbering() {
     let page = |d0: &str, d1: &str| {
         format!(
             "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-a\",{d0}Hostname=\"n1\"}} 90\n\
@@ -1145,25 +1147,45 @@ fn dcgm_names_the_numbering_it_writes_and_warns_when_device_and_gpu_labels_diffe
     };
     let run = |text: &str| {
         let mut r = ImportReport::default();
-        import::dcgm::parse_pages(&[(100, "p", text)], None, false, &mut r).unwrap();
-        r
+        let raw = import::dcgm::parse_pages(&[(100, "p", text)], None, false, &mut r).unwrap();
+        let numbers: Vec<(String, u16)> = raw.iter().map(|s| (s.uuid.clone().unwrap(), s.gpu)).collect();
+        (r, numbers)
     };
-    let r = run(&page("device=\"nvidia1\",", "device=\"nvidia0\","));
-    let w: Vec<&String> = r.warnings.iter().filter(|w| w.contains("device minor number")).collect();
-    assert_eq!(w.len(), 1, "{:?}", r.warnings);
-    assert!(
-        w[0].contains("n1 gpu 0 is nvidia1") && w[0].contains("n1 gpu 1 is nvidia0"),
-        "{w:?}"
+    let (r, numbers) = run(&page("device=\"nvidia1\",", "device=\"nvidia0\","));
+    assert_eq!(
+        numbers,
+        vec![("GPU-b".to_string(), 0), ("GPU-a".to_string(), 1)],
+        "numbered by the minor"
     );
-    let r = run(&page("device=\"nvidia0\",", "device=\"nvidia1\","));
-    assert!(!r.warnings.iter().any(|w| w.contains("device minor number")), "{:?}", r.warnings);
-    assert!(!r.notes.iter().any(|n| n.contains("device label")), "{:?}", r.notes);
-    let r = run(&page("", ""));
+    let n: Vec<&String> = r.notes.iter().filter(|n| n.contains("device minor number")).collect();
+    assert_eq!(n.len(), 1, "{:?}", r.notes);
+    assert!(
+        n[0].contains("n1 gpu 0 is nvidia1") && n[0].contains("n1 gpu 1 is nvidia0"),
+        "{n:?}"
+    );
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let (r, numbers) = run(&page("device=\"nvidia0\",", "device=\"nvidia1\","));
+    assert_eq!(numbers, vec![("GPU-a".to_string(), 0), ("GPU-b".to_string(), 1)]);
+    assert!(!r.notes.iter().any(|n| n.contains("device")), "{:?}", r.notes);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    // Not a device file's name: numbered by the gpu label, and said to be mixed.
+    let (r, numbers) = run(&page("device=\"nvidia3\",", "device=\"nvidiactl\","));
+    assert_eq!(numbers, vec![("GPU-b".to_string(), 1), ("GPU-a".to_string(), 3)]);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("n1 (first at p line 2)") && w.contains("numbered by their gpu label")),
+        "{:?}",
+        r.warnings
+    );
+    let (r, numbers) = run(&page("", ""));
+    assert_eq!(numbers, vec![("GPU-a".to_string(), 0), ("GPU-b".to_string(), 1)]);
     assert!(
         r.notes.iter().any(|n| n.contains("no page carries a device label")),
         "{:?}",
         r.notes
     );
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
 /// Operator trial 18 (BUG): an nvidia-smi log without `uuid` in which a GPU falls off the bus

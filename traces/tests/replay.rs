@@ -194,6 +194,41 @@ fn exempting_the_serving_qos_keeps_alibaba_pods_at_watching() {
         assert!(o.highest.unwrap() <= Verdict::Watching, "{:?}", o.highest);
     }
     assert!(r.rows.iter().any(|x| x.finding.exempt.is_some()));
+    // Operator trial 18: the summary read "watching 8" without a word that they were exempt.
+    let text = traces::replay::summary_text(&t, &r);
+    let n = r.jobs.len();
+    assert!(r.jobs.iter().all(|o| o.exempt), "every pod is in the serving QOS");
+    assert!(text.contains(&format!("watching {n} (all exempt: held at watching)")), "{text}");
+    assert!(!traces::replay::summary_text(&t, &before).contains("exempt"));
+}
+
+/// Operator trial 18: a replay of telemetry without a truth column (all real telemetry)
+/// reported no GPU-hours. It now counts the jobs the policy would alert on, drain and cancel,
+/// and the GPU-hours between each cancel and the job's recorded end.
+#[test]
+fn a_replay_without_truth_counts_what_the_cancels_would_free() {
+    let mut t = hung_and_busy();
+    t.truth.iter_mut().for_each(|x| *x = None);
+    assert!(!t.has_truth());
+    let mut cfg = PolicyConfig::default();
+    cfg.stages.push(policy::StageConfig {
+        after: policy::DurationS(90 * 60),
+        verdict: "cancel".into(),
+    });
+    let r = replay(&t, Policy::new(&cfg).unwrap(), 60);
+    let c = r.jobs[H as usize].first_cancel_s.expect("h is cancelled");
+    let freed = (10800 - c) as f64 / 3600.0;
+    let text = traces::replay::summary_text(&t, &r);
+    let want = format!(
+        "jobs the policy alerts on 1, drains 1, cancels 1; the cancels free {} GPU-h",
+        freed.to_string().trim_end_matches('0')
+    );
+    assert!(text.contains(&want), "want {want:?} in {text}");
+    assert!(!text.contains("score:"), "{text}");
+    // With truth the score line stands instead.
+    let r = replay(&hung_and_busy(), Policy::new(&cfg).unwrap(), 60);
+    let text = traces::replay::summary_text(&hung_and_busy(), &r);
+    assert!(text.contains("score:") && !text.contains("unscored"), "{text}");
 }
 
 #[test]

@@ -201,6 +201,9 @@ struct UuidsAt {
     /// Per (host, gpu label): the `device` labels seen (`nvidia<N>`: the device file, whose
     /// number is the minor number Slurm's GRES indices name).
     devices: BTreeMap<(String, u16), std::collections::BTreeSet<String>>,
+    /// Per host: the first series numbered by its `gpu` label (no `device` label
+    /// `nvidia<N>`), with the page and line.
+    by_gpu_label: BTreeMap<String, (PathBuf, u64)>,
     /// With `--node`: each host a `Hostname`/`hostname` label named instead of `--node`'s,
     /// with the label's name and where it was first read.
     hosts_not_node: BTreeMap<String, (&'static str, PathBuf, u64)>,
@@ -282,31 +285,59 @@ fn note_node(uuids: &UuidsAt, node: Option<&str>, report: &mut ImportReport) {
     ));
 }
 
+/// The minor number in a `device` label: `nvidia<N>` gives N (the device file
+/// `/dev/nvidia<N>`); anything else (`nvidiactl`, an empty label, a number out of range) gives
+/// `None`.
+fn device_minor(device: &str) -> Option<u16> {
+    let n = device.strip_prefix("nvidia")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
 /// Says which numbering the import wrote (trial 12: a replay judged a busy job on its idle
 /// neighbour's readings, because the `gpu` label, NVML's index, differed from the device
 /// minor number that `jobs.csv`'s alloc, Slurm's GRES index, names; the import said nothing).
-/// A warning naming each GPU whose `device` label disagrees with its `gpu` label; a note when
-/// no page carries a `device` label to check.
+/// A series with a `device` label `nvidia<N>` is numbered N (trial 18). Notes the GPUs whose
+/// `gpu` label differs from their minor number (renumbered as such); warns of a host whose
+/// series are numbered both ways (some without a `device` label), since one GPU may then
+/// appear under two numbers; notes when no page carries a `device` label.
 fn note_numbering(uuids: &UuidsAt, report: &mut ImportReport) {
     let differ: Vec<String> = uuids
         .devices
         .iter()
         .flat_map(|((host, gpu), devs)| {
             devs.iter()
-                .filter(move |d| {
-                    d.strip_prefix("nvidia")
-                        .and_then(|n| n.parse::<u32>().ok())
-                        .is_some_and(|n| n != u32::from(*gpu))
-                })
+                .filter(move |d| device_minor(d).is_some_and(|n| n != *gpu))
                 .map(move |d| format!("{host} gpu {gpu} is {d}"))
         })
         .collect();
     if !differ.is_empty() {
-        report.warnings.push(format!(
-            "{}: the gpu label (NVML's index, which this import writes as the GPU) differs from the device minor number (the device label), which is what Slurm's GRES indices name; write jobs.csv's alloc in the gpu label's numbering, or the replay judges jobs on other GPUs' readings",
-            differ.join(", ")
+        report.notes.push(format!(
+            "{}: the gpu label (NVML's index) differs from the device minor number (the device label); GPUs are numbered by the device label's minor number, as Slurm's GRES indices (jobs.csv's alloc) are",
+            super::listed(&differ, 8)
         ));
-    } else if uuids.devices.is_empty() {
+    }
+    let labelled: std::collections::BTreeSet<&str> = uuids
+        .devices
+        .iter()
+        .filter(|(_, devs)| devs.iter().any(|d| device_minor(d).is_some()))
+        .map(|((host, _), _)| host.as_str())
+        .collect();
+    let mixed: Vec<String> = uuids
+        .by_gpu_label
+        .iter()
+        .filter(|(host, _)| labelled.contains(host.as_str()))
+        .map(|(host, (file, line))| format!("{host} (first at {} line {line})", file.display()))
+        .collect();
+    if !mixed.is_empty() {
+        report.warnings.push(format!(
+            "{}: some series carry a device label nvidia<N> and are numbered by its minor number, others carry none and are numbered by their gpu label (NVML's index); where the two differ one GPU appears under two numbers. Import such pages separately, or check that the numbers agree",
+            super::listed(&mixed, 8)
+        ));
+    }
+    if uuids.devices.is_empty() {
         report.notes.push(
             "GPUs are numbered by the exporter's gpu label (NVML's index); no page carries a device label to check it against the device minor number that Slurm's GRES indices (jobs.csv's alloc) name".into(),
         );
@@ -485,9 +516,23 @@ fn parse_page(
                 problem: String::new(),
             },
         });
-        if let Some(d) = p.label(&["device"]).map(str::trim).filter(|d| !d.is_empty()) {
+        // A `device` label `nvidia<N>` numbers the GPU by N, its minor number: Slurm's GRES
+        // index (jobs.csv's alloc) is the minor number, which need not be NVML's index (the
+        // `gpu` label) and which no renumbering changes (operator trial 18: the import
+        // numbered by `gpu` and only warned, where the nvidia-smi import numbers by
+        // `minor_number`).
+        let device = p.label(&["device"]).map(str::trim).filter(|d| !d.is_empty());
+        let minor = device.and_then(device_minor);
+        if let Some(d) = device {
             uuids.devices.entry((host.clone(), gpu)).or_default().insert(d.to_string());
         }
+        if minor.is_none() {
+            uuids
+                .by_gpu_label
+                .entry(host.clone())
+                .or_insert_with(|| (path.into(), n as u64 + 1));
+        }
+        let gpu = minor.unwrap_or(gpu);
         let uuid = p
             .label(&["UUID", "uuid"])
             .map(str::trim)
