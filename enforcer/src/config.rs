@@ -356,6 +356,8 @@ impl Config {
     ///   samples counts as whole evidence;
     /// - `command_timeout` (plus nvidia-smi's two queries) longer than `max_sample_gap`: one
     ///   hung command delays the next sample past the gap;
+    /// - `nvidia_smi_timeout` of half `interval` or more (when the above does not already
+    ///   say): two hung queries hold a cycle past the next one's start;
     /// - an hourly budget of 0 where a drain or cancel can be reached, or one above what a
     ///   node can spend (more than 10);
     /// - a `warmup` of 12 hours or more, and a `util_threshold_pct` of 50 or more.
@@ -451,6 +453,17 @@ impl Config {
             out.push(format!(
                 "enforcer.command_timeout = \"{}\": one hung scontrol, scancel or notify command holds a cycle that long, which with nvidia-smi's two queries (nvidia_smi_timeout \"{}\" each) is longer than policy.max_sample_gap (\"{}\"), so the next sample comes too late and every job's breach starts again; use a timeout well under the gap (default 20s)",
                 e.command_timeout, e.nvidia_smi_timeout, c.max_sample_gap
+            ));
+        }
+        // Trial 18: a timeout just under the interval was taken without a word, though
+        // nvidia-smi is queried twice a cycle (GPUs, then compute processes).
+        let smi_held = 2 * e.nvidia_smi_timeout.secs();
+        if held <= gap && smi_held >= c.interval.secs() {
+            out.push(format!(
+                "enforcer.nvidia_smi_timeout = \"{}\": nvidia-smi is queried twice a cycle, so a hung nvidia-smi holds a cycle {} or more, as long as policy.interval (\"{}\") or longer: cycles then start late and the metrics' last cycle time lags; keep it well under half the interval (default 10s of 60s)",
+                e.nvidia_smi_timeout,
+                DurationS(smi_held),
+                c.interval
             ));
         }
         let drain = drain_reachable(&self.policy);
@@ -1761,6 +1774,18 @@ mod tests {
             w.len() == 1 && w[0].contains("enforcer.command_timeout = \"10m\"") && w[0].contains("max_sample_gap"),
             "{w:?}"
         );
+        // trial 18: an nvidia-smi timeout of half the interval or more.
+        let w = Config::from_text("[enforcer]\nnode = \"n\"\nnvidia_smi_timeout = \"30s\"\n", "t")
+            .unwrap()
+            .warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("enforcer.nvidia_smi_timeout = \"30s\"") && w[0].contains("holds a cycle 1m"),
+            "{w:?}"
+        );
+        let w = Config::from_text("[enforcer]\nnode = \"n\"\nnvidia_smi_timeout = \"29s\"\n", "t")
+            .unwrap()
+            .warnings();
+        assert!(w.is_empty(), "{w:?}");
         // c12: hourly budgets of 0.
         let budgets = |d: u32, c: u32| {
             Config::from_text(

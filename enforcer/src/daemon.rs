@@ -11,6 +11,7 @@ use crate::metrics::Metrics;
 use crate::parse::scontrol_node::NodeState;
 use crate::parse::SlurmJob;
 use crate::plan::{self, Action, ActionState, JobView, Limits, PlanInput, Skip};
+use crate::repeats::{still_text, Say};
 use crate::slurm::SlurmClient;
 use crate::state::{self, Loaded, StateFile, STATE_VERSION};
 use crate::telemetry::Telemetry;
@@ -156,6 +157,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The (job, minor number) pairs whose "device index names a GPU nvidia-smi does not list"
     /// was logged at WARN, while they last (not persisted).
     unlisted_device_warned: BTreeSet<(String, u32)>,
+    /// The reads (squeue, scontrol, nvidia-smi) failing cycle after cycle, so a lasting
+    /// failure is logged at its start, every 10 minutes and at its end (not persisted).
+    repeats: crate::repeats::Repeats,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -338,6 +342,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             pids_hidden_warned_s: None,
             row_warned_s: BTreeMap::new(),
             unlisted_device_warned: BTreeSet::new(),
+            repeats: Default::default(),
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -407,6 +412,20 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         self.record_written("audit", r.is_ok());
         r.is_ok()
+    }
+
+    /// Logs `what` at INFO if `key` had been failing (see [`crate::repeats`]), with how long.
+    fn recovered(&mut self, key: &'static str, what: &str, now_s: i64) {
+        if let Some(s) = self.repeats.worked(key) {
+            let failed_s = now_s.saturating_sub(s.since_s);
+            tracing::info!(
+                failed_cycles = s.cycles,
+                failed_s,
+                "{what}, after {} failed cycles since {}",
+                s.cycles,
+                s.since_s
+            );
+        }
     }
 
     fn read_error(&mut self, source: &str, kind: &str) {
@@ -560,7 +579,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let read = match self.slurm.jobs() {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(error = %e, "squeue failed; cycle skipped");
+                match self.repeats.failed("squeue", now_s) {
+                    Say::Log(s) => {
+                        tracing::error!(error = %e, failing_cycles = s.cycles, "squeue failed; cycle skipped{}", still_text(&s, now_s))
+                    }
+                    Say::Quiet => tracing::debug!(error = %e, "squeue failed; cycle skipped"),
+                }
                 self.read_error("squeue", &e.kind);
                 // Nothing was evaluated: the per-cycle gauges say so rather than repeat the
                 // last good cycle (last_evaluated_timestamp_seconds stops advancing).
@@ -572,6 +596,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
         };
         rep.jobs_read = true;
+        self.recovered("squeue", "squeue works again", now_s);
         for e in &read.row_errors {
             tracing::warn!(row = e.row, job_id = e.job_id.as_deref().unwrap_or(""), problem = %e.problem, "squeue row not read");
             self.read_error("squeue", "row");
@@ -640,9 +665,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         if let Some(k) = &tel.no_data {
             let said = tel.no_data_detail.as_deref().unwrap_or("");
-            tracing::warn!(kind = %k, nvidia_smi_said = %said, "nvidia-smi gave no data this cycle (unknown, never zero)");
+            match self.repeats.failed("nvidia-smi", now_s) {
+                Say::Log(s) => {
+                    tracing::warn!(kind = %k, nvidia_smi_said = %said, failing_cycles = s.cycles, "nvidia-smi gave no data this cycle (unknown, never zero){}", still_text(&s, now_s))
+                }
+                Say::Quiet => {
+                    tracing::debug!(kind = %k, nvidia_smi_said = %said, "nvidia-smi gave no data this cycle (unknown, never zero)")
+                }
+            }
             self.read_error("nvidia-smi", k);
             rep.telemetry_no_data = Some(k.clone());
+        } else {
+            self.recovered("nvidia-smi", "nvidia-smi gives data again", now_s);
         }
         self.metrics.abandoned_children = crate::run::abandoned_total();
 
@@ -671,11 +705,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
             Ok(n) => Some(n),
             Err(e) => {
-                tracing::warn!(error = %e, "scontrol show node failed; no drain or resume this cycle");
+                match self.repeats.failed("scontrol", now_s) {
+                    Say::Log(s) => {
+                        tracing::warn!(error = %e, failing_cycles = s.cycles, "scontrol show node failed; no drain or resume this cycle{}", still_text(&s, now_s))
+                    }
+                    Say::Quiet => tracing::debug!(error = %e, "scontrol show node failed; no drain or resume this cycle"),
+                }
                 self.read_error("scontrol", &e.kind);
                 None
             }
         };
+        if node_state.is_some() {
+            self.recovered("scontrol", "scontrol show node works again", now_s);
+        }
         // The configured node must be this host: one config pushed to every node would have
         // each daemon judge that node's jobs against its own GPUs and act on that node.
         if let Some(ns) = &node_state {

@@ -13,6 +13,7 @@
 //! * [`attribution`]: which of this node's GPUs belong to which job; [`unlisted`]: jobs on
 //!   them that squeue does not list.
 //! * [`gpu_slots`]: a GPU is its UUID; the engine's GPU id per UUID.
+//! * [`repeats`]: a failure that lasts is logged at its start, every 10 minutes and at its end.
 //! * [`plan`]: the pure cycle: findings and state in, `Vec<Action>` out, with damage limits.
 //! * [`notice`]: the text of a user's notice (what may follow, and when).
 //! * [`executor`]: carries actions out (real, observe-only, recording for tests).
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod notice;
 pub mod parse;
 pub mod plan;
+pub mod repeats;
 pub mod run;
 pub mod slurm;
 pub mod state;

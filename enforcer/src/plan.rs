@@ -162,11 +162,16 @@ pub enum SkipKind {
     /// The last alert for the job failed (its webhook) less than its retry delay ago: it is
     /// not sent again yet. The delay is a notice's ([`notice_retry_delay_s`]).
     AlertBackoff,
+    /// Our drain for a job that has left is not resumed: another job on the node is due a
+    /// drain that is held back (the hourly budget, a notice still due), and will take it over
+    /// (its Reason replaces ours) once it may. The node's Reason names the job that left until
+    /// then (operator trial 16: nothing said why the node stayed drained).
+    HandoverPending,
 }
 
 impl SkipKind {
     /// Every kind, for the metrics page (each reason is shown from the first scrape).
-    pub const ALL: [SkipKind; 16] = [
+    pub const ALL: [SkipKind; 17] = [
         SkipKind::Paused,
         SkipKind::SuspectCollector,
         SkipKind::RateLimit,
@@ -183,7 +188,32 @@ impl SkipKind {
         SkipKind::NodeNotThisHost,
         SkipKind::TelemetryNoData,
         SkipKind::AlertBackoff,
+        SkipKind::HandoverPending,
     ];
+
+    /// A few plain words for people who do not know the labels (an alert's text reaches
+    /// users through the webhook and the job's AdminComment; operator trial 18).
+    pub fn plain(self) -> &'static str {
+        match self {
+            SkipKind::Paused => "enforcement is paused",
+            SkipKind::SuspectCollector => "too many jobs look idle at once",
+            SkipKind::RateLimit => "the hourly drain limit is reached",
+            SkipKind::NodeSpecial => "the node is already drained or down",
+            SkipKind::NodeStateUnknown => "the node's state is unknown",
+            SkipKind::MultiNode => "the job spans nodes",
+            SkipKind::HetJob => "the job is heterogeneous",
+            SkipKind::DrainUnconfirmed => "no drain is confirmed",
+            SkipKind::CancelPending => "a cancel is under way",
+            SkipKind::NoticePending => "the notice period runs",
+            SkipKind::RecordsUnwritable => "the enforcer cannot write its records",
+            SkipKind::NoticeBackoff => "the notice could not be sent yet",
+            SkipKind::AdminOverride => "an admin overrode it",
+            SkipKind::NodeNotThisHost => "the enforcer is misconfigured",
+            SkipKind::TelemetryNoData => "the GPUs could not be read just now",
+            SkipKind::AlertBackoff => "the alert could not be sent yet",
+            SkipKind::HandoverPending => "another job's drain is due",
+        }
+    }
 
     /// Snake-case label for logs and metrics.
     pub fn as_str(self) -> &'static str {
@@ -204,6 +234,7 @@ impl SkipKind {
             SkipKind::NodeNotThisHost => "node_not_this_host",
             SkipKind::TelemetryNoData => "telemetry_no_data",
             SkipKind::AlertBackoff => "alert_backoff",
+            SkipKind::HandoverPending => "handover_pending",
         }
     }
 }
@@ -936,9 +967,11 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     // alone does not say the node is fit to return; an admin decides.
     if let (Some(job), Some(running)) = (ours, inp.running) {
         if !running.contains(&job) {
-            if handover_from.is_some() && (drain_planned.is_some() || takeover_wanted) {
-                // Taken over by this cycle's drain for another job, or wanted by a job whose
-                // drain is held back: no resume in between.
+            if handover_from.is_some() && drain_planned.is_some() {
+                // Taken over by this cycle's drain for another job: no resume in between.
+            } else if handover_from.is_some() && takeover_wanted {
+                // Wanted by a job whose drain is held back: no resume in between, and said.
+                skip(&mut p, SkipKind::HandoverPending, "resume", &job);
             } else if inp.node_state.is_some_and(NodeState::is_special_besides_drain) {
                 skip(&mut p, SkipKind::NodeSpecial, "resume", &job);
             } else {
@@ -971,7 +1004,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 .iter()
                 .find(|s| s.action == "drain" && s.job_id.as_deref() == Some(job_id.as_str()));
             if let (true, Some(s)) = (*verdict >= Verdict::Drain, held) {
-                *reason = policy::one_line(&format!("{reason}; drain held by {}", s.kind.as_str()), 199);
+                *reason = policy::one_line(&format!("{reason}; drain held: {} ({})", s.kind.plain(), s.kind.as_str()), 199);
             }
         }
     }

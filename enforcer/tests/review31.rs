@@ -127,7 +127,7 @@ fn an_alert_names_the_same_drain_hold_as_the_cycles_skip() {
                 .iter()
                 .find(|s| s.action == "drain" && s.job_id.as_deref() == Some(job_id.as_str()))
                 .expect("the drain is held: the node is another host's");
-            let said = format!("drain held by {}", skip.kind.as_str());
+            let said = format!("drain held: {} ({})", skip.kind.plain(), skip.kind.as_str());
             assert!(
                 reason.contains(&said),
                 "minute {m}: the alert says {reason:?}; the skip says {said:?}"

@@ -216,6 +216,24 @@ command_timeout = "5s"
             "the node was resumed between two of our drains: {updates:#?}"
         );
     }
+    // Trial 16: while the takeover waits, the node's Reason names job 102, which has left;
+    // each cycle says why the node is not resumed.
+    let held: Vec<_> = common::audit(&state)
+        .into_iter()
+        .filter(|r| r["record"] == "skipped" && r["skip"] == "handover_pending")
+        .map(|r| {
+            (
+                r["action"].as_str().unwrap_or("").to_string(),
+                r["job_id"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(!held.is_empty(), "no handover_pending skip while the takeover waited: {log}");
+    assert!(held.iter().all(|(a, j)| a == "resume" && j == "102"), "{held:?}");
+    assert!(
+        log.contains("reason=\"handover_pending\"") || log.contains("reason=handover_pending"),
+        "{log}"
+    );
 }
 
 /// The demo node cut down to jobs 101 (busy, GPUs 0–1, placed by its process) and 102 (idle,

@@ -118,7 +118,10 @@ fn an_alert_whose_drain_waits_for_the_notice_says_so() {
         })
         .expect("the first unpaused cycle alerts on job 802");
     assert!(alert.0 >= Verdict::Drain, "{alert:?}");
-    assert!(alert.1.contains("; drain held by notice_pending"), "{alert:?}");
+    assert!(
+        alert.1.contains("; drain held: the notice period runs (notice_pending)"),
+        "{alert:?}"
+    );
     assert!(alert.1.chars().count() < 200 && !alert.1.contains('\n'), "{alert:?}");
 }
 

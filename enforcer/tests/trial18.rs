@@ -7,10 +7,15 @@
 //!    just started working could be killed on readings from before. Expected: no drain, cancel
 //!    or notice in a cycle without telemetry (skipped as `telemetry_no_data`); they come in the
 //!    first cycle with data again, if the evidence still says so.
+//! 2. Repeated lines: `squeue failed; cycle skipped` at ERROR in every cycle (60 an hour), and
+//!    likewise `scontrol show node failed` and `nvidia-smi gave no data`. Expected: each said
+//!    when it starts, at most every 10 minutes while it lasts (with how long), and once when
+//!    it ends; the metric counts every cycle.
 
 mod common;
 
 use common::cluster::{daemon_802, Outage, POLICY, T0};
+use common::with_log;
 use enforcer::executor::Outcome;
 use enforcer::plan::SkipKind;
 use policy::Verdict;
@@ -110,4 +115,51 @@ proptest::proptest! {
             );
         }
     }
+}
+
+/// trial18 item 2. squeue fails for 25 one-minute cycles, then works; nvidia-smi gives no data
+/// in reads 3..20 of the cycles that read it. Expected: the squeue failure said at minutes 0,
+/// 10 and 20 (the later ones with how long), its end said once; the same for nvidia-smi; and
+/// the read-error metric counting every failed cycle.
+#[test]
+fn a_lasting_failure_is_said_at_its_start_every_ten_minutes_and_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let (c, mut d) = daemon_802(POLICY, &state, "observe", Outage::of_idle_gpu(3..20));
+    let ((), log) = with_log(tracing::Level::INFO, || {
+        c.borrow_mut().squeue_fails = true;
+        for m in 0..25 {
+            d.cycle(T0 + m * 60);
+        }
+        c.borrow_mut().squeue_fails = false;
+        for m in 25..60 {
+            d.cycle(T0 + m * 60);
+        }
+    });
+    let lines = |what: &str| log.lines().filter(|l| l.contains(what)).collect::<Vec<_>>();
+    let sq = lines("squeue failed; cycle skipped");
+    assert_eq!(sq.len(), 3, "{sq:#?}");
+    assert!(!sq[0].contains("still failing"), "{}", sq[0]);
+    assert!(sq[1].contains("600 s and 11 cycles"), "{}", sq[1]);
+    assert!(sq[2].contains("1200 s and 21 cycles"), "{}", sq[2]);
+    let back = lines("squeue works again");
+    assert_eq!(back.len(), 1, "{log}");
+    assert!(back[0].contains("after 25 failed cycles"), "{}", back[0]);
+    // nvidia-smi is read from minute 25 on: reads 3..20 are minutes 28..45, 17 cycles.
+    let smi = lines("nvidia-smi gave no data");
+    assert_eq!(smi.len(), 2, "{smi:#?}");
+    assert!(smi[1].contains("600 s and 11 cycles"), "{}", smi[1]);
+    let smi_back = lines("nvidia-smi gives data again");
+    assert_eq!(smi_back.len(), 1, "{log}");
+    assert!(smi_back[0].contains("after 17 failed cycles"), "{}", smi_back[0]);
+    let m = d.metrics.render();
+    assert!(
+        m.contains("gpu_reaper_read_errors_total{source=\"squeue\",kind=\"exit_1\"} 25"),
+        "{m}"
+    );
+    assert!(
+        m.contains("gpu_reaper_read_errors_total{source=\"nvidia-smi\",kind=\"timeout\"} 17"),
+        "{m}"
+    );
 }
