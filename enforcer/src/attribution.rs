@@ -117,6 +117,14 @@ pub struct Attribution {
     pub by_elimination: BTreeMap<String, u32>,
     /// What rule 3 (Slurm's device index) saw and did this pass.
     pub device_index: DeviceIndexReport,
+    /// Jobs with a process, this pass, on a GPU whose minor number is not among the job's
+    /// Slurm device indices (a helper process on another GPU without `ConstrainDevices`, a
+    /// process left from before a requeue): which GPUs the job holds is in question, so the
+    /// daemon holds it at alert. Checked in every pass, whatever the device-index rule's trust,
+    /// except while MIG slices are in use (Slurm's indices then name MIG devices) (operator
+    /// trial 19: after the ERROR saying so, the job was drained and cancelled on the readings
+    /// of a GPU outside its allocation).
+    pub outside_index: BTreeSet<String>,
 }
 
 /// One GPU of this node as the device-index rule knows it: nvidia-smi `uuid` and
@@ -604,6 +612,21 @@ pub fn attribute(
     // a contradiction does not (a GPU lost from the list is how stale indices show).
     let mig_in_use = jobs.iter().any(|j| j.mig)
         || apps.is_some_and(|a| a.apps.iter().any(|p| p.gpu_uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))));
+    // Every pass: a job whose process runs on a GPU outside its Slurm device indices. A GPU's
+    // own minor number is enough here, even when the node's map is not whole.
+    if !mig_in_use {
+        let minor_of: BTreeMap<u16, u32> = gpus.iter().filter_map(|g| Some((g.index?, g.minor?))).collect();
+        for (pos, job) in jobs.iter().enumerate() {
+            let Some(idx) = single_node_indices(job) else { continue };
+            let outside = claims
+                .iter()
+                .filter(|(_, c)| c.contains(&pos))
+                .any(|(g, _)| minor_of.get(g).is_some_and(|m| !idx.contains(m)));
+            if outside {
+                out.outside_index.insert(job.job_id.clone());
+            }
+        }
+    }
     if minor_to_index.is_some() && !contradicted_before && !mig_in_use {
         for (pos, job) in jobs.iter().enumerate() {
             let Some(idx) = single_node_indices(job) else { continue };
@@ -1174,6 +1197,51 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Operator trial 19's guard: `outside_index` holds exactly the jobs with a process on
+        /// a GPU whose minor number is not among their Slurm device indices, whatever the
+        /// device-index rule's trust (contradicted or not) and whether the read is whole.
+        #[test]
+        fn outside_index_is_exactly_the_jobs_with_a_process_outside_their_indices(
+            n in 2u16..6, offset in 0u32..5,
+            idx in proptest::collection::vec(proptest::collection::btree_set(0u16..6, 1..3), 1..4),
+            procs in proptest::collection::vec((0usize..4, 0u16..6), 0..6),
+            contradicted in proptest::bool::ANY, complete in proptest::bool::ANY,
+        ) {
+            // GPU i has minor number i + offset (a gap below, as on a node that lost GPU 0).
+            let read: Vec<GpuReading> = (0..n)
+                .map(|i| GpuReading { index: Some(i), uuid: Some(format!("GPU-{i}")), minor: Some(u32::from(i) + offset), ..Default::default() })
+                .collect();
+            let jobs: Vec<SlurmJob> = idx
+                .iter()
+                .enumerate()
+                .map(|(k, gs)| {
+                    let mut j = job(&format!("{}", 10 + k), 10 + k as u64, gs.len() as u32, &["n1"]);
+                    j.gres_idx = vec![Some(gs.iter().map(|g| u32::from(*g) + offset).collect())];
+                    j
+                })
+                .collect();
+            let mut cg = BTreeMap::new();
+            let mut apps = Vec::new();
+            let mut want = BTreeSet::new();
+            for (p, (k, g)) in procs.iter().enumerate() {
+                let (k, g) = (*k % jobs.len(), *g % n);
+                let pid = 100 + p as u32;
+                cg.insert(pid, format!("0::/system.slice/slurmstepd.scope/job_{}/step_0/user/task_0\n", 10 + k));
+                apps.push(crate::parse::smi::ComputeApp { gpu_uuid: Some(format!("GPU-{g}")), pid: Some(pid), used_memory_mib: Some(10.0), process_name: None });
+                if !idx[k].contains(&g) {
+                    want.insert(format!("{}", 10 + k));
+                }
+            }
+            let table = AppsTable { columns: vec![], apps, row_errors: vec![] };
+            let mut trust = DeviceIndexTrust::default();
+            if contradicted {
+                trust.contradicted = Some(IndexEvidence { job_id: "x".into(), gpu: 0, minor: 0, idx: vec![], what: String::new() });
+            }
+            let refs: Vec<&SlurmJob> = jobs.iter().collect();
+            let a = attribute(&refs, &read, Some(&table), &FakeProc(cg), complete, &KeptMap::new(), &mut trust);
+            proptest::prop_assert_eq!(a.outside_index, want);
+        }
+
         /// Whatever GPUs drop out and however the rest are renumbered, a kept attribution
         /// that survives names, at its new indices, exactly the GPUs (UUIDs) it was kept on,
         /// and one is dropped exactly when one of its GPUs is not in the read.

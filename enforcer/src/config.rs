@@ -326,7 +326,11 @@ impl Config {
                 }
             }
         }
-        if !x.name_regex.is_empty() && regex::Regex::new(&x.name_regex).is_ok_and(|re| re.is_match("")) {
+        // A regex that matches the empty string unanchored (".*", "a*", "jupyter|") matches
+        // every name; an anchored one that does (`^(jupyter)?$`) exempts only what it spells,
+        // so names unlike any interactive job are tried too (review 32).
+        let every_name = |re: regex::Regex| ["", "x", "train.sh", "bert-large_run-7"].iter().all(|n| re.is_match(n));
+        if !x.name_regex.is_empty() && regex::Regex::new(&x.name_regex).is_ok_and(every_name) {
             out.push(format!(
                 "policy.exempt.name_regex = {:?} matches the empty string, so it matches every job name: every job is exempt and never goes above watching; anchor it (for example \"^jupyter\")",
                 x.name_regex
@@ -335,8 +339,10 @@ impl Config {
         let marker = &x.comment_marker;
         // With job_source = "format" a blank marker is what enforce mode asks for (that
         // source cannot read comments): said at load, not again here.
-        if marker.is_empty() && self.enforcer.job_source != JobSource::Format {
-            out.push("policy.exempt.comment_marker = \"\": users cannot opt a job out with a comment (sbatch --comment); set a marker such as \"gpu-reaper:exempt\" unless you mean that".to_string());
+        if marker.is_empty() {
+            if self.enforcer.job_source != JobSource::Format {
+                out.push("policy.exempt.comment_marker = \"\": users cannot opt a job out with a comment (sbatch --comment); set a marker such as \"gpu-reaper:exempt\" unless you mean that".to_string());
+            }
         } else if marker.trim().chars().count() < 3 {
             out.push(format!(
                 "policy.exempt.comment_marker = {marker:?} is found in many comments (it is matched as a case-insensitive substring), so most jobs with a comment are exempt; use a distinct marker such as \"gpu-reaper:exempt\""
@@ -360,7 +366,8 @@ impl Config {
     ///   say): two hung queries hold a cycle past the next one's start;
     /// - an hourly budget of 0 where a drain or cancel can be reached, or one above what a
     ///   node can spend (more than 10);
-    /// - a `warmup` of 12 hours or more, and a `util_threshold_pct` of 50 or more.
+    /// - a `warmup` of 12 hours or more, or under 5 minutes with a drain reachable, and a
+    ///   `util_threshold_pct` of 50 or more.
     fn risky_settings(&self) -> Vec<String> {
         let c = self.policy.config();
         let e = &self.enforcer;
@@ -495,6 +502,14 @@ impl Config {
                 c.warmup
             ));
         }
+        // Operator trial 19: `warmup = "0s"` with a reachable cancel was taken without a word.
+        if c.warmup.secs() < WARMUP_SHORT_BELOW_S && drain_reachable(&self.policy) {
+            out.push(format!(
+                "policy.warmup = \"{}\": jobs are judged from (almost) their first minute, so a job's start (loading data, compiling, waiting for its other ranks) reads as idle or hung and counts toward its drain{}; the default is 15m",
+                c.warmup,
+                if cancel { " and cancel" } else { "" }
+            ));
+        }
         if c.util_threshold_pct >= UTIL_THRESHOLD_HIGH_PCT {
             out.push(format!(
                 "policy.util_threshold_pct = {}: a GPU whose utilization.gpu stays below that on every sample of a window counts as low, so GPUs doing real work at moderate load read as breaches (starved, partial, unknown alerts); the default is 15",
@@ -510,6 +525,8 @@ impl Config {
 const BUDGET_NO_LIMIT_ABOVE: u32 = 10;
 /// A `warmup` from this long on leaves most jobs never judged, seconds (12 h).
 const WARMUP_NEVER_JUDGED_FROM_S: i64 = 12 * 3600;
+/// A `warmup` below this, with a drain reachable, judges jobs' start-up, seconds (5 min).
+const WARMUP_SHORT_BELOW_S: i64 = 300;
 /// A `util_threshold_pct` from this on calls moderate real work low.
 const UTIL_THRESHOLD_HIGH_PCT: f64 = 50.0;
 
@@ -1773,6 +1790,17 @@ mod tests {
         assert!(
             w.len() == 1 && w[0].contains("enforcer.command_timeout = \"10m\"") && w[0].contains("max_sample_gap"),
             "{w:?}"
+        );
+        // trial 19: a warmup under 5 minutes with a drain reachable.
+        let warn_of = |t: &str| Config::from_text(t, "t").unwrap().warnings();
+        let w = warn_of("[policy]\nwarmup = \"0s\"\n[enforcer]\nnode = \"n\"\n");
+        assert!(
+            w.len() == 1 && w[0].contains("policy.warmup = \"0s\"") && w[0].contains("toward its drain;"),
+            "{w:?}"
+        );
+        assert!(warn_of("[policy]\nwarmup = \"5m\"\n[enforcer]\nnode = \"n\"\n").is_empty());
+        assert!(
+            warn_of("[policy]\nwarmup = \"0s\"\nstages = [{ after = \"0s\", verdict = \"alert\" }]\n[enforcer]\nnode = \"n\"\n").is_empty()
         );
         // trial 18: an nvidia-smi timeout of half the interval or more.
         let w = Config::from_text("[enforcer]\nnode = \"n\"\nnvidia_smi_timeout = \"30s\"\n", "t")

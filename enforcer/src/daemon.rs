@@ -160,6 +160,14 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The reads (squeue, scontrol, nvidia-smi) failing cycle after cycle, so a lasting
     /// failure is logged at its start, every 10 minutes and at its end (not persisted).
     repeats: crate::repeats::Repeats,
+    /// Runs (job id, start time) seen in this process with a process on a GPU outside their
+    /// Slurm device indices (`Attribution::outside_index`): held at alert for the rest of the
+    /// run, since which GPUs they hold is in question (operator trial 19). Not persisted.
+    index_disagreed: BTreeSet<(String, Option<i64>)>,
+    /// Per job with a drain of ours on this node (a would-drain in observe mode): its count
+    /// toward recovery (`policy::Recovery`). Not persisted: after a restart the count starts
+    /// again, so the drain stands a little longer.
+    recovery: BTreeMap<String, policy::Recovery>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -343,6 +351,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             row_warned_s: BTreeMap::new(),
             unlisted_device_warned: BTreeSet::new(),
             repeats: Default::default(),
+            index_disagreed: BTreeSet::new(),
+            recovery: BTreeMap::new(),
             gpu_slots,
             no_uuid_logged: false,
             findings: Vec::new(),
@@ -570,6 +580,21 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             let back_s = last_cycle_s.saturating_sub(now_s);
             tracing::warn!(went_back_s = back_s, last_cycle_s, now_s, "the system clock went back since the last cycle (an NTP step, a VM snapshot restored?); every breach starts again from the first alert and every window is emptied, so jobs are judged again only on a full window gathered after the step");
             rep.clock_went_back_s = Some(back_s);
+        }
+        // A cycle far later than the interval (the clock stepped forward, the host was
+        // suspended, a cycle hung) leaves every window a hole: jobs fall to watching or
+        // insufficient_evidence until a window is covered again. Said, as a step back is
+        // (operator trial 19: the verdicts changed without a word).
+        let gap_limit_s = self
+            .cfg
+            .policy
+            .config()
+            .max_sample_gap
+            .secs()
+            .max(2 * self.cfg.policy.config().interval.secs());
+        if let Some(last_cycle_s) = last_cycle_s.filter(|&t| now_s.saturating_sub(t) > gap_limit_s) {
+            let late_s = now_s.saturating_sub(last_cycle_s);
+            tracing::warn!(since_last_cycle_s = late_s, last_cycle_s, now_s, "this cycle comes {late_s} s after the last, more than policy.max_sample_gap: the clock stepped forward, the host was suspended or a cycle hung; every window has a hole, so jobs are judged again only once their samples cover a window (no drain or cancel before)");
         }
         self.metrics.cycles += 1;
         self.metrics.last_cycle_s = now_s;
@@ -834,6 +859,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         });
         let mut by_elimination: BTreeMap<String, u32> =
             self.kept.iter().filter_map(|(j, k)| Some((j.clone(), k.by_elimination?))).collect();
+        let mut outside_index: BTreeSet<String> = BTreeSet::new();
         if tel.no_data.is_none() {
             self.gpu_slots.assign(&tel.gpus);
             let (valid, dropped) = attribution::revalidate_kept(&self.kept, &tel.gpus);
@@ -992,6 +1018,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             self.device_index_report(now_s, &a.device_index, &mut rep);
             by_device_index = a.device_index.derived;
             by_elimination = a.by_elimination;
+            outside_index = a.outside_index;
             a.jobs
         };
         // A job placed on other GPUs than were kept for the same run (its own processes showed
@@ -1160,11 +1187,26 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     Reading::from(v)
                 }
             };
+            // Video-engine work (NVENC, NVDEC) does not show in utilization.gpu, which counts
+            // kernels on the SMs: the compute reading is the highest of the three (operator
+            // trial 19: a transcoding job read 0 % and was cancelled as `hung`). A codec field
+            // that is missing (`[N/A]`: no such engine, a MIG GPU, not queried) leaves
+            // utilization.gpu as it is; one printed but unreadable makes the reading no
+            // evidence, as an unreadable utilization.gpu does.
+            let codec_unreadable = crate::parse::smi::CODEC_FIELDS.iter().any(|c| g.unreadable.iter().any(|u| u == c));
+            let util_pct = if codec_unreadable {
+                Reading::from(f64::NAN)
+            } else {
+                field(
+                    "utilization.gpu",
+                    g.util_pct.map(|u| [g.enc_pct, g.dec_pct].into_iter().flatten().fold(u, f64::max)),
+                )
+            };
             samples.push(Sample {
                 t_s: now_s,
                 node: self.this,
                 gpu: slot,
-                util_pct: field("utilization.gpu", g.util_pct),
+                util_pct,
                 mem_used_mib: field("memory.used", g.mem_used_mib),
                 mem_total_mib: field("memory.total", g.mem_total_mib),
                 power_w: field("power.draw", g.power_w),
@@ -1245,6 +1287,34 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             },
             &mut findings,
         );
+        // A job with a process outside its Slurm device indices (now, or earlier in its run
+        // in this process) is held at alert: which GPUs it holds is in question. So is every
+        // job placed by elimination in a cycle that found one: elimination assumes processes
+        // run on their jobs' own GPUs (operator trial 19).
+        for j in on_node.iter().filter(|j| outside_index.contains(&j.job_id)) {
+            if self.index_disagreed.insert((j.job_id.clone(), j.start_s)) {
+                tracing::warn!(job_id = %j.job_id, "a process of the job runs on a GPU outside its Slurm device indices (no ConstrainDevices? a process left from before a requeue?): which GPUs it holds is in question, so it is held at alert for the rest of its run (never drained or cancelled)");
+            }
+        }
+        self.index_disagreed
+            .retain(|(j, start)| on_node.iter().any(|o| o.job_id == *j && o.start_s == *start));
+        let held_for_index: BTreeSet<String> = on_node
+            .iter()
+            .filter(|j| {
+                self.index_disagreed.contains(&(j.job_id.clone(), j.start_s))
+                    || (!outside_index.is_empty() && by_elimination.contains_key(&j.job_id))
+            })
+            .map(|j| j.job_id.clone())
+            .collect();
+        for f in findings.iter_mut() {
+            let job = &facts[f.job_index as usize];
+            if f.verdict > Verdict::Alert && held_for_index.contains(&job.job_id) {
+                tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: a process on this node runs outside its job's Slurm device indices");
+                Metrics::inc(&mut self.metrics.skipped, "index_disagrees".to_string());
+                f.verdict = Verdict::Alert;
+                f.hypothetical = false;
+            }
+        }
         // A job whose exemption cannot be decided (squeue left a field it reads unknown) may
         // have opted out: it is held at alert, never drained or cancelled.
         for f in findings.iter_mut() {
@@ -1316,6 +1386,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     || crate::parse::is_het_component(&job.job_id)
                     || self.actions.overridden(&job.job_id, job.start_s)
                     || !unknown_facts[f.job_index as usize].is_empty()
+                    || held_for_index.contains(&job.job_id)
                     || node_not_ours
                     || self.cfg.enforcer.max_drains_per_hour == 0;
                 let budget_top = if self.cfg.enforcer.max_cancels_per_hour == 0 {
@@ -1333,6 +1404,49 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 }
             })
             .collect();
+        // Jobs not read whole this cycle: no drain, cancel or notice on windows that stopped
+        // at an earlier read (the plan holds them; alerts go on). Without telemetry, every
+        // job (see `SkipKind::TelemetryNoData`); else each job with a GPU on this node whose
+        // reading is incomplete (`SkipKind::GpuUnread`, review 32).
+        let read_whole: BTreeSet<u16> = samples.iter().filter(|s| policy::is_complete_reading(s)).map(|s| s.gpu).collect();
+        let unread: BTreeMap<String, plan::SkipKind> = views
+            .iter()
+            .filter(|v| v.finding.verdict >= Verdict::Alert)
+            .filter_map(|v| {
+                let kind = if tel.no_data.is_some() {
+                    plan::SkipKind::TelemetryNoData
+                } else if v.job.alloc.iter().any(|g| g.node == self.this && !read_whole.contains(&g.gpu)) {
+                    plan::SkipKind::GpuUnread
+                } else {
+                    return None;
+                };
+                Some((v.job.job_id.clone(), kind))
+            })
+            .collect();
+        // Drained jobs that work again (policy::Recovery): healthy on valid evidence, with
+        // every GPU of theirs here read whole, in every cycle for two windows. Our drains
+        // in enforce mode, our would-drains in observe mode.
+        let window_s = self.cfg.policy.config().window.secs();
+        let drained_here: BTreeSet<String> = self
+            .actions
+            .drains
+            .values()
+            .filter(|d| d.node == node && d.hypothetical == (mode == RunMode::Observe))
+            .map(|d| d.job_id.clone())
+            .collect();
+        self.recovery.retain(|j, _| drained_here.contains(j));
+        let mut recovered: BTreeSet<String> = BTreeSet::new();
+        for j in &drained_here {
+            let healthy = tel.no_data.is_none()
+                && views.iter().any(|v| {
+                    v.job.job_id == *j
+                        && policy::Recovery::counts(v.finding)
+                        && v.job.alloc.iter().all(|g| g.node != self.this || read_whole.contains(&g.gpu))
+                });
+            if self.recovery.entry(j.clone()).or_default().observe(healthy, now_s, window_s) {
+                recovered.insert(j.clone());
+            }
+        }
         let e = &self.cfg.enforcer;
         if complete && !gpus_whole {
             let ours = node_state.as_ref().filter(|n| n.has_drain()).and_then(|n| n.our_reason_job());
@@ -1362,15 +1476,30 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 notice_retry_max_s: plan::NOTICE_RETRY_MAX_S,
             },
             state: &self.actions,
+            unread: &unread,
+            recovered: &recovered,
         });
-        // No telemetry this cycle: no drain, cancel or notice on windows that stopped at the
-        // last good read (see `SkipKind::TelemetryNoData`). Alerts go on: they change nothing
-        // and tell the admins what the windows say. Paused and another host's node keep their
-        // own reasons.
-        if tel.no_data.is_some() && !paused && not_this_host.is_none() {
-            plan::hold_actions(&mut p, plan::SkipKind::TelemetryNoData, |a| {
-                matches!(a, Action::Drain { .. } | Action::Cancel { .. } | Action::Notice { .. })
-            });
+        // Drains are held below while a record cannot be written; an alert at drain or above
+        // whose drain is planned says so, as for the plan's own holds (review 32).
+        if self.records_unwritable().is_some() {
+            let drains: BTreeSet<String> = p
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Drain { job_id, .. } => Some(job_id.clone()),
+                    _ => None,
+                })
+                .collect();
+            for a in &mut p.actions {
+                if let Action::Alert {
+                    job_id, verdict, reason, ..
+                } = a
+                {
+                    if *verdict >= Verdict::Drain && drains.contains(job_id.as_str()) {
+                        plan::say_drain_held(reason, plan::SkipKind::RecordsUnwritable);
+                    }
+                }
+            }
         }
         // A job's drain runs before its notice, and the notice's text is written when it goes
         // out: it says "drained now" only for a drain that was made (review 13: a drain held
@@ -1382,7 +1511,38 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut announced_now: BTreeMap<String, plan::Announced> = BTreeMap::new();
         // Jobs whose drain was made (or would have been) this cycle.
         let mut drained_now: BTreeSet<String> = BTreeSet::new();
-        let evidence: BTreeMap<&str, serde_json::Value> = views.iter().map(|v| (v.job.job_id.as_str(), evidence_json(v.finding))).collect();
+        // Which GPUs each job was judged on, and by which rule it was placed there, so a drain
+        // or cancel can be reviewed after the fact (operator trial 19).
+        let placement = |job: &str| -> serde_json::Value {
+            let Some(k) = self.kept.get(job) else {
+                return serde_json::Value::Null;
+            };
+            let gpus: Vec<serde_json::Value> = k
+                .gpus
+                .iter()
+                .zip(&k.uuids)
+                .map(|(i, u)| {
+                    let minor = tel.gpus.iter().find(|x| x.index == Some(*i)).and_then(|x| x.minor);
+                    json!({"index": i, "uuid": u, "minor": minor})
+                })
+                .collect();
+            let by = if k.by_device_index {
+                "device_index"
+            } else if k.by_elimination.is_some() {
+                "elimination"
+            } else {
+                "processes"
+            };
+            json!({"gpus": gpus, "placed_by": by})
+        };
+        let evidence: BTreeMap<&str, serde_json::Value> = views
+            .iter()
+            .map(|v| {
+                let mut e = evidence_json(v.finding);
+                e["placement"] = placement(&v.job.job_id);
+                (v.job.job_id.as_str(), e)
+            })
+            .collect();
         let mut skips = p.skips;
         // Drains held back for unwritable records: the node keeps its state, so the jobs the
         // planner held only because one of these drains was coming are held for this reason.
@@ -1619,7 +1779,12 @@ fn action_detail(a: &Action) -> String {
     match a {
         Action::Alert { reason, .. } | Action::Notice { reason, .. } | Action::Cancel { reason, .. } => reason.clone(),
         Action::Drain { node, node_reason, .. } => format!("{node}: {node_reason}"),
-        Action::Resume { node, job_id } => format!("{node}: job {job_id} gone"),
+        Action::Resume {
+            node,
+            job_id,
+            recovered: false,
+        } => format!("{node}: job {job_id} gone"),
+        Action::Resume { node, job_id, .. } => format!("{node}: job {job_id} works again (healthy for two windows)"),
         Action::AdminAlert { text } => text.clone(),
     }
 }

@@ -71,6 +71,7 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
         kill: KillMode::Kill,
         minor_refused: false,
         mig_refused: false,
+        codec_refused: false,
         refused_at_s: None,
         refusals_warned: 0,
     };
@@ -112,7 +113,12 @@ pub fn run_demo(cycles: u64, out: &mut dyn Write) -> anyhow::Result<()> {
                 Action::Notice { job_id, user, .. } => format!("notice  job {job_id} to {user}"),
                 Action::Drain { node, node_reason, .. } => format!("drain   {node} Reason=\"{node_reason}\""),
                 Action::Cancel { job_id, .. } => format!("cancel  job {job_id} (AdminComment, then scancel {job_id})"),
-                Action::Resume { node, job_id } => format!("resume  {node} (job {job_id} gone)"),
+                Action::Resume {
+                    node,
+                    job_id,
+                    recovered: false,
+                } => format!("resume  {node} (job {job_id} gone)"),
+                Action::Resume { node, job_id, .. } => format!("resume  {node} (job {job_id} works again)"),
                 Action::AdminAlert { text } => format!("admin   {text}"),
             };
             let tag = if *o == Outcome::Would { "WOULD" } else { o.as_str() };

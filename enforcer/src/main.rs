@@ -321,6 +321,7 @@ fn run_daemon(path: PathBuf, once: bool, simulated: Option<String>, cycles: Opti
         kill: KillMode::Kill,
         minor_refused: false,
         mig_refused: false,
+        codec_refused: false,
         refused_at_s: None,
         refusals_warned: 0,
     };
@@ -482,7 +483,7 @@ fn check_state_clock(state_dir: &std::path::Path, simulated_start_s: Option<i64>
     };
     match simulated_start_s {
         None if saved_s > now_s.saturating_add(clock_skew_s) => anyhow::bail!(
-            "state_dir {}: {} was saved at {saved_s} (epoch s), {} s after this clock's {now_s}, beyond policy.clock_skew ({clock_skew_s} s); refused, so no window or record from a clock ahead of this one is resumed. Check the system clock; if it is right, move {} aside and start again (escalation starts afresh either way)",
+            "state_dir {}: {} was saved at {saved_s} (epoch s), {} s after this clock's {now_s}, beyond policy.clock_skew ({clock_skew_s} s); refused, so no window or record from a clock ahead of this one is resumed. Check the system clock; if it is right, either wait until the clock passes {saved_s} (the state, with its notices, overrides and budgets, is then resumed; systemd's Restart= retries on its own) or move {} aside and start again (losing them; escalation starts afresh either way)",
             state_dir.display(),
             path.display(),
             saved_s - now_s,

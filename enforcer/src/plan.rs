@@ -60,12 +60,16 @@ pub enum Action {
         /// The finding's reason (also the AdminComment).
         reason: String,
     },
-    /// `scontrol update NodeName=node State=RESUME`: our drain's job has gone.
+    /// `scontrol update NodeName=node State=RESUME`: our drain's job has gone, or works again
+    /// (`recovered`).
     Resume {
         /// This node.
         node: String,
         /// The job our drain was for.
         job_id: String,
+        /// The job still runs here and has recovered (`policy::Recovery`: its findings said
+        /// `healthy` on valid evidence for two windows); false: it left the node.
+        recovered: bool,
     },
     /// Tell the admins something about the enforcer itself (the suspect-collector rule).
     AdminAlert {
@@ -162,16 +166,23 @@ pub enum SkipKind {
     /// The last alert for the job failed (its webhook) less than its retry delay ago: it is
     /// not sent again yet. The delay is a notice's ([`notice_retry_delay_s`]).
     AlertBackoff,
-    /// Our drain for a job that has left is not resumed: another job on the node is due a
+    /// Our drain for a job that has left (or works again) is not resumed: another job on the node is due a
     /// drain that is held back (the hourly budget, a notice still due), and will take it over
     /// (its Reason replaces ours) once it may. The node's Reason names the job that left until
     /// then (operator trial 16: nothing said why the node stayed drained).
     HandoverPending,
+    /// Set from the daemon's reading: some GPU of the job gave no complete reading this cycle
+    /// (no row for it, a value printed but unreadable such as `ERR!`, no utilisation, an
+    /// unknown MIG mode; see `policy::is_complete_reading`), so no drain, cancel or notice is
+    /// made for the job in it, as for [`SkipKind::TelemetryNoData`] (review 32: a job whose
+    /// GPU had just started working but read `ERR!` for power was cancelled on readings a
+    /// minute old).
+    GpuUnread,
 }
 
 impl SkipKind {
     /// Every kind, for the metrics page (each reason is shown from the first scrape).
-    pub const ALL: [SkipKind; 17] = [
+    pub const ALL: [SkipKind; 18] = [
         SkipKind::Paused,
         SkipKind::SuspectCollector,
         SkipKind::RateLimit,
@@ -189,6 +200,7 @@ impl SkipKind {
         SkipKind::TelemetryNoData,
         SkipKind::AlertBackoff,
         SkipKind::HandoverPending,
+        SkipKind::GpuUnread,
     ];
 
     /// A few plain words for people who do not know the labels (an alert's text reaches
@@ -212,6 +224,7 @@ impl SkipKind {
             SkipKind::TelemetryNoData => "the GPUs could not be read just now",
             SkipKind::AlertBackoff => "the alert could not be sent yet",
             SkipKind::HandoverPending => "another job's drain is due",
+            SkipKind::GpuUnread => "a GPU could not be read just now",
         }
     }
 
@@ -235,6 +248,7 @@ impl SkipKind {
             SkipKind::TelemetryNoData => "telemetry_no_data",
             SkipKind::AlertBackoff => "alert_backoff",
             SkipKind::HandoverPending => "handover_pending",
+            SkipKind::GpuUnread => "gpu_unread",
         }
     }
 }
@@ -593,6 +607,14 @@ impl ActionState {
                 }
                 self.cancels.insert(job_id.clone(), now_s);
             }
+            // A job that works again keeps running: our drain for it is over, and a later
+            // breach needs a drain of its own (its record is otherwise dropped once the job
+            // has left, with the rest of what is kept for it).
+            Action::Resume {
+                job_id, recovered: true, ..
+            } => {
+                self.drains.remove(job_id);
+            }
             Action::Resume { .. } => {}
             Action::AdminAlert { .. } => self.suspect_alerted_s = Some(now_s),
         }
@@ -677,6 +699,16 @@ pub struct PlanInput<'a> {
     pub limits: Limits,
     /// What was done before.
     pub state: &'a ActionState,
+    /// Jobs whose evidence this cycle is not read whole, with the hold to report: every job
+    /// when nvidia-smi gave no data ([`SkipKind::TelemetryNoData`]), or those with a GPU
+    /// whose reading is incomplete ([`SkipKind::GpuUnread`]). No drain, cancel or notice is
+    /// planned for them: the engine's windows tolerate a hole of up to `max_sample_gap`, so
+    /// its verdict may stand on readings from before this cycle. Alerts go on.
+    pub unread: &'a BTreeMap<String, SkipKind>,
+    /// Jobs our drain (enforce mode) or would-drain (observe mode) on this node is for that
+    /// still run here and have recovered this cycle (`policy::Recovery`, kept by the daemon):
+    /// the drain is resumed, or taken over by another job due for one, as for a job that left.
+    pub recovered: &'a BTreeSet<String>,
 }
 
 /// The actions and skips of one cycle.
@@ -729,11 +761,12 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     // state: due for a resume. Another job of ours due for a drain on this node takes the drain
     // over instead (the Reason is rewritten), so the node never returns to service between
     // the two and no new job lands on it in the gap.
-    let handover_from: Option<String> = ours.clone().filter(|j| {
-        inp.mode == RunMode::Enforce
-            && inp.running.is_some_and(|r| !r.contains(j))
-            && !inp.node_state.is_some_and(NodeState::is_special_besides_drain)
-    });
+    // Our drain whose job still runs here but works again (trial 17: a drain stood until its
+    // job ended, hours after a long checkpoint or staging phase was over) is over too.
+    let done_with = |j: &String| inp.running.is_some_and(|r| !r.contains(j) || inp.recovered.contains(j));
+    let handover_from: Option<String> = ours
+        .clone()
+        .filter(|j| inp.mode == RunMode::Enforce && done_with(j) && !inp.node_state.is_some_and(NodeState::is_special_besides_drain));
     // Observe mode never really drains, so it mirrors what enforce would see: its own
     // would-drain on this node makes the node drained-by-us for that job.
     let mut drain_planned: Option<String> = None;
@@ -783,6 +816,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
         let announced = st.announced.get(id).copied().unwrap_or_default();
         let too_early = |at: Option<i64>| at.is_some_and(|t| inp.now_s < t);
         // A failed alert is tried again after the notices' growing delay, not every cycle.
+        let unread = inp.unread.get(id);
         let lim = &inp.limits;
         let alert_waiting = st.alert_retries.get(id).filter(|r| r.last_s >= breach_start_s).is_some_and(|r| {
             inp.now_s.saturating_sub(r.last_s) < notice_retry_delay_s(r.failures, lim.notice_retry_first_s, lim.notice_retry_max_s)
@@ -809,6 +843,8 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             });
             if waiting {
                 skip(&mut p, SkipKind::NoticeBackoff, "notice", id);
+            } else if let Some(&k) = unread {
+                skip(&mut p, k, "notice", id);
             } else if inp.mode == RunMode::Enforce && inp.node_state.is_none() {
                 // What the notice says depends on the node: drained by us or not, and since
                 // when. Without its state this cycle, the notice waits for the next (trial 8:
@@ -895,6 +931,10 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                     job_id: Some(id.to_string()),
                     behind_drain_of: Some(first.to_string()),
                 });
+            } else if let Some(&k) = unread {
+                // Not read whole this cycle: held like a notice still due (a takeover waits).
+                skip(&mut p, k, "drain", id);
+                takeover_wanted |= handover_from.is_some();
             } else if drains_left == 0 {
                 skip(&mut p, SkipKind::RateLimit, "drain", id);
                 // A job due for a drain while our drain for a job that has left still stands
@@ -938,6 +978,8 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
             RunMode::Observe => n.is_special(),
         }) {
             skip(&mut p, SkipKind::NodeSpecial, "cancel", id);
+        } else if let Some(&k) = unread {
+            skip(&mut p, k, "cancel", id);
         } else if ((inp.limits.notify || inp.mode == RunMode::Enforce)
             && noticed_s.is_none_or(|t| inp.now_s.saturating_sub(t) < inp.limits.notice_s))
             || too_early(announced.cancel_at_s)
@@ -966,7 +1008,8 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     // keeps its drain: Slurm keeps an existing Reason when it marks a node down, so our Reason
     // alone does not say the node is fit to return; an admin decides.
     if let (Some(job), Some(running)) = (ours, inp.running) {
-        if !running.contains(&job) {
+        let recovered = running.contains(&job) && inp.recovered.contains(&job);
+        if !running.contains(&job) || recovered {
             if handover_from.is_some() && drain_planned.is_some() {
                 // Taken over by this cycle's drain for another job: no resume in between.
             } else if handover_from.is_some() && takeover_wanted {
@@ -978,8 +1021,21 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 p.actions.push(Action::Resume {
                     node: inp.node.into(),
                     job_id: job,
+                    recovered,
                 });
             }
+        }
+    }
+    // Observe mode: our would-drain whose job works again would be resumed (the node is not
+    // really drained, so no takeover is mirrored: another job due for a drain makes its own
+    // would-drain in a later cycle).
+    if inp.mode == RunMode::Observe && drain_planned.is_none() {
+        if let Some(job) = would_ours.filter(|j| inp.running.is_some_and(|r| r.contains(j)) && inp.recovered.contains(j)) {
+            p.actions.push(Action::Resume {
+                node: inp.node.into(),
+                job_id: job,
+                recovered: true,
+            });
         }
     }
 
@@ -1004,7 +1060,7 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
                 .iter()
                 .find(|s| s.action == "drain" && s.job_id.as_deref() == Some(job_id.as_str()));
             if let (true, Some(s)) = (*verdict >= Verdict::Drain, held) {
-                *reason = policy::one_line(&format!("{reason}; drain held: {} ({})", s.kind.plain(), s.kind.as_str()), 199);
+                say_drain_held(reason, s.kind);
             }
         }
     }
@@ -1018,9 +1074,15 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     p
 }
 
+/// Ends an alert's `reason` with what holds its job's drain back: `; drain held: <plain
+/// words> (<kind>)`, kept to one line under 200 characters.
+pub fn say_drain_held(reason: &mut String, kind: SkipKind) {
+    *reason = policy::one_line(&format!("{reason}; drain held: {} ({})", kind.plain(), kind.as_str()), 199);
+}
+
 /// Turns every planned action that `held` selects into a skip of `kind`; the skips already
 /// made keep their own reasons (unlike [`hold_back`]'s).
-pub fn hold_actions(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
+fn hold_actions(p: &mut Plan, kind: SkipKind, held: impl Fn(&Action) -> bool) {
     let (gone, keep): (Vec<Action>, Vec<Action>) = std::mem::take(&mut p.actions).into_iter().partition(|a| held(a));
     p.actions = keep;
     for a in gone {

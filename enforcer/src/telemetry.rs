@@ -98,7 +98,8 @@ pub const TIMEOUT_KEY: &str = "enforcer.nvidia_smi_timeout";
 
 /// [`Telemetry`] over `nvidia-smi --query-gpu` and `--query-compute-apps`.
 ///
-/// The GPU query is [`GPU_QUERY`], which asks for `minor_number` and `mig.mode.current`. An
+/// The GPU query is [`GPU_QUERY`], which asks for `minor_number` and `mig.mode.current`, then
+/// [`smi::CODEC_FIELDS`] (the video engines' utilisation; dropped the same way if refused). An
 /// nvidia-smi that does not know such a field (an old driver) answers `Field "minor_number"
 /// is not a valid field to query.` and exits 2 ("a supplied argument or flag is invalid",
 /// nvidia-smi(1) RETURN VALUE): the same cycle then asks without it
@@ -121,13 +122,16 @@ pub struct NvidiaSmi {
     pub minor_refused: bool,
     /// The same for `mig.mode.current`; start with false.
     pub mig_refused: bool,
+    /// The same for `utilization.encoder` and `utilization.decoder` ([`smi::CODEC_FIELDS`]);
+    /// start with false.
+    pub codec_refused: bool,
     /// When a field was last refused (epoch seconds): the full query is asked again
     /// [`NvidiaSmi::RETRY_REFUSED_S`] later, since a driver upgraded under a running daemon
     /// knows it (review 25: MIG turned on after such an upgrade went unseen for the rest of
     /// the run, and a slice job was drained and cancelled).
     pub refused_at_s: Option<i64>,
     /// The fields whose refusal has been warned of in this run (bit 0 `minor_number`, bit 1
-    /// `mig.mode.current`): later refusals of the same field are logged at INFO, since an old
+    /// `mig.mode.current`, bit 2 the codec fields): later refusals of the same field are logged at INFO, since an old
     /// driver refuses every 5 minutes (review 26); start with 0.
     pub refusals_warned: u8,
 }
@@ -141,6 +145,7 @@ impl NvidiaSmi {
             kill,
             minor_refused: false,
             mig_refused: false,
+            codec_refused: false,
             refused_at_s: None,
             refusals_warned: 0,
         }
@@ -237,20 +242,23 @@ impl Telemetry for NvidiaSmi {
             // warned.
             self.minor_refused = false;
             self.mig_refused = false;
+            self.codec_refused = false;
             self.refused_at_s = None;
         }
         let gpu_args = |fields: &[&str]| vec![format!("--query-gpu={}", fields.join(",")), "--format=csv,nounits".into()];
-        let fields = |me: &Self| -> &'static [&'static str] {
-            if me.minor_refused {
+        let fields = |me: &Self| -> Vec<&'static str> {
+            let list: &[&str] = if me.minor_refused {
                 &GPU_QUERY_WITHOUT_MINOR
             } else if me.mig_refused {
                 &GPU_QUERY_WITHOUT_MIG
             } else {
                 &GPU_QUERY
-            }
+            };
+            let codec: &[&'static str] = if me.codec_refused { &[] } else { &smi::CODEC_FIELDS };
+            list.iter().chain(codec).copied().collect()
         };
         let gpu_query = crate::slurm::command_line(&self.program, "--query-gpu");
-        let mut answer = self.query(gpu_args(fields(self)));
+        let mut answer = self.query(gpu_args(&fields(self)));
         // A field's first refusal in the run is a warning; later ones (an old driver, asked
         // again every 5 minutes) are told at INFO.
         macro_rules! log_refusal {
@@ -263,9 +271,18 @@ impl Telemetry for NvidiaSmi {
             };
         }
         // At most one retry per field nvidia-smi may refuse.
-        for _ in 0..2 {
+        for _ in 0..3 {
             let Query::FieldRefused(line) = &answer else { break };
-            if line.contains("minor_number") && !self.minor_refused {
+            if smi::CODEC_FIELDS.iter().any(|f| line.contains(f)) && !self.codec_refused {
+                log_refusal!(
+                    4,
+                    nvidia_smi_said = %line,
+                    "nvidia-smi does not know the query fields utilization.encoder/utilization.decoder; GPUs are read without them until they are asked again in 5 minutes, so video encode and decode work (which utilization.gpu does not count) is not seen meanwhile"
+                );
+                self.codec_refused = true;
+                self.refused_at_s = Some(now_s);
+                self.refusals_warned |= 4;
+            } else if line.contains("minor_number") && !self.minor_refused {
                 log_refusal!(
                     1,
                     nvidia_smi_said = %line,
@@ -286,7 +303,7 @@ impl Telemetry for NvidiaSmi {
             } else {
                 break;
             }
-            answer = self.query(gpu_args(fields(self)));
+            answer = self.query(gpu_args(&fields(self)));
         }
         match answer {
             Query::FieldRefused(line) => {

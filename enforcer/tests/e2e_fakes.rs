@@ -352,8 +352,9 @@ fn truncated_nvidia_smi_row_is_logged_when_it_starts_then_every_10_minutes() {
         assert_eq!(w["fields"]["source"], "nvidia-smi", "{w}");
         assert_eq!(w["fields"]["line"], 3, "header, GPU 0, then the cut row: {w}");
         let problem = w["fields"]["problem"].as_str().unwrap();
-        // The header has 9 columns: the enforcer asks for minor_number and mig.mode.current too.
-        assert!(problem.contains("expected 9") && problem.contains("GPU-1"), "{w}");
+        // The header has 11 columns: the enforcer asks for minor_number, mig.mode.current and
+        // the video engines' utilisation too.
+        assert!(problem.contains("expected 11") && problem.contains("GPU-1"), "{w}");
     }
     assert!(e.audit().iter().all(|a| a["action"] != "drain" && a["action"] != "cancel"));
 }
@@ -2105,4 +2106,115 @@ fn a_failing_webhook_gets_alerts_with_a_growing_delay_not_every_cycle() {
     assert!((2..=6).contains(&alerts), "{alerts} alert posts in 30 cycles: {posted}");
     let held = log_lines(&log, |v| v["fields"]["reason"] == "alert_backoff");
     assert!(!held.is_empty(), "{log}");
+}
+
+/// Operator trial 19 (CRITICAL): a transcoding job's work shows in `utilization.decoder` (and
+/// `.encoder`), not in `utilization.gpu`, which counts SM kernels. Its GPUs read 0 % with 6 GB
+/// held at 142 W of 700: `hung`, and it was drained and cancelled. Now the compute reading is
+/// the highest of the three: the job stays healthy. The control, the same GPUs with the video
+/// engines idle, is cancelled; a driver that refuses the codec fields is asked without them
+/// (warned once), and reads on.
+#[test]
+fn video_engine_work_counts_as_work() {
+    let rows = |dec: u32| format!("0 GPU-0 0 0 6100 81559 142 700 0 Disabled 0 {dec}\n1 GPU-1 0 0 6100 81559 139 700 1 Disabled {dec} 0\n");
+    for (dec, mode) in [(35, "ok"), (0, "ok"), (35, "nocodec")] {
+        let e = plain();
+        e.set("gpus.txt", &rows(dec));
+        e.set("smi.mode", mode);
+        // The job's worker on each GPU, in its cgroup (`hung` needs processes where known).
+        e.set("apps.csv", "GPU-0, 5001, 6100\nGPU-1, 5002, 6100\n");
+        for pid in [5001, 5002] {
+            std::fs::create_dir_all(e.fake_dir().join(format!("proc/{pid}"))).unwrap();
+            e.set(
+                &format!("proc/{pid}/cgroup"),
+                "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+            );
+        }
+        let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+        assert!(ok, "{log}");
+        let cancelled = !e.argv("scancel").is_empty();
+        let drained = e
+            .argv("scontrol")
+            .iter()
+            .any(|a| a[0] == "update" && a.iter().any(|x| x == "State=DRAIN"));
+        if dec > 0 && mode == "ok" {
+            assert!(!cancelled && !drained, "decoding at {dec} %: {log}");
+            let q = e.argv("nvidia-smi");
+            assert!(
+                q.iter()
+                    .any(|a| a[0].ends_with("mig.mode.current,utilization.encoder,utilization.decoder")),
+                "{q:?}"
+            );
+        } else {
+            assert!(
+                cancelled && drained,
+                "{mode}, decoder {dec} %: the idle-engine control is cancelled: {log}"
+            );
+        }
+        if mode == "nocodec" {
+            // Warned at the first refusal; asked again every 5 minutes, refused at INFO.
+            let said = |level: &str| {
+                log.lines()
+                    .filter(|l| l.contains("utilization.encoder/utilization.decoder") && l.contains(&format!("\"level\":\"{level}\"")))
+                    .count()
+            };
+            assert_eq!(said("WARN"), 1, "{log}");
+            assert!(said("INFO") >= 5, "{log}");
+        }
+    }
+}
+
+/// Operator trial 19 (CRITICAL): on a node without `ConstrainDevices`, job 901 holds GPU 1
+/// (`gres_detail` IDX 1), where it works (85 %) with a process nvidia-smi does not list; a
+/// helper of the same job holds 30 GB on GPU 0 at 0 %. The job was placed by that process on
+/// GPU 0, and drained and cancelled as `hung`, right after an ERROR saying its process ran
+/// outside its Slurm device indices. Now such a job is held at alert for the rest of its run
+/// (`index_disagrees`). The control, the same job with its own idle GPU 1 and its process
+/// there, is cancelled.
+#[test]
+fn a_job_with_a_process_outside_its_device_indices_is_held_at_alert() {
+    let e = plain();
+    let start = T0 - 7200;
+    e.set(
+        "jobs.tsv",
+        &format!(
+            "901\t901\t0\t0\t0\t0\tRUNNING\talice\tml\tgpu\tnormal\t{start}\tgpu001\tcpu=8,node=1,gres/gpu=1\ttrain\t\t\"gpu:1(IDX:1)\"\n"
+        ),
+    );
+    std::fs::create_dir_all(e.fake_dir().join("proc/9101")).unwrap();
+    e.set("proc/9101/cgroup", "0::/system.slice/slurmstepd.scope/job_901/step_0/user/task_0\n");
+    for outside in [true, false] {
+        if outside {
+            e.set(
+                "gpus.txt",
+                "0 GPU-a0 0 0 30000 81920 60 400 0\n1 GPU-a1 85 10 30000 81920 300 400 1\n",
+            );
+            e.set("apps.csv", "GPU-a0, 9101, 30000\n");
+        } else {
+            e.set("gpus.txt", "0 GPU-a0 0 0 3 81920 55 400 0\n1 GPU-a1 0 0 30000 81920 60 400 1\n");
+            e.set("apps.csv", "GPU-a1, 9101, 30000\n");
+        }
+        let _ = std::fs::remove_dir_all(e.state_dir());
+        let _ = std::fs::remove_file(e.fake_dir().join("scancel.argv"));
+        let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
+        assert!(ok, "{log}");
+        let cancelled = !e.argv("scancel").is_empty();
+        if outside {
+            assert!(!cancelled, "judged on a GPU outside its allocation and cancelled: {log}");
+            assert!(log.contains("outside its Slurm device indices"), "{log}");
+            assert!(log.contains("job held at alert"), "{log}");
+        } else {
+            assert!(cancelled, "control: the job idle on its own GPU is cancelled: {log}");
+            // The audit record says which GPU the cancel was judged on, and how it was placed.
+            let audit = e.audit();
+            let cancel = audit
+                .iter()
+                .find(|l| l["record"] == "action" && l["action"] == "cancel")
+                .expect("a cancel record");
+            let p = &cancel["evidence"]["placement"];
+            assert_eq!(p["gpus"][0]["uuid"], "GPU-a1", "{cancel}");
+            assert_eq!(p["gpus"][0]["minor"], 1, "{cancel}");
+            assert_eq!(p["placed_by"], "processes", "{cancel}");
+        }
+    }
 }

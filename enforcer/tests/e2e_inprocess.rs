@@ -593,6 +593,7 @@ fn a_cut_nvidia_smi_row_counts_as_bad_row_never_a_line_number_label() {
         kill: enforcer::run::KillMode::Ignore,
         minor_refused: false,
         mig_refused: false,
+        codec_refused: false,
         refused_at_s: None,
         refusals_warned: 0,
     };

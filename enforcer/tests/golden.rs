@@ -133,6 +133,7 @@ fn smi_script(dir: &std::path::Path, body: &str) -> NvidiaSmi {
         kill: KillMode::Kill,
         minor_refused: false,
         mig_refused: false,
+        codec_refused: false,
         refused_at_s: None,
         refusals_warned: 0,
     }

@@ -51,6 +51,7 @@ fn smi_daemon(dir: &std::path::Path, smi_body: &str, jobs: Vec<SlurmJob>, procs:
         kill: enforcer::run::KillMode::Ignore,
         minor_refused: false,
         mig_refused: false,
+        codec_refused: false,
         refused_at_s: None,
         refusals_warned: 0,
     };

@@ -244,6 +244,7 @@ fn smi_daemon(dir: &Path, smi_body: &str, jobs: Vec<SlurmJob>) -> (SmiDaemon, Rc
         kill: enforcer::run::KillMode::Ignore,
         minor_refused: false,
         mig_refused: false,
+        codec_refused: false,
         refused_at_s: None,
         refusals_warned: 0,
     };

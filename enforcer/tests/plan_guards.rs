@@ -7,7 +7,7 @@ use enforcer::plan::{
 };
 use policy::{Cause, Evidence, Finding, JobFacts, SignatureId, Verdict};
 use proptest::prelude::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 const NODE: &str = "gpu001";
 
@@ -64,6 +64,10 @@ struct Case {
     not_this_host: bool,
     /// Every job's `JobView::reachable`.
     reachable: Verdict,
+    /// `PlanInput::unread`: jobs not read whole this cycle, with the hold's kind.
+    unread: BTreeMap<String, SkipKind>,
+    /// `PlanInput::recovered`: drained jobs that work again.
+    recovered: BTreeSet<String>,
 }
 
 impl Case {
@@ -74,6 +78,8 @@ impl Case {
             nodes: verdicts.iter().map(|_| vec![NODE.to_string()]).collect(),
             not_this_host: false,
             reachable: Verdict::Cancel,
+            unread: BTreeMap::new(),
+            recovered: BTreeSet::new(),
         }
     }
 
@@ -110,6 +116,8 @@ impl Case {
             not_this_host: self.not_this_host,
             limits: lim,
             state: st,
+            unread: &self.unread,
+            recovered: &self.recovered,
         })
     }
 }
@@ -519,7 +527,8 @@ fn resume_only_our_drain_of_a_gone_job_and_only_when_squeue_answered() {
         p.actions,
         vec![Action::Resume {
             node: NODE.into(),
-            job_id: "55_2".into()
+            job_id: "55_2".into(),
+            recovered: false,
         }]
     );
     let p = c.plan(RunMode::Enforce, Some(&ns), &ActionState::default(), false, limits(), None);
@@ -622,7 +631,8 @@ proptest! {
                    notify in any::<bool>(), noticed_ago_s in prop::option::weighted(0.8, 0i64..4000), not_this_host in prop::bool::weighted(0.1),
                    overridden in prop::collection::vec(prop::bool::weighted(0.1), 14), retry in prop::option::weighted(0.2, (1u32..8, 0i64..4000)),
                    named in prop::option::of((prop::option::of(8_000i64..12_000), prop::option::of(8_000i64..12_000))),
-                   would_drained_100 in any::<bool>(), told_top in prop::option::weighted(0.3, verdict())) {
+                   would_drained_100 in any::<bool>(), told_top in prop::option::weighted(0.3, verdict()),
+                   unread in prop::collection::vec(prop::option::weighted(0.2, any::<bool>()), 14)) {
         let mut c = Case::new(&vs);
         for (i, m) in multi.iter().enumerate().take(vs.len()) {
             if *m { c.nodes[i].push("gpu009".into()); }
@@ -632,6 +642,12 @@ proptest! {
         // Some jobs are het components `N+K`, N one of 100, 101 or the job's own number.
         for (i, h) in het.iter().enumerate().take(vs.len()) {
             if let Some(k) = h { c.jobs[i].job_id = format!("{}+{k}", 100 + i); }
+        }
+        // Some jobs not read whole this cycle (review 32).
+        for (j, u) in c.jobs.iter().zip(&unread) {
+            if let Some(none) = u {
+                c.unread.insert(j.job_id.clone(), if *none { SkipKind::TelemetryNoData } else { SkipKind::GpuUnread });
+            }
         }
         let st = ActionState {
             drain_times_s: vec![9_999; drains_used as usize],
@@ -669,6 +685,9 @@ proptest! {
         for a in &p.actions {
             let Some(id) = a.job_id() else { continue };
             let i = c.jobs.iter().position(|j| j.job_id == id);
+            if matches!(a, Action::Drain { .. } | Action::Cancel { .. } | Action::Notice { .. }) {
+                prop_assert!(!c.unread.contains_key(id), "{} for a job not read whole this cycle: {:?}", a.kind(), a);
+            }
             match a {
                 Action::Drain { .. } | Action::Cancel { .. } => {
                     let i = i.unwrap();
@@ -749,6 +768,109 @@ proptest! {
             }
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The resume guards, with drained jobs that work again (operator trial 17): a resume is
+    /// only of our drain (enforce: the node's Reason; observe: our would-drain), of a job that
+    /// left the node or still runs and has recovered (`PlanInput::recovered`), on a node in no
+    /// other special state, and never when squeue failed (`running` unknown).
+    #[test]
+    fn resume_guards_hold(ns in node_state(), enforce in any::<bool>(), vs in prop::collection::vec(verdict(), 0..3),
+                          running in prop::option::weighted(0.9, prop::collection::btree_set(prop::sample::select(vec!["100", "101", "42"]), 0..3)),
+                          recovered in prop::collection::btree_set(prop::sample::select(vec!["100", "101", "42"]), 0..3),
+                          would_drained_100 in any::<bool>()) {
+        let mut c = Case::new(&vs);
+        c.recovered = recovered.iter().map(|j| j.to_string()).collect();
+        let running: Option<BTreeSet<String>> = running.map(|r| r.iter().map(|j| j.to_string()).collect());
+        let st = if would_drained_100 { would_drained("100") } else { ActionState::default() };
+        let mode = if enforce { RunMode::Enforce } else { RunMode::Observe };
+        let p = c.plan(mode, ns.as_ref(), &st, false, limits(), running.as_ref());
+        for a in &p.actions {
+            let Action::Resume { job_id, recovered: rec, node: n } = a else { continue };
+            prop_assert_eq!(n.as_str(), NODE);
+            let running = running.as_ref();
+            prop_assert!(running.is_some(), "resume with squeue unknown: {:?}", a);
+            let runs = running.is_some_and(|r| r.contains(job_id));
+            prop_assert_eq!(*rec, runs, "recovered is said exactly of a job still running: {:?}", a);
+            if runs {
+                prop_assert!(c.recovered.contains(job_id), "a running job's drain resumed though it has not recovered: {:?}", a);
+            }
+            let node_ours = ns.as_ref().filter(|n| n.has_drain()).and_then(|n| n.our_reason_job());
+            if node_ours.as_deref() == Some(job_id.as_str()) {
+                prop_assert!(!ns.as_ref().unwrap().is_special_besides_drain(), "resumed a node special besides our drain: {:?}", ns);
+            } else {
+                prop_assert!(!enforce && would_drained_100 && job_id == "100" && *rec, "resumed a drain not ours: {:?} (node {:?})", a, ns);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The reading hold (review 32), against a control: the same job and state planned with
+    /// and without the job in `PlanInput::unread`. With it, no drain, cancel or notice; every
+    /// one the control planned is skipped with the hold's kind instead; alerts are the same.
+    #[test]
+    fn a_job_not_read_whole_gets_no_drain_cancel_or_notice(v in prop::sample::select(vec![Verdict::Alert, Verdict::Drain, Verdict::Cancel]),
+                          ns in node_state(), enforce in any::<bool>(), notify in any::<bool>(), noticed_ago_s in prop::option::weighted(0.9, 0i64..5000),
+                          would_drained_100 in any::<bool>(), no_data in any::<bool>()) {
+        let mut c = Case::new(&[v]);
+        c.findings[0].dwell_s = 6_000;
+        let st = ActionState {
+            noticed: noticed_ago_s.map(|a| [("100".to_string(), 10_000 - a)].into_iter().collect()).unwrap_or_default(),
+            ..if would_drained_100 { would_drained("100") } else { ActionState::default() }
+        };
+        let lim = Limits { notify, ..limits() };
+        let mode = if enforce { RunMode::Enforce } else { RunMode::Observe };
+        let control = c.plan(mode, ns.as_ref(), &st, false, lim, None);
+        let kind = if no_data { SkipKind::TelemetryNoData } else { SkipKind::GpuUnread };
+        c.unread.insert("100".into(), kind);
+        let p = c.plan(mode, ns.as_ref(), &st, false, lim, None);
+        let held = |a: &Action| matches!(a, Action::Drain { .. } | Action::Cancel { .. } | Action::Notice { .. });
+        prop_assert!(!p.actions.iter().any(held), "{:?}", p.actions);
+        for a in control.actions.iter().filter(|a| held(a)) {
+            prop_assert!(p.skips.iter().any(|s| s.kind == kind && s.action == a.kind()), "{} not reported as {:?}: {:?}", a.kind(), kind, p.skips);
+        }
+        let alerts = |p: &Plan| p.actions.iter().filter(|a| a.kind() == "alert").count();
+        prop_assert_eq!(alerts(&p), alerts(&control));
+    }
+}
+
+/// A recovered job's drain is resumed (enforce, our Reason, the job still running); a
+/// running job not recovered keeps it; another job due a drain takes it over instead of a
+/// resume; a node special besides our drain is left to an admin.
+#[test]
+fn a_recovered_jobs_drain_is_resumed_or_taken_over() {
+    let running: BTreeSet<String> = ["100".to_string(), "101".to_string()].into();
+    let ours = node("MIXED+DRAIN", Some("gpu-reaper: idle job 100"));
+    let enforce = |c: &Case, ns: &NodeState, st: &ActionState| c.plan(RunMode::Enforce, Some(ns), st, false, limits(), Some(&running));
+    let none = ActionState::default();
+    let mut c = Case::new(&[Verdict::Healthy]);
+    let p = enforce(&c, &ours, &none);
+    assert!(p.actions.is_empty(), "not recovered: the drain stands: {:?}", p.actions);
+    c.recovered.insert("100".into());
+    let resume = Action::Resume {
+        node: NODE.into(),
+        job_id: "100".into(),
+        recovered: true,
+    };
+    assert_eq!(enforce(&c, &ours, &none).actions, vec![resume]);
+    let down = node("MIXED+DRAIN+NOT_RESPONDING", Some("gpu-reaper: idle job 100"));
+    let p = enforce(&c, &down, &none);
+    assert!(
+        p.actions.is_empty() && p.skips.iter().any(|s| s.kind == SkipKind::NodeSpecial && s.action == "resume"),
+        "{p:?}"
+    );
+    // Job 101, told a cycle ago, is due a drain: it takes the drain over, with no resume.
+    let mut c = Case::new(&[Verdict::Healthy, Verdict::Drain]);
+    c.recovered.insert("100".into());
+    let mut st = ActionState::default();
+    st.noticed.insert("101".into(), 9_940);
+    assert_eq!(kinds(&enforce(&c, &ours, &st)), vec!["alert", "drain"]);
 }
 
 #[test]

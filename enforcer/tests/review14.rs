@@ -106,6 +106,8 @@ fn plan_one(now_s: i64, j: &JobFacts, f: &Finding, ns: &NodeState, st: &ActionSt
         not_this_host: false,
         limits: limits(),
         state: st,
+        unread: &Default::default(),
+        recovered: &Default::default(),
     })
 }
 

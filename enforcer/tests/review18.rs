@@ -116,6 +116,8 @@ fn a_breach_that_starts_again_after_a_freeze_is_noticed_again() {
             not_this_host: false,
             limits,
             state: &st,
+            unread: &Default::default(),
+            recovered: &Default::default(),
         });
         for a in &p.actions {
             if matches!(a, Action::Notice { .. }) {

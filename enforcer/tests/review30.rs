@@ -71,6 +71,8 @@ fn plan_with(v: Verdict, lim: Limits) -> Plan {
         not_this_host: false,
         limits: lim,
         state: &told,
+        unread: &Default::default(),
+        recovered: &Default::default(),
     })
 }
 

@@ -14,50 +14,19 @@
 
 mod common;
 
-use common::cluster::{daemon_802, Outage, POLICY, T0};
+use common::cluster::{cycles_802, daemon_802, first_done, Cycle802, Outage, POLICY, T0};
 use common::with_log;
-use enforcer::executor::Outcome;
 use enforcer::plan::SkipKind;
 use policy::Verdict;
 
-/// Runs job 802 (one idle GPU) in enforce mode under [`POLICY`] (drain after 30 minutes of
-/// breach, cancel after 60) for `cycles` one-minute cycles, with nvidia-smi giving no data in
-/// the cycles `outage`. Returns, per cycle, the kinds of the actions done, the skips as
-/// (kind, action), and job 802's verdict.
-/// One cycle as [`run`] sees it: the kinds of the actions done, the skips as (kind, action),
-/// and job 802's verdict.
-type Cycle = (Vec<&'static str>, Vec<(SkipKind, &'static str)>, Verdict);
-
-fn run(outage: std::ops::Range<u32>, cycles: i64) -> Vec<Cycle> {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let (_c, mut d) = daemon_802(POLICY, &state, "enforce", Outage::of_idle_gpu(outage));
-    (0..cycles)
-        .map(|m| {
-            let rep = d.cycle(T0 + m * 60);
-            let done = rep
-                .actions
-                .iter()
-                .filter(|(_, o)| matches!(o, Outcome::Done))
-                .map(|(a, _)| a.kind())
-                .collect();
-            let skips = rep.skips.iter().map(|s| (s.kind, s.action)).collect();
-            let v = rep
-                .findings
-                .iter()
-                .find(|f| f.job_id == "802")
-                .map_or(Verdict::Healthy, |f| f.verdict);
-            (done, skips, v)
-        })
-        .collect()
+/// Job 802 (one idle GPU) for `cycles` one-minute cycles, with nvidia-smi giving no data in
+/// the cycles `outage`.
+fn run(outage: std::ops::Range<u32>, cycles: i64) -> Vec<Cycle802> {
+    cycles_802(Outage::of_idle_gpu(outage), cycles)
 }
 
-fn first(cycles: &[Cycle], kind: &str) -> usize {
-    cycles
-        .iter()
-        .position(|(done, _, _)| done.contains(&kind))
-        .unwrap_or_else(|| panic!("no {kind} in {} cycles", cycles.len()))
+fn first(cycles: &[Cycle802], kind: &str) -> usize {
+    first_done(cycles, kind)
 }
 
 /// trial18 item 1. The control finds the cycles of the first notice, drain and cancel; then

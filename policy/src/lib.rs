@@ -10,6 +10,8 @@
 //!   drain confirmations) and writes one [`Finding`] per job: a [`Verdict`] on the ladder
 //!   `healthy → watching → alert → drain → cancel` (or `insufficient_evidence`), a signature
 //!   from [`signature::REGISTRY`], the evidence and an estimate of wasted GPU-hours.
+//! * [`Recovery`] is the rule by which a drained job that works again has its drain resumed,
+//!   shared by the enforcer and the simulator.
 //!
 //! The safety guards (warmup, full-window evidence, missing-is-not-zero, peak-not-mean,
 //! dwell and stages, cancel-needs-history, ceilings, exemptions, whole allocation, clock
@@ -22,6 +24,7 @@ mod duration;
 mod engine;
 mod finding;
 mod input;
+mod recovery;
 mod sample_check;
 pub mod signature;
 mod window;
@@ -31,7 +34,10 @@ pub use duration::{DurationError, DurationS};
 pub use engine::{alloc_nodes, Engine, EngineCounters, EngineSnapshot, Mode, RestoreDrop, SharedWindowError};
 pub use finding::{one_line, Cap, Cause, Evidence, Finding};
 pub use input::{DrainConfirmation, GpuRef, JobFacts, NodeId, NodeTable, Observation, Reading, Sample, Scope};
-pub use sample_check::{is_sentinel, DCGM_FP64_BLANK, DCGM_INT32_BLANK, DCGM_INT64_BLANK, MAX_MEM_MIB, MAX_POWER_W, SENTINEL_U32};
+pub use recovery::{Recovery, RECOVERY_WINDOWS};
+pub use sample_check::{
+    is_complete_reading, is_sentinel, DCGM_FP64_BLANK, DCGM_INT32_BLANK, DCGM_INT64_BLANK, MAX_MEM_MIB, MAX_POWER_W, SENTINEL_U32,
+};
 pub use signature::SignatureId;
 pub use verdict::Verdict;
 pub use window::{EvidenceProblem, GpuStats};

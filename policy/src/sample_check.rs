@@ -101,6 +101,20 @@ fn keep(v: Option<f64>, lo: f64, open_lo: bool, hi: f64, invalid: &mut u8) -> Op
     }
 }
 
+/// True when `s` is a complete reading of its GPU: it carries a compute reading (`util_pct`,
+/// or `sm_active` when that is missing) and no field that guard 3 rejects (a vendor sentinel,
+/// NaN for a value the tool printed but could not give, such as `ERR!`, a value out of
+/// bounds, or 0 W). Missing fields (`[N/A]` power, say) do not make a reading incomplete.
+/// The enforcer drains, cancels and notices a job only in a cycle whose reading of every one
+/// of its GPUs is complete: the engine's windows tolerate a hole of up to `max_sample_gap`,
+/// so without this a job would be acted on in a cycle whose own reading was lost (review 32:
+/// a job that had just started working, whose `power.draw` read `ERR!`, was cancelled on
+/// readings a minute old).
+pub fn is_complete_reading(s: &Sample) -> bool {
+    let c = check(s);
+    c.util_milli.is_some() && c.invalid_fields == 0
+}
+
 /// Applies the bounds of guard 3 to one sample.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn check(s: &Sample) -> Checked {
@@ -347,5 +361,61 @@ mod tests {
         };
         assert!(check(&z).all_zero_raw);
         assert!(!check(&Sample { power_w: None.into(), ..z }).all_zero_raw);
+    }
+}
+
+#[cfg(test)]
+mod complete_reading_tests {
+    use super::*;
+    use crate::Reading;
+
+    fn busy() -> Sample {
+        Sample {
+            t_s: 60,
+            util_pct: Reading::from(90.0),
+            mem_used_mib: Reading::from(30_000.0),
+            mem_total_mib: Reading::from(81_920.0),
+            power_w: Reading::from(350.0),
+            power_limit_w: Reading::from(400.0),
+            procs: Some(1),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_reading_is_complete_only_with_a_compute_reading_and_no_rejected_field() {
+        assert!(is_complete_reading(&busy()));
+        // Missing power is not incomplete; SM activity stands in for a missing util.
+        assert!(is_complete_reading(&Sample {
+            power_w: Reading::MISSING,
+            power_limit_w: Reading::MISSING,
+            ..busy()
+        }));
+        assert!(is_complete_reading(&Sample {
+            util_pct: Reading::MISSING,
+            sm_active: Reading::from(0.5),
+            ..busy()
+        }));
+        // No compute reading; a value printed but unreadable (NaN); a sentinel; out of bounds; 0 W.
+        assert!(!is_complete_reading(&Sample {
+            util_pct: Reading::MISSING,
+            ..busy()
+        }));
+        assert!(!is_complete_reading(&Sample {
+            power_w: Reading::from(f64::NAN),
+            ..busy()
+        }));
+        assert!(!is_complete_reading(&Sample {
+            mem_used_mib: Reading::from(SENTINEL_U32),
+            ..busy()
+        }));
+        assert!(!is_complete_reading(&Sample {
+            util_pct: Reading::from(101.0),
+            ..busy()
+        }));
+        assert!(!is_complete_reading(&Sample {
+            power_w: Reading::from(0.0),
+            ..busy()
+        }));
     }
 }

@@ -241,6 +241,7 @@ impl Judge for Jds {
             out.push(Judgement {
                 verdict: memo.verdict,
                 signature: None,
+                healthy: memo.verdict == Verdict::Healthy,
             });
         }
     }
@@ -314,6 +315,7 @@ impl Judge for Ladder {
             out.push(Judgement {
                 verdict: memo.verdict,
                 signature: None,
+                healthy: memo.verdict == Verdict::Healthy,
             });
         }
     }

@@ -16,6 +16,10 @@ pub struct Judgement {
     pub verdict: Verdict,
     /// The signature that named the breach, when there is one.
     pub signature: Option<SignatureId>,
+    /// The finding counts toward a drained job's recovery (`policy::Recovery::counts`:
+    /// `healthy` on valid evidence). Baselines set it to `verdict == Healthy`; it matters
+    /// only for a judge whose [`Judge::recovery_window_s`] is set.
+    pub healthy: bool,
 }
 
 /// A decision-maker the driver can run: the policy engine or a baseline.
@@ -23,20 +27,30 @@ pub trait Judge {
     /// One cycle at `now_s`: `jobs` are the running jobs (in a stable order), `samples` the
     /// tick's new samples. Writes one judgement per job, in order, into `out` (cleared first).
     fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>);
+
+    /// The window, seconds, by which a drained job that works again has its drain resumed
+    /// (`policy::Recovery`, as the enforcer does); `None` (the default, for the baselines,
+    /// which model tools that do not): a drain stands until its job leaves.
+    fn recovery_window_s(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// The policy engine as a [`Judge`]: `Mode::Observe`, `Scope::Whole`, no real drains.
 pub struct EngineJudge {
     engine: Engine,
     findings: Vec<Finding>,
+    window_s: i64,
 }
 
 impl EngineJudge {
     /// A fresh engine for one run.
     pub fn new(policy: Policy) -> EngineJudge {
+        let window_s = policy.config().window.secs();
         EngineJudge {
             engine: Engine::new(policy, Mode::Observe),
             findings: Vec::new(),
+            window_s,
         }
     }
 
@@ -59,7 +73,12 @@ impl Judge for EngineJudge {
         out.extend(self.findings.iter().map(|f| Judgement {
             verdict: f.verdict,
             signature: f.signature,
+            healthy: policy::Recovery::counts(f),
         }));
+    }
+
+    fn recovery_window_s(&self) -> Option<i64> {
+        Some(self.window_s)
     }
 }
 
@@ -70,6 +89,7 @@ impl Judge for EngineJudge {
 /// the judgements (alerts, drains, cancels, with their ground truth at that tick).
 pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
     let mut tally = Tally::new(world);
+    tally.recovery_window_s = judge.recovery_window_s();
     let mut running: Vec<JobFacts> = Vec::new();
     let mut run_idx: Vec<u32> = Vec::new();
     let mut prev: Vec<Verdict> = Vec::new();
@@ -124,7 +144,9 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
             let j = run_idx[i];
             let before = prev[i];
             prev[i] = jd.verdict;
-            if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert) && tally.observe(world, tick, j, before, *jd) {
+            if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert || tally.is_drained(j))
+                && tally.observe(world, tick, j, before, *jd)
+            {
                 cancelled[j as usize] = true;
                 let at = cancelled_live.partition_point(|&x| x < j);
                 cancelled_live.insert(at, j);
@@ -148,8 +170,15 @@ pub fn run(world: &World, judge: &mut dyn Judge) -> Tally {
 /// [`policy::SharedWindowError`] when the policies do not share windows (or there are none).
 pub fn run_policies(world: &World, policies: Vec<Policy>) -> Result<Vec<Tally>, policy::SharedWindowError> {
     let np = policies.len();
+    let windows_s: Vec<i64> = policies.iter().map(|p| p.config().window.secs()).collect();
     let mut engine = Engine::with_policies(policies, Mode::Observe)?;
-    let mut tallies: Vec<Tally> = (0..np).map(|_| Tally::new(world)).collect();
+    let mut tallies: Vec<Tally> = windows_s
+        .iter()
+        .map(|&w| Tally {
+            recovery_window_s: Some(w),
+            ..Tally::new(world)
+        })
+        .collect();
     let mut findings: Vec<Vec<Finding>> = (0..np).map(|_| Vec::new()).collect();
     // Per policy, per world job: cancelled by that policy.
     let mut cancelled: Vec<Vec<bool>> = vec![vec![false; world.jobs.len()]; np];
@@ -237,10 +266,13 @@ pub fn run_policies(world: &World, policies: Vec<Policy>) -> Result<Vec<Tally>, 
                 let jd = Judgement {
                     verdict: f.verdict,
                     signature: f.signature,
+                    healthy: policy::Recovery::counts(f),
                 };
                 let before = prev[p][i];
                 prev[p][i] = jd.verdict;
-                if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert) && tally.observe(world, tick, j, before, jd) {
+                if (jd.verdict >= Verdict::Alert || before >= Verdict::Alert || tally.is_drained(j))
+                    && tally.observe(world, tick, j, before, jd)
+                {
                     cancelled[p][j as usize] = true;
                     running_gpus[p] -= world.jobs[j as usize].gpus as u64;
                     cancel_count[j as usize] += 1;

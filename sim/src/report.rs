@@ -617,7 +617,7 @@ pub fn summary_md(rows: &[Row], workload_files: &[Workload]) -> String {
     let _ = writeln!(
         s,
         "Per workload, summed over seeds (latencies: mean over seeds of the per-seed percentile, seconds). A drain stands \
-         until its job leaves the node, as the enforcer's does; drained GPU-h is the capacity of the drained nodes' other \
+         until its job leaves the node or works again (healthy for two windows), as the enforcer's does; drained GPU-h is the capacity of the drained nodes' other \
          GPUs it withholds.\n"
     );
     for w in &workloads {

@@ -3,12 +3,15 @@
 //! * A cancel is correct only if every GPU of the job is `wasted` at that tick and stays so
 //!   until the job's end; every other cancel is false (starved and partial jobs included). A
 //!   false cancel loses the GPU-hours since the job's last checkpoint.
-//! * A drain is false when the job is not wholly wasted at its first drain. A job's drain
-//!   stands until the job leaves its nodes, as the enforcer's does (enforcer/src/plan.rs,
-//!   "Undrain": a node is resumed only once our drain's job no longer runs on it, not when the
-//!   breach ends), so each job counts one drain at most, and `drained_gpu_h` is the GPUs of the
-//!   drained nodes the job does not hold, from its first drain to the cycle after it leaves
-//!   (its end within the simulated span, or the cycle after its cancel).
+//! * A drain is false when the job is not wholly wasted at the drain. A job's drain stands
+//!   until the job leaves its nodes or works again, as the enforcer's does
+//!   (enforcer/src/plan.rs, "Undrain": a node is resumed once our drain's job no longer runs
+//!   on it, or once its findings have said `healthy` on valid evidence for two windows,
+//!   `policy::Recovery`; not merely when the breach ends). A job counts one drain per drain
+//!   that stood (a job resumed and drained again counts two), and `drained_gpu_h` is the GPUs
+//!   of the drained nodes the job does not hold, from each drain to its resume (the cycle of
+//!   the recovery, the job's end within the simulated span, or the cycle after its cancel).
+//!   The baselines model tools that do not resume: theirs stand until the job leaves.
 //! * An alert (a job's verdict reaching alert or above from below) is true when the job has
 //!   wasted or starved GPUs at that tick.
 //! * Recovered GPU-hours: per correct cancel, GPUs × the time the job would otherwise have held
@@ -54,10 +57,10 @@ pub struct Tally {
     pub true_alerts: u64,
     /// Alerts on wholly productive jobs.
     pub false_alerts: u64,
-    /// Drains: jobs whose verdict reached drain (one each: the drain stands until the job
-    /// leaves).
+    /// Drains: a job's verdict reaching drain while no drain of it stands (the drain stands
+    /// until the job leaves or works again; see the module doc).
     pub drains: u64,
-    /// Drains of jobs that were not wholly wasted at their first drain.
+    /// Drains of jobs that were not wholly wasted at the drain.
     pub false_drains: u64,
     /// Drains of jobs on one node (the only drains a per-node enforcer makes).
     pub drains_single_node: u64,
@@ -68,6 +71,14 @@ pub struct Tally {
     pub drained_gpu_ticks: u64,
     /// Jobs (index into the world's jobs) whose drain stands, with the tick of the drain.
     pub drained_since: BTreeMap<u32, u32>,
+    /// The window by which a drained job that works again has its drain resumed
+    /// (`policy::Recovery`), seconds; `None`: a drain stands until its job leaves (the
+    /// baselines). Set by the driver from the judge.
+    pub recovery_window_s: Option<i64>,
+    /// Per drained job: its count toward recovery.
+    pub recovery: BTreeMap<u32, policy::Recovery>,
+    /// Drains resumed because their job worked again.
+    pub drains_resumed: u64,
     /// Cancels.
     pub cancels: u64,
     /// False cancels.
@@ -132,11 +143,29 @@ impl Tally {
         }
     }
 
+    /// True while a drain of job `j` stands (the driver then scores every judgement of it, so
+    /// that its recovery is seen).
+    pub fn is_drained(&self, j: u32) -> bool {
+        !self.drained_since.is_empty() && self.drained_since.contains_key(&j)
+    }
+
     /// Scores job `j`'s judgement at `tick`, given its previous verdict. Returns true when the
     /// judgement is a cancel (the driver then removes the job).
     pub fn observe(&mut self, world: &World, tick: u32, j: u32, before: Verdict, jd: Judgement) -> bool {
         let job = &world.jobs[j as usize];
         let v = jd.verdict;
+        // A drained job that works again has its drain resumed in this cycle, as the
+        // enforcer does (policy::Recovery): the node is back from this tick.
+        if let (Some(window_s), true) = (self.recovery_window_s, self.is_drained(j)) {
+            let now_s = i64::from(tick) * TICK_S;
+            if self.recovery.entry(j).or_default().observe(jd.healthy, now_s, window_s) {
+                let left = job.end.min(world.horizon);
+                self.drained_gpu_ticks -= job.drain_extra_gpus as u64 * left.saturating_sub(tick) as u64;
+                self.drained_since.remove(&j);
+                self.recovery.remove(&j);
+                self.drains_resumed += 1;
+            }
+        }
         let sig = jd.signature.map_or(SIG_BUCKETS - 1, |s| (s.0 as usize).min(SIG_BUCKETS - 2));
         if v >= Verdict::Alert {
             let a = self.job_alerts.entry(j).or_insert(JobAlerts {
@@ -160,8 +189,9 @@ impl Tally {
         }
         let left = job.end.min(world.horizon);
         if v >= Verdict::Drain && !self.drained_since.contains_key(&j) {
-            // The enforcer's drain stands until the job leaves: counted to its end here, and
-            // cut back to the cycle after its cancel below.
+            // The enforcer's drain stands until the job leaves or works again: counted to its
+            // end here, and cut back at its recovery (above) or to the cycle after its cancel
+            // (below).
             self.drained_since.insert(j, tick);
             self.drains += 1;
             let single = job.single_node();
@@ -173,7 +203,9 @@ impl Tally {
             self.drained_gpu_ticks += job.drain_extra_gpus as u64 * left.saturating_sub(tick) as u64;
         }
         if v == Verdict::Cancel {
-            if self.drained_since.contains_key(&j) {
+            self.recovery.remove(&j);
+            if let Some(since) = self.drained_since.remove(&j) {
+                debug_assert!(since <= tick);
                 // Resumed on the first cycle that finds the job gone: the one after the cancel.
                 let resumed = (tick + 1).min(left);
                 self.drained_gpu_ticks -= job.drain_extra_gpus as u64 * (left - resumed) as u64;

@@ -24,6 +24,8 @@ struct Dual {
     compared_8: u64,
     /// Jobs on the lane path in the lane-on engine, summed over ticks.
     lane_job_ticks: u64,
+    /// The first policy's window, for the drains' recovery rule (as the sweep's judge).
+    window_s: i64,
 }
 
 impl Dual {
@@ -44,6 +46,7 @@ impl Dual {
             compared: 0,
             compared_8: 0,
             lane_job_ticks: 0,
+            window_s: policies[0].config().window.secs(),
         }
     }
 
@@ -110,7 +113,12 @@ impl Judge for Dual {
         out.extend(self.a[0].iter().map(|f| Judgement {
             verdict: f.verdict,
             signature: f.signature,
+            healthy: policy::Recovery::counts(f),
         }));
+    }
+
+    fn recovery_window_s(&self) -> Option<i64> {
+        Some(self.window_s)
     }
 }
 

@@ -104,6 +104,7 @@ impl Judge for Scripted {
             out.push(Judgement {
                 verdict: v,
                 signature: None,
+                healthy: v == Verdict::Healthy,
             });
         }
     }
@@ -182,10 +183,11 @@ fn scripted_verdicts_are_scored_as_worked_out_by_hand() {
 }
 
 #[test]
-fn a_drain_stands_until_its_job_leaves_as_the_enforcers_does() {
+fn without_recovery_a_drain_stands_until_its_job_leaves() {
     use PhaseKind::*;
-    // The enforcer resumes our drain only once its job no longer runs on the node
-    // (enforcer/src/plan.rs, "Undrain"), not when the breach ends. Node of 8 GPUs.
+    // A judge without a recovery window (the baselines, which model tools that do not
+    // resume) has its drains stand until the job leaves the node, not end with the breach.
+    // Node of 8 GPUs.
     // E (100): GPUs 0-1, [0,200), productive. Drain at 60, back to alert at 70 and healthy at
     //   80 (its breach ended), drain again at 120, healthy at 130. Its node stays drained from
     //   60 to its end at 200: one drain, false, withholding 6 × (200 - 60) = 840 GPU-ticks
@@ -217,6 +219,59 @@ fn a_drain_stands_until_its_job_leaves_as_the_enforcers_does() {
     let t = drive::run(&w, &mut judge);
     assert_eq!((t.drains, t.false_drains), (3, 1));
     assert_eq!(t.drained_gpu_ticks, 840 + 1050 + 147);
+}
+
+/// [`Scripted`] with the engine's recovery rule: a drained job whose verdict is `healthy` for
+/// two windows of `window_s` has its drain resumed.
+struct ScriptedRecovering(Scripted, i64);
+
+impl Judge for ScriptedRecovering {
+    fn judge(&mut self, now_s: i64, jobs: &[JobFacts], samples: &[Sample], out: &mut Vec<Judgement>) {
+        self.0.judge(now_s, jobs, samples, out);
+    }
+    fn recovery_window_s(&self) -> Option<i64> {
+        Some(self.1)
+    }
+}
+
+#[test]
+fn a_drain_is_resumed_once_its_job_works_again_for_two_windows_as_the_enforcers_is() {
+    use PhaseKind::*;
+    // The enforcer resumes our drain when its job leaves the node or works again
+    // (policy::Recovery: healthy for two windows; enforcer/src/plan.rs, "Undrain"). Window 20
+    // minutes: two windows are 40 ticks. Node of 8 GPUs.
+    // E (100): GPUs 0-1, [0,300), productive. Drained at 60, healthy from 80: resumed at 120,
+    //   6 × (120 - 60) = 360. Alert at 150, drained at 160, healthy from 170: resumed at 210,
+    //   6 × (210 - 160) = 300. Two drains, both false, both resumed.
+    // F (101): GPU 2, [0,400), hung from 100, drained at 150, never healthy, past the horizon
+    //   (300): a true drain, 7 × (300 - 150) = 1050.
+    // G (102): GPU 3, [0,250), hung from 100, drained at 150, healthy 160..180 (20 ticks: not
+    //   two windows), drain again at 180 (the same drain, still standing), cancelled at 190:
+    //   resumed on the cycle after, 7 × (191 - 150) = 287. One drain, true.
+    let jobs = vec![
+        job(0, &[0, 1], 2, 0, 300, &[(0, 300, Compute)]),
+        job(1, &[2], 1, 0, 400, &[(0, 100, Compute), (100, 400, Hung)]),
+        job(2, &[3], 1, 0, 250, &[(0, 100, Compute), (100, 250, Hung)]),
+    ];
+    let w = world(jobs, 300, |_, _, _| None);
+    let script = Scripted(vec![
+        ("100", 50, Verdict::Alert),
+        ("100", 60, Verdict::Drain),
+        ("100", 80, Verdict::Healthy),
+        ("100", 150, Verdict::Alert),
+        ("100", 160, Verdict::Drain),
+        ("100", 170, Verdict::Healthy),
+        ("101", 140, Verdict::Alert),
+        ("101", 150, Verdict::Drain),
+        ("102", 140, Verdict::Alert),
+        ("102", 150, Verdict::Drain),
+        ("102", 160, Verdict::Healthy),
+        ("102", 180, Verdict::Drain),
+        ("102", 190, Verdict::Cancel),
+    ]);
+    let t = drive::run(&w, &mut ScriptedRecovering(script, 1200));
+    assert_eq!((t.drains, t.false_drains, t.drains_resumed), (4, 2, 2));
+    assert_eq!(t.drained_gpu_ticks, 360 + 300 + 1050 + 287);
 }
 
 #[test]
@@ -340,6 +395,7 @@ impl Judge for SignedScript {
             out.push(Judgement {
                 verdict,
                 signature: policy::signature::SignatureId::from_name(sig),
+                healthy: verdict == Verdict::Healthy,
             });
         }
     }

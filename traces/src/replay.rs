@@ -377,6 +377,7 @@ pub fn replay(trace: &Trace, policy: Policy, interval_s: i64) -> ReplayResult {
                 o.drains += 1;
             }
             if with_truth {
+                truth[j].on_cycle(policy::Recovery::counts(f), now, cfg.window.secs());
                 for rung in [Verdict::Alert, Verdict::Drain, Verdict::Cancel] {
                     if f.verdict >= rung && was < rung {
                         truth[j].on_rung(rung, now, trace.jobs[j].end_s);

@@ -4,7 +4,8 @@
 //! * an **alert** is true when the job has a `wasted` or `starved` GPU at that tick;
 //! * a **drain** is false when the job is not wholly wasted at that tick, i.e. unless every GPU
 //!   is `wasted` then and stays so until the job's end (the cancel rule). A job's drain stands
-//!   until it leaves, as the enforcer's does, so only its first drain is scored;
+//!   until it leaves or works again (`policy::Recovery`), as the enforcer's does, so a drain
+//!   is scored only when none stands;
 //! * a **cancel** is correct only when every GPU of the job is `wasted` at that tick and stays
 //!   so until the job's end; any other cancel is a false cancel;
 //! * **recovered GPU-hours** of a correct cancel: GPUs × the time the job would still have
@@ -14,8 +15,9 @@
 //! A GPU's truth "at a tick" is the truth of its newest sample at or before the tick; a GPU
 //! with no sample yet, or whose sample has no truth, counts as not wasted (and not starved),
 //! so unknown truth can only make a cancel false, never correct. Only the first cancel of a
-//! job is scored (after it the job would be gone), and only its first drain (the drain stands
-//! until the job leaves); alerts are scored each time the job climbs onto alert.
+//! job is scored (after it the job would be gone), and a drain only while none stands (a drain
+//! stands until the job leaves or recovers); alerts are scored each time the job climbs onto
+//! alert.
 //!
 //! GPU-hours of truth are counted per sample: each sample stands for one replay interval.
 //!
@@ -62,8 +64,10 @@ pub(crate) struct JobTruth {
     pub wasted_tail_onset_s: Option<i64>,
     pub score: JobScore,
     pub cancelled: bool,
-    /// Its drain stands (until it leaves).
+    /// Its drain stands (until it leaves or works again).
     pub drained: bool,
+    /// While drained: its count toward recovery (`policy::Recovery`).
+    pub recovery: policy::Recovery,
 }
 
 impl JobTruth {
@@ -75,6 +79,18 @@ impl JobTruth {
             score: JobScore::default(),
             cancelled: false,
             drained: false,
+            recovery: policy::Recovery::default(),
+        }
+    }
+
+    /// Feeds one cycle's finding of a drained job to its recovery (`healthy`:
+    /// `policy::Recovery::counts`; `window_s`: the policy's window): once it has recovered,
+    /// its drain no longer stands (the enforcer resumes it), and a later drain is scored
+    /// afresh.
+    pub(crate) fn on_cycle(&mut self, healthy: bool, now_s: i64, window_s: i64) {
+        if self.drained && self.recovery.observe(healthy, now_s, window_s) {
+            self.drained = false;
+            self.recovery = policy::Recovery::default();
         }
     }
 
@@ -129,6 +145,27 @@ impl JobTruth {
 mod tests {
     use super::*;
     use policy::Verdict;
+
+    #[test]
+    fn a_drain_resumed_for_recovery_no_longer_stands_and_the_next_is_scored() {
+        let mut t = JobTruth::new(1);
+        t.current[0] = Some(Truth::Productive);
+        t.on_rung(Verdict::Drain, 600, 20_000);
+        // Healthy from 660 for two windows of 1200 s: recovered at 3060.
+        for now in (660..3060).step_by(60) {
+            t.on_cycle(true, now, 1200);
+            assert!(t.drained, "{now}");
+        }
+        t.on_cycle(true, 3060, 1200);
+        assert!(!t.drained);
+        t.on_rung(Verdict::Drain, 6000, 20_000);
+        assert_eq!((t.score.true_drains, t.score.false_drains), (0, 2));
+        // Not drained: cycles change nothing.
+        let mut u = JobTruth::new(1);
+        u.on_cycle(true, 0, 1);
+        u.on_cycle(true, 10, 1);
+        assert!(!u.drained && u.recovery.since_s().is_none());
+    }
 
     #[test]
     fn a_job_drained_twice_scores_one_drain_because_the_first_still_stands() {

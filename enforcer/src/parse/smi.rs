@@ -61,6 +61,15 @@ pub const GPU_QUERY_WITHOUT_MINOR: [&str; 7] = [
     "power.limit",
 ];
 
+/// The video-engine utilisation fields (nvidia-smi `--help-query-gpu`: "Percent of time over
+/// the past sample period during which the GPU's video encoder/decoder was being used").
+/// NVENC and NVDEC work does not show in `utilization.gpu`, which counts kernels on the SMs:
+/// a transcoding job reads 0 % there (operator trial 19: one was drained and cancelled as
+/// `hung`). The daemon appends them to its query (read by the header, so their place does not
+/// matter) unless the driver refuses them (see `telemetry::NvidiaSmi`); the query lists above,
+/// which `enforcer parse` uses for headerless text, do not carry them.
+pub const CODEC_FIELDS: [&str; 2] = ["utilization.encoder", "utilization.decoder"];
+
 /// The enforcer's own `--query-compute-apps` field list, in order.
 pub const APPS_QUERY: [&str; 3] = ["gpu_uuid", "pid", "used_memory"];
 
@@ -77,6 +86,10 @@ pub struct GpuReading {
     pub name: Option<String>,
     /// `utilization.gpu`, percent.
     pub util_pct: Option<f64>,
+    /// `utilization.encoder`, percent (NVENC).
+    pub enc_pct: Option<f64>,
+    /// `utilization.decoder`, percent (NVDEC).
+    pub dec_pct: Option<f64>,
     /// `memory.used`, MiB.
     pub mem_used_mib: Option<f64>,
     /// `memory.total`, MiB.
@@ -96,7 +109,7 @@ pub struct GpuReading {
     /// `mig.mode.current` was queried and read neither `Enabled`, `Disabled` nor a GPU without
     /// MIG (`[N/A]`, `[Not Supported]`): the GPU may be split into slices.
     pub mig_mode_unknown: bool,
-    /// The reading columns (`utilization.gpu`, `memory.*`, `power.*`) whose value was present
+    /// The reading columns (`utilization.*`, `memory.*`, `power.*`) whose value was present
     /// but could not be read (`ERR!`, nvidia-smi's mark for a GPU or driver error; `nan`;
     /// text). Such a row is no evidence at all: the daemon hands the engine those fields as
     /// present but invalid, which discards the whole sample, where a missing (`[N/A]`) field
@@ -232,7 +245,7 @@ fn header_unit(h: &str) -> (&str, Option<&str>) {
 /// printed without a unit (`index`, `uuid`, `name`, `minor_number`, `pid`, ...).
 pub fn unit_of(field: &str) -> Option<&'static str> {
     match field {
-        "utilization.gpu" => Some("%"),
+        "utilization.gpu" | "utilization.encoder" | "utilization.decoder" => Some("%"),
         "memory.used" | "memory.total" | "used_memory" | "used_gpu_memory" => Some("MiB"),
         "power.draw" | "power.limit" => Some("W"),
         _ => None,
@@ -433,6 +446,8 @@ fn known_gpu_column(c: &str) -> bool {
             | "uuid"
             | "name"
             | "utilization.gpu"
+            | "utilization.encoder"
+            | "utilization.decoder"
             | "memory.used"
             | "memory.total"
             | "power.draw"
@@ -548,6 +563,8 @@ pub fn parse_gpus(text: &str, columns: Option<&[&str]>) -> Result<GpuTable, SmiE
             "uuid" => return put(&mut g.uuid, free_text(v)),
             "name" => return put(&mut g.name, free_text(v)),
             "utilization.gpu" => &mut g.util_pct,
+            "utilization.encoder" => &mut g.enc_pct,
+            "utilization.decoder" => &mut g.dec_pct,
             "memory.used" => &mut g.mem_used_mib,
             "memory.total" => &mut g.mem_total_mib,
             "power.draw" => &mut g.power_w,

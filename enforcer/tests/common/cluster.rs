@@ -302,3 +302,42 @@ impl enforcer::telemetry::Telemetry for Outage {
         self.gpu.read(now_s)
     }
 }
+
+/// One cycle of job 802 as [`cycles_802`] sees it: the kinds of the actions done, the skips as
+/// (kind, action), and job 802's verdict.
+pub type Cycle802 = (Vec<&'static str>, Vec<(enforcer::plan::SkipKind, &'static str)>, policy::Verdict);
+
+/// Runs job 802 (one GPU, read through `telemetry`) in enforce mode under [`POLICY`] for
+/// `cycles` one-minute cycles from [`T0`], in a fresh state folder.
+pub fn cycles_802<T: enforcer::telemetry::Telemetry>(telemetry: T, cycles: i64) -> Vec<Cycle802> {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let (_c, mut d) = daemon_802(POLICY, &state, "enforce", telemetry);
+    (0..cycles)
+        .map(|m| {
+            let rep = d.cycle(T0 + m * 60);
+            let done = rep
+                .actions
+                .iter()
+                .filter(|(_, o)| matches!(o, enforcer::executor::Outcome::Done))
+                .map(|(a, _)| a.kind())
+                .collect();
+            let skips = rep.skips.iter().map(|s| (s.kind, s.action)).collect();
+            let v = rep
+                .findings
+                .iter()
+                .find(|f| f.job_id == "802")
+                .map_or(policy::Verdict::Healthy, |f| f.verdict);
+            (done, skips, v)
+        })
+        .collect()
+}
+
+/// The first of `cycles` in which an action of `kind` was done.
+pub fn first_done(cycles: &[Cycle802], kind: &str) -> usize {
+    cycles
+        .iter()
+        .position(|(done, _, _)| done.contains(&kind))
+        .unwrap_or_else(|| panic!("no {kind} in {} cycles", cycles.len()))
+}
