@@ -192,6 +192,27 @@ fn nvidia_smi_log_reads_header_units_and_na() {
     assert_eq!(raw_utc[0].sample.t_s - a.t_s, 3600);
 }
 
+/// Operator trial 19: a log with the video engines' utilisation: a GPU decoding video reads
+/// 0 % in `utilization.gpu`; its compute reading is the highest of the three, as the enforcer
+/// takes it, so a replay does not judge it hung. Missing codec values leave utilization.gpu as
+/// it is; an unreadable one is a bad row, as for any reading.
+#[test]
+fn nvidia_smi_log_counts_video_engine_work() {
+    let log = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W], utilization.encoder [%], utilization.decoder [%]
+2026/11/29 10:00:00.512, 0, GPU-a, 0 %, 6100 MiB, 81559 MiB, 142.00 W, 700.00 W, 3 %, 41 %
+2026/11/29 10:00:00.514, 1, GPU-b, 12 %, 6100 MiB, 81559 MiB, 139.00 W, 700.00 W, [N/A], [N/A]
+2026/11/29 10:00:00.516, 2, GPU-c, [N/A], 6100 MiB, 81559 MiB, 139.00 W, 700.00 W, 50 %, 0 %
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    let util: Vec<Option<f64>> = raw.iter().map(|x| x.sample.util_pct.get()).collect();
+    assert_eq!(util, vec![Some(41.0), Some(12.0), None], "a missing utilization.gpu stays missing");
+    assert_eq!(r.count("missing_encoder"), 1);
+    let bad = log.replace("3 %, 41 %", "3 %, ERR!");
+    let e = import::nvidia_smi::parse(&bad, Path::new("smi.csv"), &smi_opts("UTC"), &mut ImportReport::default()).unwrap_err();
+    assert!(e.to_string().contains("utilization.decoder"), "{e}");
+}
+
 #[test]
 fn nvidia_smi_headerless_and_bad_rows() {
     let body =

@@ -53,6 +53,12 @@ use std::path::Path;
 /// The nvidia-smi fields the policy reads; a log without one of them is imported, with a note.
 pub const POLICY_FIELDS: [&str; 5] = ["utilization.gpu", "memory.used", "memory.total", "power.draw", "power.limit"];
 
+/// The video engines' utilisation (NVENC, NVDEC): read when the log has them, and the
+/// sample's compute reading is the highest of these and `utilization.gpu`, as the enforcer
+/// takes it (operator trial 19: a transcoding GPU reads 0 % in `utilization.gpu`, and a
+/// replay cancelled it as `hung`).
+pub const CODEC_FIELDS: [&str; 2] = ["utilization.encoder", "utilization.decoder"];
+
 /// `nvidia-smi --query-gpu` field names a header line may hold; a line naming one of them is a
 /// header (no data value is such a name).
 const HEADER_FIELDS: [&str; 16] = [
@@ -78,7 +84,7 @@ const HEADER_FIELDS: [&str; 16] = [
 /// `nvidia-smi --help-query-gpu`) that the importer knows but does not read: a log or `--query`
 /// naming one of them imports, the column is ignored. The fields it reads are
 /// `timestamp`, `index`, `uuid` (or its alias `gpu_uuid`, listed here) and [`POLICY_FIELDS`].
-pub const IGNORED_FIELDS: [&str; 98] = [
+pub const IGNORED_FIELDS: [&str; 96] = [
     "driver_version",
     "count",
     "name",
@@ -124,8 +130,6 @@ pub const IGNORED_FIELDS: [&str; 98] = [
     "compute_mode",
     "compute_cap",
     "utilization.memory",
-    "utilization.encoder",
-    "utilization.decoder",
     "utilization.jpeg",
     "utilization.ofa",
     "encoder.stats.sessionCount",
@@ -195,6 +199,7 @@ pub fn is_known_field(name: &str) -> bool {
         || name == "index"
         || name == "minor_number"
         || POLICY_FIELDS.contains(&name)
+        || CODEC_FIELDS.contains(&name)
         || IGNORED_FIELDS.contains(&name)
         || IGNORED_FIELD_PREFIXES.iter().any(|p| name.starts_with(p))
 }
@@ -266,7 +271,7 @@ fn field_unit(h: &str) -> Option<&str> {
 /// `timestamp`, `index` and `uuid`, printed without one.
 pub fn unit_of(field: &str) -> Option<&'static str> {
     match field {
-        "utilization.gpu" => Some("%"),
+        "utilization.gpu" | "utilization.encoder" | "utilization.decoder" => Some("%"),
         "memory.used" | "memory.total" => Some("MiB"),
         "power.draw" | "power.limit" => Some("W"),
         _ => None,
@@ -279,7 +284,7 @@ fn read_field(name: &str) -> Option<&str> {
     match name {
         "gpu_uuid" | "uuid" => Some("uuid"),
         "timestamp" | "index" => Some(name),
-        n if POLICY_FIELDS.contains(&n) => Some(name),
+        n if POLICY_FIELDS.contains(&n) || CODEC_FIELDS.contains(&n) => Some(name),
         _ => None,
     }
 }
@@ -556,7 +561,12 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                 sample: Sample {
                     t_s,
                     gpu,
-                    util_pct: value("utilization.gpu", "missing_util")?.into(),
+                    util_pct: {
+                        let util = value("utilization.gpu", "missing_util")?;
+                        let enc = value("utilization.encoder", "missing_encoder")?;
+                        let dec = value("utilization.decoder", "missing_decoder")?;
+                        util.map(|u| [enc, dec].into_iter().flatten().fold(u, f64::max)).into()
+                    },
                     mem_used_mib: value("memory.used", "missing_mem_used")?.into(),
                     mem_total_mib: value("memory.total", "missing_mem_total")?.into(),
                     power_w: value("power.draw", "missing_power")?.into(),
