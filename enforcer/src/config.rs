@@ -510,10 +510,11 @@ impl Config {
                 if cancel { " and cancel" } else { "" }
             ));
         }
-        if c.util_threshold_pct >= UTIL_THRESHOLD_HIGH_PCT {
+        if c.util_threshold_pct >= UTIL_THRESHOLD_HIGH_PCT || c.util_threshold_pct > policy::CODEC_UTIL_CAP_PCT {
             out.push(format!(
-                "policy.util_threshold_pct = {}: a GPU whose utilization.gpu stays below that on every sample of a window counts as low, so GPUs doing real work at moderate load read as breaches (starved, partial, unknown alerts); the default is 15",
-                c.util_threshold_pct
+                "policy.util_threshold_pct = {}: a GPU whose utilization.gpu stays below that on every sample of a window counts as low, so GPUs doing real work at moderate load read as breaches (starved, partial, unknown alerts), and so do GPUs that only encode or decode video (their video-engine work counts up to {} %); the default is 15",
+                c.util_threshold_pct,
+                policy::CODEC_UTIL_CAP_PCT
             ));
         }
         out
@@ -622,8 +623,9 @@ pub struct ConfigError {
     pub problem: String,
     /// Further problems found in the same file, as (key, problem), each shown on a line of
     /// its own after the first: the enforcer section is checked whole, so one run of
-    /// `check-config` names every mistake there. Empty for a TOML error and for a policy
-    /// error (the policy is checked first, and its first error stops the check).
+    /// `check-config` names every mistake there. Empty for a TOML error. The `[policy]`
+    /// section is checked first, each of its problems listed ([`Policy::check`]); the
+    /// enforcer section is checked once the policy is valid.
     pub also: Vec<(String, String)>,
 }
 
@@ -919,6 +921,15 @@ impl Config {
         let raw: ConfigFile = toml::from_str(text).map_err(|x| e("", toml_problem(text, &x)))?;
         // The key is shown once, by `ConfigError` (operator trial 16: it was written twice,
         // ``t.toml: `policy.window`: policy.window = 9d: …``).
+        // Every `[policy]` problem is named, the first as the error and the rest after it
+        // (operator trial 19); the enforcer section is checked once the policy is valid.
+        let mut all = Policy::check(&raw.policy)
+            .into_iter()
+            .map(|x| e(&x.key, format!("{}: {}", x.value, x.problem)));
+        if let Some(mut first) = all.next() {
+            first.also = all.map(|x| (x.key, x.problem)).collect();
+            return Err(first);
+        }
         let policy = Policy::new(&raw.policy).map_err(|x| e(&x.key, format!("{}: {}", x.value, x.problem)))?;
         let c = raw.enforcer;
         // Every problem of the enforcer section is reported, not only the first (operator
@@ -1187,6 +1198,37 @@ mod tests {
         let m = err("[enforcer]\nnode = \"ü\" x\n");
         assert!(m.starts_with("t.toml:2:"), "{m}");
         assert_eq!(m.split(':').nth(2), Some("12"), "{m}");
+    }
+
+    /// Review 33: video-engine work counts up to `policy::CODEC_UTIL_CAP_PCT`; a threshold
+    /// above it is warned of, one at it is not.
+    #[test]
+    fn a_util_threshold_above_the_codec_cap_is_warned_of() {
+        let warns = |t: f64| {
+            let text = format!("[policy]\nutil_threshold_pct = {t}\nstarved_mean_util_pct = 10\n[enforcer]\nnode = \"gpu001\"\n");
+            Config::from_text(&text, "t.toml").unwrap().warnings()
+        };
+        assert!(warns(60.0).iter().any(|w| w.contains("video-engine work")), "{:?}", warns(60.0));
+        assert!(!warns(policy::CODEC_UTIL_CAP_PCT).iter().any(|w| w.contains("video-engine work")));
+    }
+
+    /// Operator trial 19 (carried from 16): the `[policy]` section's first mistake stopped the
+    /// check. Each is named, on a line of its own, the first as the error's key.
+    #[test]
+    fn every_problem_of_the_policy_section_is_named_at_once() {
+        let text = "[policy]\nwindow = \"20m\"\nutil_threshold_pct = 0\nstages = [{ after = \"0s\", verdict = \"alert\" }, { after = \"1h\", verdict = \"drian\" }]\nceilings = { hungg = \"alert\" }\n[enforcer]\nnode = \"gpu001\"\n";
+        let x = Config::from_text(text, "t.toml").unwrap_err();
+        assert_eq!(x.key, "policy.util_threshold_pct", "{x}");
+        let keys: Vec<&str> = x.also.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["policy.stages[1].verdict", "policy.ceilings.hungg"], "{x}");
+        let m = x.to_string();
+        assert_eq!(m.lines().count(), 3, "{m}");
+        assert!(
+            m.lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("t.toml: `policy.stages[1].verdict`: \"drian\": ")),
+            "{m}"
+        );
     }
 
     /// Operator trial 16 (ROUGH): check-config named only the first mistake, so a config with

@@ -160,14 +160,19 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// The reads (squeue, scontrol, nvidia-smi) failing cycle after cycle, so a lasting
     /// failure is logged at its start, every 10 minutes and at its end (not persisted).
     repeats: crate::repeats::Repeats,
-    /// Runs (job id, start time) seen in this process with a process on a GPU outside their
-    /// Slurm device indices (`Attribution::outside_index`): held at alert for the rest of the
-    /// run, since which GPUs they hold is in question (operator trial 19). Not persisted.
+    /// Runs (job id, start time) seen with a process on a GPU outside their Slurm device
+    /// indices (`Attribution::outside_index`): held at alert for the rest of the run, since
+    /// which GPUs they hold is in question (operator trial 19). Saved in the state file
+    /// (review 33), and forgotten once squeue, read whole, no longer lists the run.
     index_disagreed: BTreeSet<(String, Option<i64>)>,
     /// Per job with a drain of ours on this node (a would-drain in observe mode): its count
     /// toward recovery (`policy::Recovery`). Not persisted: after a restart the count starts
     /// again, so the drain stands a little longer.
     recovery: BTreeMap<String, policy::Recovery>,
+    /// The (GPU UUID, codec field: 0 `utilization.encoder`, 1 `.decoder`) pairs that have given
+    /// a value: a later read of such a field with no value makes that GPU's reading unknown
+    /// (review 33). Saved in the state file, so a restart during such a stretch keeps it.
+    codec_seen: BTreeSet<(String, u8)>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -209,6 +214,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut slurm_gpus: Option<u32> = None;
         let mut device_index = DeviceIndexTrust::default();
         let mut mig_jobs: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
+        let mut index_disagreed: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
+        let mut codec_seen: BTreeSet<(String, u8)> = BTreeSet::new();
         let mut gpu_slots = GpuSlots::default();
         // Every state file names the node whose daemon wrote it (`node`; in older files, the
         // first name interned, which a daemon starting afresh gives its own node). One that
@@ -232,6 +239,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 saved_cycle_s = Some(s.saved_s);
                 remembered = (s.most_gpus_seen, s.last_node_hostname.clone());
                 mig_jobs = s.mig_jobs.iter().cloned().collect();
+                index_disagreed = s.index_disagreed.iter().cloned().collect();
+                codec_seen = s.codec_seen.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
                 // The engine's last cycle cannot be after the clock now (the start's clock
@@ -351,7 +360,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             row_warned_s: BTreeMap::new(),
             unlisted_device_warned: BTreeSet::new(),
             repeats: Default::default(),
-            index_disagreed: BTreeSet::new(),
+            index_disagreed,
+            codec_seen,
             recovery: BTreeMap::new(),
             gpu_slots,
             no_uuid_logged: false,
@@ -406,6 +416,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 last_node_hostname: self.last_node_hostname.clone(),
                 gpu_slots: Some(self.gpu_slots.clone()),
                 mig_jobs: self.mig_jobs.iter().cloned().collect(),
+                index_disagreed: self.index_disagreed.iter().cloned().collect(),
+                codec_seen: self.codec_seen.iter().cloned().collect(),
             },
         )
     }
@@ -860,6 +872,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut by_elimination: BTreeMap<String, u32> =
             self.kept.iter().filter_map(|(j, k)| Some((j.clone(), k.by_elimination?))).collect();
         let mut outside_index: BTreeSet<String> = BTreeSet::new();
+        // GPUs holding memory no listed process accounts for (hidden processes): no placement
+        // by elimination while there are any (operator trial 20).
+        let mut unaccounted_gpus: Vec<u16> = Vec::new();
         if tel.no_data.is_none() {
             self.gpu_slots.assign(&tel.gpus);
             let (valid, dropped) = attribution::revalidate_kept(&self.kept, &tel.gpus);
@@ -975,7 +990,22 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::info!(jobs = %dropped.join(","), "Slurm's device indices were contradicted on this node: placements made by elimination are dropped and derived afresh");
                 }
             }
-            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !mig_mode && !mig_mode_unknown && !contradicted;
+            // With one GPU job on the node, hidden processes can only be its own (or no job's).
+            if on_node.iter().filter(|j| j.gpus > 0).count() > 1 {
+                unaccounted_gpus = crate::telemetry::unaccounted_memory_gpus(&tel.gpus, tel.apps.as_ref(), self.cfg.policy.config());
+            }
+            let hidden = !unaccounted_gpus.is_empty();
+            if hidden {
+                tracing::info!(gpus = ?unaccounted_gpus, "GPUs hold memory that no process nvidia-smi lists accounts for (MPS clients, processes it does not show): no job is placed by elimination this cycle, and jobs placed so before are held at alert");
+            }
+            let whole = complete
+                && gpus_whole
+                && mig_jobs.is_empty()
+                && !mig_processes
+                && !mig_mode
+                && !mig_mode_unknown
+                && !contradicted
+                && !hidden;
             // Remembered MIG jobs are MIG jobs to attribution too (it checks no device index
             // while MIG is in use), though no process of theirs shows this cycle.
             let marked: Vec<SlurmJob> = on_node
@@ -1193,13 +1223,30 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // that is missing (`[N/A]`: no such engine, a MIG GPU, not queried) leaves
             // utilization.gpu as it is; one printed but unreadable makes the reading no
             // evidence, as an unreadable utilization.gpu does.
+            // Each codec value lends at most `policy::CODEC_UTIL_CAP_PCT`, so a steady decode
+            // is work but never a `spin` deadlock (review 33). A codec field that gave a value
+            // earlier in this GPU's life and now gives none (`[N/A]`, `[Not Supported]`) is
+            // unknown, not "no video work": the reading is then no evidence (review 33: a
+            // transcoding GPU whose decoder turned `[N/A]` was judged on its 2 % and cancelled).
+            let codec = [g.enc_pct, g.dec_pct];
+            let uuid = g.uuid.clone().unwrap_or_default();
+            for (i, v) in codec.iter().enumerate() {
+                if v.is_some() && !tel.codec_unread {
+                    self.codec_seen.insert((uuid.clone(), i as u8));
+                }
+            }
+            let codec_lost = !tel.codec_unread
+                && codec
+                    .iter()
+                    .enumerate()
+                    .any(|(i, v)| v.is_none() && self.codec_seen.contains(&(uuid.clone(), i as u8)));
             let codec_unreadable = crate::parse::smi::CODEC_FIELDS.iter().any(|c| g.unreadable.iter().any(|u| u == c));
-            let util_pct = if codec_unreadable {
+            let util_pct = if codec_unreadable || codec_lost {
                 Reading::from(f64::NAN)
             } else {
                 field(
                     "utilization.gpu",
-                    g.util_pct.map(|u| [g.enc_pct, g.dec_pct].into_iter().flatten().fold(u, f64::max)),
+                    g.util_pct.map(|u| policy::fold_codec_util(u, codec.into_iter().flatten())),
                 )
             };
             samples.push(Sample {
@@ -1296,8 +1343,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 tracing::warn!(job_id = %j.job_id, "a process of the job runs on a GPU outside its Slurm device indices (no ConstrainDevices? a process left from before a requeue?): which GPUs it holds is in question, so it is held at alert for the rest of its run (never drained or cancelled)");
             }
         }
-        self.index_disagreed
-            .retain(|(j, start)| on_node.iter().any(|o| o.job_id == *j && o.start_s == *start));
+        if complete {
+            self.index_disagreed
+                .retain(|(j, start)| read.jobs.iter().any(|o| o.job_id == *j && o.start_s == *start));
+        }
         let held_for_index: BTreeSet<String> = on_node
             .iter()
             .filter(|j| {
@@ -1313,6 +1362,34 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Metrics::inc(&mut self.metrics.skipped, "index_disagrees".to_string());
                 f.verdict = Verdict::Alert;
                 f.hypothetical = false;
+            }
+        }
+        // Memory on some GPU that no listed process accounts for: a job's processes may be
+        // hidden there, so a placement by elimination (which assumes every process shows) is
+        // in question; such jobs are held at alert (operator trial 20).
+        if !unaccounted_gpus.is_empty() {
+            for f in findings.iter_mut() {
+                let job = &facts[f.job_index as usize];
+                if f.verdict > Verdict::Alert && by_elimination.contains_key(&job.job_id) {
+                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, gpus = ?unaccounted_gpus, "job held at alert: it was placed by elimination, and GPUs on this node hold memory that no listed process accounts for");
+                    Metrics::inc(&mut self.metrics.skipped, "memory_unaccounted".to_string());
+                    f.verdict = Verdict::Alert;
+                    f.hypothetical = false;
+                }
+            }
+        }
+        // The driver refused the video engines' fields: a job whose GPUs look unused may be
+        // encoding or decoding video, which utilization.gpu does not count. Such a job is held
+        // at alert until the fields are read again (review 33).
+        if tel.codec_unread {
+            for f in findings.iter_mut() {
+                if f.verdict > Verdict::Alert && matches!(f.signature_name(), "hung" | "idle" | "starved" | "partial") {
+                    let job = &facts[f.job_index as usize];
+                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: nvidia-smi refused utilization.encoder/.decoder, so video work on its GPUs is unseen");
+                    Metrics::inc(&mut self.metrics.skipped, "codec_unread".to_string());
+                    f.verdict = Verdict::Alert;
+                    f.hypothetical = false;
+                }
             }
         }
         // A job whose exemption cannot be decided (squeue left a field it reads unknown) may
@@ -1344,7 +1421,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     job.partition.clone(),
                 ),
             );
-            if f.wasted_gpu_h > 0.0 {
+            // "In current breaches": a job `watching` (its samples breach, but not yet over
+            // a whole window) is not in a confirmed breach (operator trial 19).
+            if f.cause == policy::Cause::Breach && f.wasted_gpu_h > 0.0 {
                 *self.metrics.wasted_gpu_h.entry(f.signature_name().to_string()).or_insert(0.0) += f.wasted_gpu_h;
             }
             let line = FindingLine {
@@ -1423,9 +1502,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Some((v.job.job_id.clone(), kind))
             })
             .collect();
-        // Drained jobs that work again (policy::Recovery): healthy on valid evidence, with
-        // every GPU of theirs here read whole, in every cycle for two windows. Our drains
-        // in enforce mode, our would-drains in observe mode.
+        // Drained jobs that work again (policy::Recovery): healthy on valid evidence in every
+        // cycle for two windows. Our drains in enforce mode, our would-drains in observe mode.
+        // A cycle whose read missed the job's GPUs counts as the engine judges it, as in the
+        // sweep and the replay: its windows bridge a hole of up to max_sample_gap, and a
+        // longer one makes the finding insufficient_evidence, which starts the count again
+        // (review 33: a collector missing one read in ten kept a working job's node drained
+        // to its end, while the sweep resumed it; resuming is the safe direction).
         let window_s = self.cfg.policy.config().window.secs();
         let drained_here: BTreeSet<String> = self
             .actions
@@ -1437,24 +1520,29 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         self.recovery.retain(|j, _| drained_here.contains(j));
         let mut recovered: BTreeSet<String> = BTreeSet::new();
         for j in &drained_here {
-            let healthy = tel.no_data.is_none()
-                && views.iter().any(|v| {
-                    v.job.job_id == *j
-                        && policy::Recovery::counts(v.finding)
-                        && v.job.alloc.iter().all(|g| g.node != self.this || read_whole.contains(&g.gpu))
-                });
+            let healthy = views.iter().any(|v| v.job.job_id == *j && policy::Recovery::counts(v.finding));
             if self.recovery.entry(j.clone()).or_default().observe(healthy, now_s, window_s) {
                 recovered.insert(j.clone());
             }
         }
-        let e = &self.cfg.enforcer;
         if complete && !gpus_whole {
             let ours = node_state.as_ref().filter(|n| n.has_drain()).and_then(|n| n.our_reason_job());
             if let Some(job) = ours.filter(|j| !running_here.contains(j)) {
-                tracing::warn!(job_id = %job, "the job our drain names has left the node, but the node's GPUs did not read whole this cycle; the drain is kept");
+                // Said when it starts, every 10 minutes while it lasts, and when it ends
+                // (operator trial 20: 89 lines in 90 cycles after a GPU fell off the bus).
+                const WHAT: &str = "the job our drain names has left the node, but the node's GPUs did not read whole this cycle; the drain is kept (a GPU that is gone for good: see the README on most_gpus_seen)";
+                match self.repeats.failed("resume_held", now_s) {
+                    Say::Log(s) => tracing::warn!(job_id = %job, failing_cycles = s.cycles, "{WHAT}{}", still_text(&s, now_s)),
+                    Say::Quiet => tracing::debug!(job_id = %job, "{WHAT}"),
+                }
                 Metrics::inc(&mut self.metrics.skipped, "resume_held_gpus_unread".to_string());
+            } else {
+                self.recovered("resume_held", "the drain kept for unread GPUs is no longer held", now_s);
             }
+        } else {
+            self.recovered("resume_held", "the drain kept for unread GPUs is no longer held", now_s);
         }
+        let e = &self.cfg.enforcer;
         let mut p = plan::plan(&PlanInput {
             now_s,
             mode,
@@ -1625,6 +1713,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         Action::Cancel { .. } if mode == RunMode::Observe => self.actions.would_cancel_times_s.push(now_s),
                         Action::Drain { .. } => self.actions.drain_times_s.push(now_s),
                         Action::Cancel { .. } => self.actions.cancel_times_s.push(now_s),
+                        // A resume that reports failure may still have been applied (a
+                        // timeout): the record of our drain for the recovered job goes, so
+                        // that an undrained node is not taken for an admin's resume; a drain
+                        // that still stands is recorded again as seen (`observe_node`), and
+                        // resumed in a later cycle (review 33).
+                        Action::Resume {
+                            job_id, recovered: true, ..
+                        } if mode == RunMode::Enforce => self.actions.forget_drain(job_id),
                         // A failed notice or alert is retried after a growing delay (plan's
                         // backoff).
                         Action::Notice { job_id, .. } | Action::Alert { job_id, .. } => {
@@ -1797,6 +1893,7 @@ pub fn evidence_json(f: &Finding) -> serde_json::Value {
         "signature": f.signature_name(),
         "cap": f.cap.map(|c| c.as_str()),
         "dwell_s": f.dwell_s,
+        "signature_dwell_s": f.signature_dwell_s,
         "wasted_gpu_h": f.wasted_gpu_h,
         "hypothetical": f.hypothetical,
         "exempt": f.exempt.as_deref(),

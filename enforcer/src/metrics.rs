@@ -18,7 +18,8 @@ use std::time::Duration;
 pub struct Metrics {
     /// Gauge: findings in the last cycle by (verdict, signature, partition).
     pub findings: BTreeMap<(String, String, String), u64>,
-    /// Gauge: estimated wasted GPU-hours of the current breaches, by signature.
+    /// Gauge: estimated wasted GPU-hours of the current confirmed breaches (findings whose
+    /// cause is [`policy::Cause::Breach`]; not jobs still `watching`), by signature.
     pub wasted_gpu_h: BTreeMap<String, f64>,
     /// Counter: actions by (action, outcome); outcome is done, would, already_gone, failed.
     pub actions: BTreeMap<(String, String), u64>,
@@ -68,11 +69,13 @@ pub struct Metrics {
 
 /// The reasons of `gpu_reaper_skipped_total` that the daemon counts itself, besides the
 /// planner's [`crate::plan::SkipKind`]s: jobs it could not evaluate and its own holds.
-pub const DAEMON_SKIP_REASONS: [&str; 7] = [
+pub const DAEMON_SKIP_REASONS: [&str; 9] = [
     "ambiguous_attribution",
     "no_start_time",
     "exemption_unknown",
     "index_disagrees",
+    "codec_unread",
+    "memory_unaccounted",
     "resume_held_gpus_unread",
     "gpu_jobs_unseen",
     "job_not_in_squeue",
@@ -180,7 +183,7 @@ impl Metrics {
             &mut s,
             "gpu_reaper_wasted_gpu_hours",
             "gauge",
-            "Estimated GPU-hours wasted in current breaches, by signature.",
+            "Estimated GPU-hours wasted in current confirmed breaches (a whole window breaching, exempt jobs included), by signature.",
         );
         for (sig, h) in &self.wasted_gpu_h {
             let _ = writeln!(s, "gpu_reaper_wasted_gpu_hours{{signature=\"{}\"}} {h}", esc(sig));

@@ -266,6 +266,7 @@ mod tests {
             cause: Cause::Breach,
             cap: None,
             dwell_s,
+            signature_dwell_s: dwell_s,
             evidence: Evidence::default(),
             wasted_gpu_h: 0.0,
             hypothetical: false,

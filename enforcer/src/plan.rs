@@ -562,6 +562,12 @@ impl ActionState {
         self.overrides.get(job_id).is_some_and(|o| o.start_s.is_none_or(|s| s == start_s))
     }
 
+    /// Drops the record of our drain for `job_id` (see the daemon's handling of a failed
+    /// resume).
+    pub fn forget_drain(&mut self, job_id: &str) {
+        self.drains.remove(job_id);
+    }
+
     /// Records an action that was carried out (or logged as would-do in observe mode).
     pub fn record(&mut self, a: &Action, now_s: i64, hypothetical: bool) {
         match a {
@@ -587,6 +593,11 @@ impl ActionState {
                     self.would_drain_times_s.push(now_s);
                 } else {
                     self.drain_times_s.push(now_s);
+                    // The node carries one Reason of ours: a drain for this job takes it over
+                    // from any other job's (one that left, or works again), whose record is
+                    // then over. Kept, it would make the node's later resume look like an
+                    // admin's while that job runs (review 33).
+                    self.drains.retain(|j, d| d.hypothetical || d.node != *node || j == job_id);
                 }
                 self.drains.insert(
                     job_id.clone(),

@@ -72,6 +72,17 @@ pub struct StateFile {
     /// of their run, though their processes come and go (review 22). Absent in older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mig_jobs: Vec<(String, Option<i64>)>,
+    /// Runs (job id, start time) seen with a process on a GPU outside their Slurm device
+    /// indices: held at alert for the rest of their run, across restarts and mode changes
+    /// (review 33: after a restart the hold was gone, the kept placement on the other GPU was
+    /// not, and the working job was cancelled on that GPU's idle readings). Absent in older
+    /// files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub index_disagreed: Vec<(String, Option<i64>)>,
+    /// The (GPU UUID, codec field) pairs that have given a value (see the daemon's
+    /// `codec_seen`). Absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codec_seen: Vec<(String, u8)>,
 }
 
 /// The node whose daemon wrote `s`: its `node`, or in an older file without one, the first
@@ -481,6 +492,8 @@ mod tests {
             device_index: DeviceIndexTrust::default(),
             gpu_slots: None,
             mig_jobs: Vec::new(),
+            index_disagreed: Vec::new(),
+            codec_seen: Vec::new(),
         };
         save(&path, &state).unwrap();
         assert!(check_not_newer(&path).is_ok());

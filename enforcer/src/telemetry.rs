@@ -32,6 +32,10 @@ pub struct TelemetryRead {
     /// Other problems: `--query-gpu` rows that could not be read, the compute-apps query
     /// failing. (Unreadable compute-apps rows are in `apps`' own `row_errors`.)
     pub errors: Vec<TelemetryProblem>,
+    /// The video engines' utilisation (`utilization.encoder`, `.decoder`) was not asked for
+    /// in this read: the driver refused those fields. Video work is then unseen, so the
+    /// daemon holds jobs that look `hung`, `idle`, `starved` or `partial` at alert (review 33).
+    pub codec_unread: bool,
 }
 
 /// One problem with one read, for a log line and a `gpu_reaper_read_errors_total` count.
@@ -85,6 +89,53 @@ pub fn process_counts(gpus: &[GpuReading], apps: Option<&AppsTable>) -> Vec<Opti
             _ => None,
         })
         .collect()
+}
+
+/// The indices of the GPUs holding memory that no listed compute process accounts for:
+/// `memory.used` minus the `used_memory` of every process `--query-compute-apps` lists on the
+/// GPU is "held" by the policy's measure (`mem_held_frac` of `memory.total`, or `mem_held_mib`
+/// where the total is unknown). Such memory belongs to processes nvidia-smi does not list
+/// (MPS clients, whose server alone is listed; processes in another PID namespace), and any
+/// job on the node may own them. Placing jobs by elimination assumes every process shows, so
+/// on a node with more than one GPU job the daemon places none that way while this list is
+/// not empty, and holds the jobs placed so before at alert (with one GPU job, hidden processes
+/// can only be its own; operator trial 20: job 902's processes were hidden on its GPU 2, where job
+/// 901's stray helper showed; 902 was placed by elimination on two idle GPUs of 901's and
+/// cancelled as `idle`).
+///
+/// Empty when the process list is unknown (`apps` `None`, or a row of it unreadable: other
+/// holds apply), and a GPU is left out when its `memory.used` is unknown or not a number, one
+/// of its processes has no `used_memory` (`[N/A]`), or it is in MIG mode or of unknown mode
+/// (MIG is handled on its own).
+pub fn unaccounted_memory_gpus(gpus: &[GpuReading], apps: Option<&AppsTable>, cfg: &policy::PolicyConfig) -> Vec<u16> {
+    let Some(apps) = apps.filter(|a| a.row_errors.is_empty()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for g in gpus {
+        let (Some(index), Some(uuid), Some(used)) = (g.index, g.uuid.as_deref(), g.mem_used_mib) else {
+            continue;
+        };
+        if !used.is_finite() || g.mig_enabled == Some(true) || g.mig_mode_unknown {
+            continue;
+        }
+        let mut listed = 0.0;
+        let mut known = true;
+        for a in apps.apps.iter().filter(|a| a.gpu_uuid.as_deref() == Some(uuid)) {
+            match a.used_memory_mib {
+                Some(m) if m.is_finite() => listed += m,
+                _ => known = false,
+            }
+        }
+        let held = match g.mem_total_mib {
+            Some(t) if t.is_finite() && t > 0.0 => t * cfg.mem_held_frac,
+            _ => cfg.mem_held_mib,
+        };
+        if known && used - listed >= held {
+            out.push(index);
+        }
+    }
+    out
 }
 
 /// A source of this node's GPU readings.
@@ -318,6 +369,7 @@ impl Telemetry for NvidiaSmi {
             }
             Query::Table(text) => match smi::parse_gpus(&text, None) {
                 Ok(t) => {
+                    r.codec_unread = self.codec_refused;
                     let no_gpus = smi::no_gpus_kind(&t);
                     let rows = t.gpus.len() + t.row_errors.len();
                     for e in &t.row_errors {
@@ -402,6 +454,60 @@ mod tests {
             uuid: uuid.map(str::to_string),
             ..Default::default()
         }
+    }
+
+    /// Operator trial 20: memory no listed process accounts for, by the policy's "held"
+    /// measure (5 % of memory.total by default, else `mem_held_mib`), marks a GPU; what cannot
+    /// be summed (a process's `[N/A]` used_memory, an unknown list, a MIG GPU) marks none.
+    #[test]
+    fn unaccounted_memory_marks_gpus_whose_memory_no_listed_process_holds() {
+        let cfg = policy::PolicyConfig::default();
+        let g = |i: u16, used: f64, total: Option<f64>| GpuReading {
+            mem_used_mib: Some(used),
+            mem_total_mib: total,
+            mig_enabled: Some(false),
+            ..gpu(i, Some(&format!("GPU-{i}")))
+        };
+        let app = |i: u16, mib: Option<f64>| ComputeApp {
+            gpu_uuid: Some(format!("GPU-{i}")),
+            used_memory_mib: mib,
+            ..Default::default()
+        };
+        let table = |a: Vec<ComputeApp>| AppsTable {
+            apps: a,
+            ..Default::default()
+        };
+        // 0: 30 GB, 500 MiB listed: marked. 1: 30 GB, all listed: not. 2: 4000 of 81920 MiB
+        // unlisted (under 5 %): not. 3: no total, 1100 MiB unlisted (over 1024): marked.
+        // 4: idle, nothing listed: not. 5: a process of unknown memory: not.
+        let gpus = vec![
+            g(0, 30_000.0, Some(81_920.0)),
+            g(1, 30_000.0, Some(81_920.0)),
+            g(2, 4_000.0, Some(81_920.0)),
+            g(3, 1_100.0, None),
+            g(4, 3.0, Some(81_920.0)),
+            g(5, 30_000.0, Some(81_920.0)),
+        ];
+        let apps = table(vec![
+            app(0, Some(500.0)),
+            app(1, Some(10_000.0)),
+            app(1, Some(20_000.0)),
+            app(5, Some(100.0)),
+            app(5, None),
+        ]);
+        assert_eq!(unaccounted_memory_gpus(&gpus, Some(&apps), &cfg), vec![0, 3]);
+        assert!(unaccounted_memory_gpus(&gpus, None, &cfg).is_empty());
+        let mut mig = gpus.clone();
+        mig[0].mig_enabled = Some(true);
+        mig[3].mig_mode_unknown = true;
+        assert!(unaccounted_memory_gpus(&mig, Some(&apps), &cfg).is_empty());
+        let mut broken = apps.clone();
+        broken.row_errors.push(RowError {
+            line: 2,
+            text: "x".into(),
+            problem: "bad".into(),
+        });
+        assert!(unaccounted_memory_gpus(&gpus, Some(&broken), &cfg).is_empty());
     }
 
     fn apps(uuids: &[Option<&str>]) -> AppsTable {

@@ -2108,28 +2108,65 @@ fn a_failing_webhook_gets_alerts_with_a_growing_delay_not_every_cycle() {
     assert!(!held.is_empty(), "{log}");
 }
 
+/// Job 4242 on two GPUs whose `gpus.txt` rows are `rows`, nvidia-smi in `smi_mode`, the job's
+/// worker on each GPU in its cgroup (`hung` needs processes where known).
+fn transcoding(rows: &str, smi_mode: &str) -> Env {
+    let e = plain();
+    e.set("gpus.txt", rows);
+    e.set("smi.mode", smi_mode);
+    e.set("apps.csv", "GPU-0, 5001, 6100\nGPU-1, 5002, 6100\n");
+    for pid in [5001, 5002] {
+        std::fs::create_dir_all(e.fake_dir().join(format!("proc/{pid}"))).unwrap();
+        e.set(
+            &format!("proc/{pid}/cgroup"),
+            "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+        );
+    }
+    e
+}
+
+/// Review 33: a steady decode (2 % utilization.gpu, 95 % utilization.decoder, 80 W of 400)
+/// folded in whole looked like a `spin` deadlock (near 100 % at low, flat power) and, with
+/// `ceilings.spin = "cancel"`, was drained and cancelled. Codec work counts up to
+/// `policy::CODEC_UTIL_CAP_PCT` (49 %): work, never spin. Control: the same GPUs with
+/// utilization.gpu itself at 95 % (a spinning kernel) are cancelled as `spin`.
+#[test]
+fn a_steady_decode_is_not_a_spin_deadlock_end_to_end() {
+    for (sm, dec) in [(2, 95), (95, 0)] {
+        let e = transcoding(
+            &format!("0 GPU-0 {sm} 0 6100 81559 80 400 0 Disabled 0 {dec}\n1 GPU-1 {sm} 0 6100 81559 81 400 1 Disabled 0 {dec}\n"),
+            "ok",
+        );
+        let cfg = e.config("enforce", "");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let spin = text.replace(
+            "ceilings = { idle = \"cancel\" }",
+            "ceilings = { idle = \"cancel\", spin = \"cancel\" }",
+        );
+        assert_ne!(text, spin);
+        std::fs::write(&cfg, spin).unwrap();
+        let (ok, log) = e.run(&cfg, T0, 60);
+        assert!(ok, "{log}");
+        let cancelled = !e.argv("scancel").is_empty();
+        if sm == 2 {
+            assert!(!cancelled, "decoding at {dec} %: {log}");
+        } else {
+            assert!(cancelled && log.contains("spin"), "control, a spinning kernel: {log}");
+        }
+    }
+}
+
 /// Operator trial 19 (CRITICAL): a transcoding job's work shows in `utilization.decoder` (and
 /// `.encoder`), not in `utilization.gpu`, which counts SM kernels. Its GPUs read 0 % with 6 GB
 /// held at 142 W of 700: `hung`, and it was drained and cancelled. Now the compute reading is
 /// the highest of the three: the job stays healthy. The control, the same GPUs with the video
 /// engines idle, is cancelled; a driver that refuses the codec fields is asked without them
-/// (warned once), and reads on.
+/// (warned once), and reads on, holding the job at alert (review 33).
 #[test]
 fn video_engine_work_counts_as_work() {
     let rows = |dec: u32| format!("0 GPU-0 0 0 6100 81559 142 700 0 Disabled 0 {dec}\n1 GPU-1 0 0 6100 81559 139 700 1 Disabled {dec} 0\n");
     for (dec, mode) in [(35, "ok"), (0, "ok"), (35, "nocodec")] {
-        let e = plain();
-        e.set("gpus.txt", &rows(dec));
-        e.set("smi.mode", mode);
-        // The job's worker on each GPU, in its cgroup (`hung` needs processes where known).
-        e.set("apps.csv", "GPU-0, 5001, 6100\nGPU-1, 5002, 6100\n");
-        for pid in [5001, 5002] {
-            std::fs::create_dir_all(e.fake_dir().join(format!("proc/{pid}"))).unwrap();
-            e.set(
-                &format!("proc/{pid}/cgroup"),
-                "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
-            );
-        }
+        let e = transcoding(&rows(dec), mode);
         let (ok, log) = e.run(&e.config("enforce", ""), T0, 40);
         assert!(ok, "{log}");
         let cancelled = !e.argv("scancel").is_empty();
@@ -2145,11 +2182,21 @@ fn video_engine_work_counts_as_work() {
                     .any(|a| a[0].ends_with("mig.mode.current,utilization.encoder,utilization.decoder")),
                 "{q:?}"
             );
-        } else {
+        } else if mode == "ok" {
             assert!(
                 cancelled && drained,
                 "{mode}, decoder {dec} %: the idle-engine control is cancelled: {log}"
             );
+        } else {
+            // The codec fields refused: video work is unseen, so the job is held at alert
+            // (review 33: it was cancelled though decoding at 35 %).
+            assert!(!cancelled && !drained, "codec fields refused: {log}");
+            let held = log_lines(&log, |v| {
+                v["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("held at alert: nvidia-smi refused utilization.encoder"))
+            });
+            assert!(!held.is_empty(), "{log}");
         }
         if mode == "nocodec" {
             // Warned at the first refusal; asked again every 5 minutes, refused at INFO.

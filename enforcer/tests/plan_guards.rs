@@ -19,6 +19,7 @@ fn finding(i: u32, v: Verdict) -> Finding {
         cause: Cause::Breach,
         cap: None,
         dwell_s: 3600,
+        signature_dwell_s: 3600,
         evidence: Evidence::default(),
         wasted_gpu_h: 1.0,
         hypothetical: false,

@@ -300,3 +300,40 @@ fn the_cycle_report_counts_every_job_it_did_not_evaluate() {
     let rep = d.cycle(T0 + 120);
     assert_eq!(rep.jobs_skipped, vec![("2".to_string(), "no_start_time")]);
 }
+
+/// Input: one idle 1-GPU job, window and warmup 10m, one cycle a minute for 25 minutes.
+/// Expected: `gpu_reaper_wasted_gpu_hours` ("GPU-hours wasted in current breaches") has no
+/// series while the job is only `watching` (its samples breach but do not yet cover a
+/// window: no breach is confirmed), and a positive one once it is at alert (operator trial
+/// 19: the gauge counted watching jobs).
+#[test]
+fn the_wasted_hours_gauge_counts_confirmed_breaches_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_w, mut d) = daemon(dir.path(), vec![job("1", 1, 1, &[NODE])], 1);
+    let (mut watching, mut alerting) = (0, 0);
+    for i in 0..25 {
+        d.cycle(T0 + i * 60);
+        let page = d.metrics.render();
+        let at = |v: &str| {
+            page.lines()
+                .any(|l| l.starts_with(&format!("gpu_reaper_findings{{verdict=\"{v}\"")))
+        };
+        let wasted = page.lines().find(|l| l.starts_with("gpu_reaper_wasted_gpu_hours{"));
+        if at("watching") {
+            watching += 1;
+            assert_eq!(wasted, None, "cycle {i}, watching:\n{page}");
+        }
+        if at("alert") {
+            alerting += 1;
+            let h: f64 = wasted
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            assert!(h > 0.0, "cycle {i}, alert:\n{page}");
+        }
+    }
+    assert!(
+        watching > 0 && alerting > 0,
+        "control: watching {watching} cycles, alert {alerting}"
+    );
+}

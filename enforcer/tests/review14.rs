@@ -47,6 +47,7 @@ fn finding(v: Verdict, dwell_s: i64) -> Finding {
         cause: Cause::Breach,
         cap: None,
         dwell_s,
+        signature_dwell_s: dwell_s,
         evidence: Evidence::default(),
         wasted_gpu_h: 1.0,
         hypothetical: false,

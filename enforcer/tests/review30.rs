@@ -42,6 +42,7 @@ fn plan_with(v: Verdict, lim: Limits) -> Plan {
         cause: Cause::Breach,
         cap: None,
         dwell_s: 3600,
+        signature_dwell_s: 3600,
         evidence: Evidence::default(),
         wasted_gpu_h: 1.0,
         hypothetical: false,

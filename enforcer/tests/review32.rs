@@ -218,39 +218,7 @@ impl Telemetry for TwoIdle {
                 ..Default::default()
             };
         }
-        let gpu = |i: u16| enforcer::parse::smi::GpuReading {
-            index: Some(i),
-            uuid: Some(format!("GPU-{i}")),
-            util_pct: Some(0.0),
-            mem_used_mib: Some(30_000.0),
-            mem_total_mib: Some(81_920.0),
-            power_w: Some(55.0 + ((n + i as u32) % 3) as f64),
-            power_limit_w: Some(400.0),
-            minor: Some(i as u32),
-            ..Default::default()
-        };
-        let app = |i: u16| enforcer::parse::smi::ComputeApp {
-            gpu_uuid: Some(format!("GPU-{i}")),
-            pid: Some(1801 + i as u32),
-            ..Default::default()
-        };
-        TelemetryRead {
-            gpus: vec![gpu(0), gpu(1)],
-            apps: Some(enforcer::parse::smi::AppsTable {
-                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
-                apps: vec![app(0), app(1)],
-                row_errors: Vec::new(),
-            }),
-            ..Default::default()
-        }
-    }
-}
-
-/// PID 1801 is job 801's, 1802 job 802's.
-struct Procs2;
-impl enforcer::attribution::ProcReader for Procs2 {
-    fn cgroup(&self, pid: u32) -> Option<String> {
-        matches!(pid, 1801 | 1802).then(|| format!("0::/system.slice/slurmstepd.scope/job_{}/step_0/user/task_0\n", pid - 1000))
+        common::cluster::jobs_801_802_read(n, [false, false])
     }
 }
 
@@ -276,7 +244,7 @@ fn a_skip_behind_a_drain_held_for_no_telemetry_is_not_node_special() {
             FakeSlurm(c.clone()),
             TwoIdle { cycle: 0, outage },
             real_executor(&c),
-            Box::new(Procs2),
+            Box::new(common::cluster::Procs801And802),
             T0,
         );
         let reps: Vec<_> = (0..cycles).map(|m| d.cycle(T0 + m * 60)).collect();

@@ -262,281 +262,47 @@ impl Policy {
     /// window's mean never exceeds its peak), `spin_util_pct` of 0, `idle_power_frac` above
     /// [`MAX_IDLE_POWER_FRAC`], `spin_power_frac` above [`MAX_SPIN_POWER_FRAC`].
     pub fn new(cfg: &PolicyConfig) -> Result<Policy, ConfigError> {
+        Policy::build(cfg).map_err(|mut errs| errs.swap_remove(0))
+    }
+
+    /// Every problem of `cfg` that [`Policy::new`] refuses, in the order `new` checks them,
+    /// so the first is `new`'s error; empty when `cfg` is valid. A check that compares two
+    /// keys is left out when either key already has an error of its own, and the durations
+    /// are one group that stops at its first error (each of their checks needs the earlier
+    /// ones to hold), so every error listed is one to fix (operator trials 16 and 19:
+    /// `check-config` named one `[policy]` mistake per run).
+    pub fn check(cfg: &PolicyConfig) -> Vec<ConfigError> {
+        Policy::build(cfg).err().unwrap_or_default()
+    }
+
+    fn build(cfg: &PolicyConfig) -> Result<Policy, Vec<ConfigError>> {
         let c = cfg;
-        if c.window.0 <= 0 {
-            return Err(err("policy.window", c.window, "must be longer than 0s"));
+        let mut errs: Vec<ConfigError> = Vec::new();
+        if let Err(e) = check_durations(c) {
+            errs.push(e);
         }
-        if c.interval.0 <= 0 {
-            return Err(err("policy.interval", c.interval, "must be longer than 0s"));
-        }
-        if c.interval.0 > c.window.0 {
-            return Err(err(
-                "policy.interval",
-                c.interval,
-                format!("is longer than policy.window ({})", c.window),
-            ));
-        }
-        if c.max_sample_gap.0 <= 0 || c.max_sample_gap.0 >= c.window.0 {
-            return Err(err(
-                "policy.max_sample_gap",
-                c.max_sample_gap,
-                format!("must be above 0s and below policy.window ({})", c.window),
-            ));
-        }
-        if c.max_sample_gap.0 < c.interval.0 {
-            return Err(err(
-                "policy.max_sample_gap",
-                c.max_sample_gap,
-                format!("is shorter than policy.interval ({}); every sample would look late", c.interval),
-            ));
-        }
-        if c.window.0 > MAX_WINDOW_S {
-            return Err(err(
-                "policy.window",
-                c.window,
-                format!(
-                    "is longer than {}; a window that long is never filled before jobs end",
-                    DurationS(MAX_WINDOW_S)
-                ),
-            ));
-        }
-        for (key, d) in [
-            ("policy.warmup", c.warmup),
-            ("policy.clock_skew", c.clock_skew),
-            ("policy.notice", c.notice),
-        ] {
-            if d.0 < 0 {
-                return Err(err(key, d, "must not be negative"));
-            }
-            if d.0 > MAX_SPAN_S {
-                return Err(err(key, d, format!("is longer than {}", DurationS(MAX_SPAN_S))));
-            }
-        }
-        if c.clock_skew.0 > c.window.0 {
-            return Err(err(
-                "policy.clock_skew",
-                c.clock_skew,
-                format!(
-                    "is longer than policy.window ({}); samples that far ahead are not evidence",
-                    c.window
-                ),
-            ));
-        }
-        let pct = |key: &str, v: f64, lo: f64, hi: f64| -> Result<(), ConfigError> {
-            if v.is_finite() && v >= lo && v <= hi {
-                Ok(())
-            } else {
-                Err(err(key, v, format!("must be between {lo} and {hi}")))
-            }
-        };
-        pct("policy.util_threshold_pct", c.util_threshold_pct, 0.0, 100.0)?;
-        if c.util_threshold_pct <= 0.0 {
-            return Err(err(
-                "policy.util_threshold_pct",
-                c.util_threshold_pct,
-                "must be above 0; at 0 nothing can breach",
-            ));
-        }
-        pct("policy.hung_util_pct", c.hung_util_pct, 0.0, 100.0)?;
-        pct("policy.starved_mean_util_pct", c.starved_mean_util_pct, 0.0, 100.0)?;
-        pct("policy.spin_util_pct", c.spin_util_pct, 0.0, 100.0)?;
-        // Settings that leave a signature meaningless. Each refusal below is proved from the
-        // signature's own test (`signature/*.rs`), not assumed.
-        if c.hung_util_pct <= 0.0 {
-            // `hung` needs a peak below `hung_util_pct`; no reading is below 0.
-            return Err(err(
-                "policy.hung_util_pct",
-                c.hung_util_pct,
-                "must be above 0: hung needs a window's peak util below it, and no reading is below 0 %, so hung could never match (to keep hung jobs from being cancelled, set ceilings.hung instead)",
-            ));
-        }
-        if c.hung_util_pct > MAX_HUNG_UTIL_PCT {
-            return Err(err(
-                "policy.hung_util_pct",
-                c.hung_util_pct,
-                format!("must be at most {MAX_HUNG_UTIL_PCT}: hung means zero compute (util is read in whole percents, so the default 1 means every reading 0 %), and a GPU computing at a few percent is starved, which only alerts; a higher value would cancel slow-but-working jobs as hung"),
-            ));
-        }
-        if c.hung_util_pct > c.starved_mean_util_pct {
-            // A window with peak below `hung_util_pct` and mean at least
-            // `starved_mean_util_pct` would match both; hung comes first and may cancel.
-            return Err(err(
-                "policy.hung_util_pct",
-                c.hung_util_pct,
-                format!(
-                    "is above policy.starved_mean_util_pct ({}): a GPU computing at a mean between the two would be called hung (which may be cancelled) rather than starved (alert only); set hung_util_pct at most starved_mean_util_pct",
-                    c.starved_mean_util_pct
-                ),
-            ));
-        }
-        if c.starved_mean_util_pct >= c.util_threshold_pct {
-            // `starved` needs a peak below the threshold and a mean at or above
-            // `starved_mean_util_pct`; a window's mean never exceeds its peak.
-            return Err(err(
-                "policy.starved_mean_util_pct",
-                c.starved_mean_util_pct,
-                format!(
-                    "is at or above policy.util_threshold_pct ({}): starved needs a window's mean util at least starved_mean_util_pct while its peak stays below util_threshold_pct, and a mean never exceeds its peak, so starved could never match; set starved_mean_util_pct below {}",
-                    c.util_threshold_pct, c.util_threshold_pct
-                ),
-            ));
-        }
-        if c.spin_util_pct < MIN_SPIN_UTIL_PCT {
-            return Err(err(
-                "policy.spin_util_pct",
-                c.spin_util_pct,
-                format!("must be at least {MIN_SPIN_UTIL_PCT}: spin means a GPU reported busy nearly all the time at low, flat power (a spinning NCCL kernel reads about 100 %); a GPU at a few tens of percent and low power is a light job at work, and at 0 every sample, 0 % included, would count as busy"),
-            ));
-        }
-        pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0)?;
-        if c.idle_power_frac > MAX_IDLE_POWER_FRAC {
-            return Err(err(
-                "policy.idle_power_frac",
-                c.idle_power_frac,
-                format!("must be at most {MAX_IDLE_POWER_FRAC}: a GPU at rest draws about 10-25 % of its power.limit, and one with no memory held and no process that draws more is doing work its counters do not show, so a higher value would call it idle (which may be cancelled)"),
-            ));
-        }
-        pct("policy.spin_power_frac", c.spin_power_frac, 0.0, 1.0)?;
-        if c.spin_power_frac > MAX_SPIN_POWER_FRAC {
-            // Every sample at or below its limit would pass "low power" at 1; above half the
-            // limit a GPU at full util is doing real work, whatever its power's flatness.
-            return Err(err(
-                "policy.spin_power_frac",
-                c.spin_power_frac,
-                format!("must be at most {MAX_SPIN_POWER_FRAC}: spin is full util at low power (a deadlocked NCCL kernel draws near idle power), and a GPU at full util drawing more than half its power.limit is working, so a higher value would call steady busy jobs spin"),
-            ));
-        }
-        // Trial 9: each of these, set high, lets `idle` (which may cancel) take a GPU that
-        // works: memory in use that does not count as held, power at work that counts as
-        // idle, power that swings and counts as flat.
-        pct("policy.mem_held_frac", c.mem_held_frac, MIN_MEM_HELD_FRAC, MAX_MEM_HELD_FRAC).map_err(|e| {
-            e.because(format!("a GPU with more than {MAX_MEM_HELD_FRAC} of its memory in use holds a job's data, and a higher value would call it free, so idle; one with nothing loaded reports a few MiB, which a value below {MIN_MEM_HELD_FRAC} would call held, so hung (which may be cancelled)"))
-        })?;
-        pct("policy.spin_power_cv", c.spin_power_cv, 0.0, MAX_SPIN_POWER_CV).map_err(|e| {
-            e.because(format!("spin needs flat power (a deadlocked kernel's varies by a few percent); at more than {MAX_SPIN_POWER_CV} a working GPU's swinging power would count as flat"))
-        })?;
-        pct("policy.idle_power_w", c.idle_power_w, 0.0, MAX_IDLE_POWER_W).map_err(|e| {
-            e.because(format!("GPUs at rest draw about 20-100 W, and one with no memory held and no process drawing more than {MAX_IDLE_POWER_W} W is doing work its counters do not show, which a higher value would call idle"))
-        })?;
-        pct("policy.mem_held_mib", c.mem_held_mib, MIN_MEM_HELD_MIB, MAX_MEM_HELD_MIB).map_err(|e| {
-            e.because(format!(
-                "a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle; one with nothing loaded reports a few MiB, which a value below {MIN_MEM_HELD_MIB} would call held, so hung (which may be cancelled)"
-            ))
-        })?;
-        for (key, list) in [
-            ("policy.exempt.users", &c.exempt.users),
-            ("policy.exempt.accounts", &c.exempt.accounts),
-            ("policy.exempt.partitions", &c.exempt.partitions),
-            ("policy.exempt.qos", &c.exempt.qos),
-        ] {
-            for (i, v) in list.iter().enumerate() {
-                if let Some(k) = list[..i].iter().position(|w| w.eq_ignore_ascii_case(v)) {
-                    return Err(err(
-                        format!("{key}[{i}]"),
-                        format!("{v:?}"),
-                        format!(
-                            "repeats {key}[{k}] ({:?}; names are matched case-insensitively): a typo for another name?",
-                            list[k]
-                        ),
-                    ));
-                }
-            }
-        }
-
-        if c.stages.is_empty() {
-            return Err(err(
-                "policy.stages",
-                "[]",
-                "needs at least one stage; with none no job is ever alerted (to only watch, keep the alert stage and run the enforcer in observe mode)",
-            ));
-        }
-        let mut stages: Vec<Stage> = Vec::with_capacity(c.stages.len());
-        for (i, s) in c.stages.iter().enumerate() {
-            let v = match Verdict::from_name(&s.verdict) {
-                Some(v @ (Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => v,
-                _ => {
-                    return Err(err(
-                        format!("policy.stages[{i}].verdict"),
-                        format!("{:?}", s.verdict),
-                        "a stage verdict is one of alert, drain, cancel",
-                    ));
-                }
-            };
-            // Stages are pushed in config order, so index k of `stages` is `c.stages[k]`.
-            if let Some(k) = stages.iter().position(|st| st.verdict == v) {
-                return Err(err(
-                    format!("policy.stages[{i}].verdict"),
-                    format!("{:?}", s.verdict),
-                    format!(
-                        "policy.stages[{k}] already gives {v} (after {}, here after {}); each verdict may have one stage: the shorter dwell alone decides",
-                        c.stages[k].after, s.after
-                    ),
-                ));
-            }
-            if s.after.0 < 0 {
-                return Err(err(format!("policy.stages[{i}].after"), s.after, "must not be negative"));
-            }
-            if s.after.0 > MAX_SPAN_S {
-                return Err(err(
-                    format!("policy.stages[{i}].after"),
-                    s.after,
-                    format!("is longer than {}", DurationS(MAX_SPAN_S)),
-                ));
-            }
-            stages.push(Stage {
-                after_s: s.after.0,
-                verdict: v,
-            });
-        }
-        stages.sort_by_key(|s| (s.after_s, s.verdict));
-        // A higher rung must not need less dwell than a lower one.
-        for w in stages.windows(2) {
-            if w[1].verdict < w[0].verdict {
-                return Err(err(
-                    "policy.stages",
-                    format!("{} at {}", w[1].verdict, DurationS(w[1].after_s)),
-                    format!(
-                        "comes after {} at {}; higher verdicts need longer dwell",
-                        w[0].verdict,
-                        DurationS(w[0].after_s)
-                    ),
-                ));
-            }
-        }
-
-        let mut ceilings: Vec<Verdict> = signature::REGISTRY.iter().map(|s| s.default_ceiling()).collect();
-        for (name, v) in &c.ceilings {
-            let id = SignatureId::from_name(name).ok_or_else(|| {
-                err(
-                    format!("policy.ceilings.{name}"),
-                    format!("{v:?}"),
-                    format!("unknown signature; known: {}", signature::names().join(", ")),
-                )
-            })?;
-            let verdict = match Verdict::from_name(v) {
-                Some(v @ (Verdict::Watching | Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => v,
-                _ => {
-                    return Err(err(
-                        format!("policy.ceilings.{name}"),
-                        format!("{v:?}"),
-                        "a ceiling is one of watching, alert, drain, cancel",
-                    ))
-                }
-            };
-            ceilings[id.0 as usize] = verdict;
-        }
-
+        check_thresholds(c, &mut errs);
+        check_exempt_lists(c, &mut errs);
+        let stages = check_stages(c, &mut errs);
+        let ceilings = check_ceilings(c, &mut errs);
         let name_regex = if c.exempt.name_regex.is_empty() {
             None
         } else {
-            Some(regex::Regex::new(&c.exempt.name_regex).map_err(|e| {
-                err(
-                    "policy.exempt.name_regex",
-                    format!("{:?}", c.exempt.name_regex),
-                    e.to_string().replace('\n', " "),
-                )
-            })?)
+            match regex::Regex::new(&c.exempt.name_regex) {
+                Ok(re) => Some(re),
+                Err(e) => {
+                    errs.push(err(
+                        "policy.exempt.name_regex",
+                        format!("{:?}", c.exempt.name_regex),
+                        e.to_string().replace('\n', " "),
+                    ));
+                    None
+                }
+            }
         };
+        if !errs.is_empty() {
+            return Err(errs);
+        }
         let lower = |v: &[String]| v.iter().map(|s| s.to_lowercase()).collect::<Vec<_>>();
         Ok(Policy {
             cfg: c.clone(),
@@ -597,6 +363,324 @@ impl Policy {
         }
         None
     }
+}
+
+/// The durations, in order; each check needs the earlier ones to hold, so the first error
+/// stops the group (see [`Policy::check`]).
+fn check_durations(c: &PolicyConfig) -> Result<(), ConfigError> {
+    if c.window.0 <= 0 {
+        return Err(err("policy.window", c.window, "must be longer than 0s"));
+    }
+    if c.interval.0 <= 0 {
+        return Err(err("policy.interval", c.interval, "must be longer than 0s"));
+    }
+    if c.interval.0 > c.window.0 {
+        return Err(err(
+            "policy.interval",
+            c.interval,
+            format!("is longer than policy.window ({})", c.window),
+        ));
+    }
+    if c.max_sample_gap.0 <= 0 || c.max_sample_gap.0 >= c.window.0 {
+        return Err(err(
+            "policy.max_sample_gap",
+            c.max_sample_gap,
+            format!("must be above 0s and below policy.window ({})", c.window),
+        ));
+    }
+    if c.max_sample_gap.0 < c.interval.0 {
+        return Err(err(
+            "policy.max_sample_gap",
+            c.max_sample_gap,
+            format!("is shorter than policy.interval ({}); every sample would look late", c.interval),
+        ));
+    }
+    if c.window.0 > MAX_WINDOW_S {
+        return Err(err(
+            "policy.window",
+            c.window,
+            format!(
+                "is longer than {}; a window that long is never filled before jobs end",
+                DurationS(MAX_WINDOW_S)
+            ),
+        ));
+    }
+    for (key, d) in [
+        ("policy.warmup", c.warmup),
+        ("policy.clock_skew", c.clock_skew),
+        ("policy.notice", c.notice),
+    ] {
+        if d.0 < 0 {
+            return Err(err(key, d, "must not be negative"));
+        }
+        if d.0 > MAX_SPAN_S {
+            return Err(err(key, d, format!("is longer than {}", DurationS(MAX_SPAN_S))));
+        }
+    }
+    if c.clock_skew.0 > c.window.0 {
+        return Err(err(
+            "policy.clock_skew",
+            c.clock_skew,
+            format!(
+                "is longer than policy.window ({}); samples that far ahead are not evidence",
+                c.window
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// True when none of `keys` has an error in `errs` yet: a check comparing keys is made only
+/// when each is valid on its own.
+fn ok(errs: &[ConfigError], keys: &[&str]) -> bool {
+    !errs.iter().any(|e| keys.contains(&e.key.as_str()))
+}
+
+/// The thresholds, each one's range first, then the settings that would leave a signature
+/// meaningless (see [`Policy::new`]).
+fn check_thresholds(c: &PolicyConfig, errs: &mut Vec<ConfigError>) {
+    let pct = |key: &str, v: f64, lo: f64, hi: f64| -> Result<(), ConfigError> {
+        if v.is_finite() && v >= lo && v <= hi {
+            Ok(())
+        } else {
+            Err(err(key, v, format!("must be between {lo} and {hi}")))
+        }
+    };
+    if let Err(e) = pct("policy.util_threshold_pct", c.util_threshold_pct, 0.0, 100.0) {
+        errs.push(e);
+    }
+    if ok(errs, &["policy.util_threshold_pct"]) && c.util_threshold_pct <= 0.0 {
+        errs.push(err(
+            "policy.util_threshold_pct",
+            c.util_threshold_pct,
+            "must be above 0; at 0 nothing can breach",
+        ));
+    }
+    if let Err(e) = pct("policy.hung_util_pct", c.hung_util_pct, 0.0, 100.0) {
+        errs.push(e);
+    }
+    if let Err(e) = pct("policy.starved_mean_util_pct", c.starved_mean_util_pct, 0.0, 100.0) {
+        errs.push(e);
+    }
+    if let Err(e) = pct("policy.spin_util_pct", c.spin_util_pct, 0.0, 100.0) {
+        errs.push(e);
+    }
+    // Settings that leave a signature meaningless. Each refusal below is proved from the
+    // signature's own test (`signature/*.rs`), not assumed.
+    if ok(errs, &["policy.hung_util_pct"]) && c.hung_util_pct <= 0.0 {
+        // `hung` needs a peak below `hung_util_pct`; no reading is below 0.
+        errs.push(err(
+            "policy.hung_util_pct",
+            c.hung_util_pct,
+            "must be above 0: hung needs a window's peak util below it, and no reading is below 0 %, so hung could never match (to keep hung jobs from being cancelled, set ceilings.hung instead)",
+        ));
+    }
+    if ok(errs, &["policy.hung_util_pct"]) && c.hung_util_pct > MAX_HUNG_UTIL_PCT {
+        errs.push(err(
+            "policy.hung_util_pct",
+            c.hung_util_pct,
+            format!("must be at most {MAX_HUNG_UTIL_PCT}: hung means zero compute (util is read in whole percents, so the default 1 means every reading 0 %), and a GPU computing at a few percent is starved, which only alerts; a higher value would cancel slow-but-working jobs as hung"),
+        ));
+    }
+    if ok(errs, &["policy.hung_util_pct", "policy.starved_mean_util_pct"]) && c.hung_util_pct > c.starved_mean_util_pct {
+        // A window with peak below `hung_util_pct` and mean at least
+        // `starved_mean_util_pct` would match both; hung comes first and may cancel.
+        errs.push(err(
+            "policy.hung_util_pct",
+            c.hung_util_pct,
+            format!(
+                "is above policy.starved_mean_util_pct ({}): a GPU computing at a mean between the two would be called hung (which may be cancelled) rather than starved (alert only); set hung_util_pct at most starved_mean_util_pct",
+                c.starved_mean_util_pct
+            ),
+        ));
+    }
+    if ok(errs, &["policy.starved_mean_util_pct", "policy.util_threshold_pct"]) && c.starved_mean_util_pct >= c.util_threshold_pct {
+        // `starved` needs a peak below the threshold and a mean at or above
+        // `starved_mean_util_pct`; a window's mean never exceeds its peak.
+        errs.push(err(
+            "policy.starved_mean_util_pct",
+            c.starved_mean_util_pct,
+            format!(
+                "is at or above policy.util_threshold_pct ({}): starved needs a window's mean util at least starved_mean_util_pct while its peak stays below util_threshold_pct, and a mean never exceeds its peak, so starved could never match; set starved_mean_util_pct below {}",
+                c.util_threshold_pct, c.util_threshold_pct
+            ),
+        ));
+    }
+    if ok(errs, &["policy.spin_util_pct"]) && c.spin_util_pct < MIN_SPIN_UTIL_PCT {
+        errs.push(err(
+            "policy.spin_util_pct",
+            c.spin_util_pct,
+            format!("must be at least {MIN_SPIN_UTIL_PCT}: spin means a GPU reported busy nearly all the time at low, flat power (a spinning NCCL kernel reads about 100 %); a GPU at a few tens of percent and low power is a light job at work, and at 0 every sample, 0 % included, would count as busy"),
+        ));
+    }
+    if let Err(e) = pct("policy.idle_power_frac", c.idle_power_frac, 0.0, 1.0) {
+        errs.push(e);
+    }
+    if ok(errs, &["policy.idle_power_frac"]) && c.idle_power_frac > MAX_IDLE_POWER_FRAC {
+        errs.push(err(
+            "policy.idle_power_frac",
+            c.idle_power_frac,
+            format!("must be at most {MAX_IDLE_POWER_FRAC}: a GPU at rest draws about 10-25 % of its power.limit, and one with no memory held and no process that draws more is doing work its counters do not show, so a higher value would call it idle (which may be cancelled)"),
+        ));
+    }
+    if let Err(e) = pct("policy.spin_power_frac", c.spin_power_frac, 0.0, 1.0) {
+        errs.push(e);
+    }
+    if ok(errs, &["policy.spin_power_frac"]) && c.spin_power_frac > MAX_SPIN_POWER_FRAC {
+        // Every sample at or below its limit would pass "low power" at 1; above half the
+        // limit a GPU at full util is doing real work, whatever its power's flatness.
+        errs.push(err(
+            "policy.spin_power_frac",
+            c.spin_power_frac,
+            format!("must be at most {MAX_SPIN_POWER_FRAC}: spin is full util at low power (a deadlocked NCCL kernel draws near idle power), and a GPU at full util drawing more than half its power.limit is working, so a higher value would call steady busy jobs spin"),
+        ));
+    }
+    // Trial 9: each of these, set high, lets `idle` (which may cancel) take a GPU that
+    // works: memory in use that does not count as held, power at work that counts as
+    // idle, power that swings and counts as flat.
+    if let Err(e) = pct("policy.mem_held_frac", c.mem_held_frac, MIN_MEM_HELD_FRAC, MAX_MEM_HELD_FRAC) {
+        errs.push(e.because(format!("a GPU with more than {MAX_MEM_HELD_FRAC} of its memory in use holds a job's data, and a higher value would call it free, so idle; one with nothing loaded reports a few MiB, which a value below {MIN_MEM_HELD_FRAC} would call held, so hung (which may be cancelled)"))
+    );
+    }
+    if let Err(e) = pct("policy.spin_power_cv", c.spin_power_cv, 0.0, MAX_SPIN_POWER_CV) {
+        errs.push(e.because(format!("spin needs flat power (a deadlocked kernel's varies by a few percent); at more than {MAX_SPIN_POWER_CV} a working GPU's swinging power would count as flat"))
+    );
+    }
+    if let Err(e) = pct("policy.idle_power_w", c.idle_power_w, 0.0, MAX_IDLE_POWER_W) {
+        errs.push(e.because(format!("GPUs at rest draw about 20-100 W, and one with no memory held and no process drawing more than {MAX_IDLE_POWER_W} W is doing work its counters do not show, which a higher value would call idle"))
+    );
+    }
+    if let Err(e) = pct("policy.mem_held_mib", c.mem_held_mib, MIN_MEM_HELD_MIB, MAX_MEM_HELD_MIB) {
+        errs.push(e.because(format!(
+            "a GPU with more than {MAX_MEM_HELD_MIB} MiB in use holds a job's data, and a higher value would call it free, so idle; one with nothing loaded reports a few MiB, which a value below {MIN_MEM_HELD_MIB} would call held, so hung (which may be cancelled)"
+        ))
+    );
+    }
+}
+
+/// Names repeated in an exemption list.
+fn check_exempt_lists(c: &PolicyConfig, errs: &mut Vec<ConfigError>) {
+    for (key, list) in [
+        ("policy.exempt.users", &c.exempt.users),
+        ("policy.exempt.accounts", &c.exempt.accounts),
+        ("policy.exempt.partitions", &c.exempt.partitions),
+        ("policy.exempt.qos", &c.exempt.qos),
+    ] {
+        for (i, v) in list.iter().enumerate() {
+            if let Some(k) = list[..i].iter().position(|w| w.eq_ignore_ascii_case(v)) {
+                errs.push(err(
+                    format!("{key}[{i}]"),
+                    format!("{v:?}"),
+                    format!(
+                        "repeats {key}[{k}] ({:?}; names are matched case-insensitively): a typo for another name?",
+                        list[k]
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The stages, validated and sorted by dwell; the valid ones when some are not.
+fn check_stages(c: &PolicyConfig, errs: &mut Vec<ConfigError>) -> Vec<Stage> {
+    if c.stages.is_empty() {
+        errs.push(err(
+            "policy.stages",
+            "[]",
+            "needs at least one stage; with none no job is ever alerted (to only watch, keep the alert stage and run the enforcer in observe mode)",
+        ));
+        return Vec::new();
+    }
+    let before = errs.len();
+    // Each valid stage with its index in the config.
+    let mut stages: Vec<(usize, Stage)> = Vec::with_capacity(c.stages.len());
+    for (i, s) in c.stages.iter().enumerate() {
+        let mut valid = true;
+        let v = match Verdict::from_name(&s.verdict) {
+            Some(v @ (Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => Some(v),
+            _ => {
+                errs.push(err(
+                    format!("policy.stages[{i}].verdict"),
+                    format!("{:?}", s.verdict),
+                    "a stage verdict is one of alert, drain, cancel",
+                ));
+                None
+            }
+        };
+        if let Some(&(k, Stage { verdict: given, .. })) = v.and_then(|v| stages.iter().find(|(_, st)| st.verdict == v)) {
+            errs.push(err(
+                format!("policy.stages[{i}].verdict"),
+                format!("{:?}", s.verdict),
+                format!(
+                    "policy.stages[{k}] already gives {given} (after {}, here after {}); each verdict may have one stage: the shorter dwell alone decides",
+                    c.stages[k].after, s.after
+                ),
+            ));
+            valid = false;
+        }
+        if s.after.0 < 0 {
+            errs.push(err(format!("policy.stages[{i}].after"), s.after, "must not be negative"));
+            valid = false;
+        } else if s.after.0 > MAX_SPAN_S {
+            errs.push(err(
+                format!("policy.stages[{i}].after"),
+                s.after,
+                format!("is longer than {}", DurationS(MAX_SPAN_S)),
+            ));
+            valid = false;
+        }
+        if let (Some(v), true) = (v, valid) {
+            stages.push((
+                i,
+                Stage {
+                    after_s: s.after.0,
+                    verdict: v,
+                },
+            ));
+        }
+    }
+    let mut stages: Vec<Stage> = stages.into_iter().map(|(_, s)| s).collect();
+    stages.sort_by_key(|s| (s.after_s, s.verdict));
+    // A higher rung must not need less dwell than a lower one (judged once every stage is
+    // valid).
+    if errs.len() == before {
+        if let Some(w) = stages.windows(2).find(|w| w[1].verdict < w[0].verdict) {
+            errs.push(err(
+                "policy.stages",
+                format!("{} at {}", w[1].verdict, DurationS(w[1].after_s)),
+                format!(
+                    "comes after {} at {}; higher verdicts need longer dwell",
+                    w[0].verdict,
+                    DurationS(w[0].after_s)
+                ),
+            ));
+        }
+    }
+    stages
+}
+
+/// The ceiling of each signature, by [`SignatureId`] index: the default unless configured.
+fn check_ceilings(c: &PolicyConfig, errs: &mut Vec<ConfigError>) -> Vec<Verdict> {
+    let mut ceilings: Vec<Verdict> = signature::REGISTRY.iter().map(|s| s.default_ceiling()).collect();
+    for (name, v) in &c.ceilings {
+        let Some(id) = SignatureId::from_name(name) else {
+            errs.push(err(
+                format!("policy.ceilings.{name}"),
+                format!("{v:?}"),
+                format!("unknown signature; known: {}", signature::names().join(", ")),
+            ));
+            continue;
+        };
+        match Verdict::from_name(v) {
+            Some(v @ (Verdict::Watching | Verdict::Alert | Verdict::Drain | Verdict::Cancel)) => ceilings[id.0 as usize] = v,
+            _ => errs.push(err(
+                format!("policy.ceilings.{name}"),
+                format!("{v:?}"),
+                "a ceiling is one of watching, alert, drain, cancel",
+            )),
+        }
+    }
+    ceilings
 }
 
 impl Default for Policy {

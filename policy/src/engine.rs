@@ -341,6 +341,9 @@ impl JobState {
 #[derive(Clone, Debug, Default)]
 struct Ladder {
     breach_start_s: Option<i64>,
+    /// The signature of the breach's latest cycle, and the start of the unbroken run of
+    /// cycles that showed it ([`Finding::signature_dwell_s`]).
+    signature_run: Option<(signature::SignatureId, i64)>,
     /// Start of the unbroken run of cycles whose signature's ceiling allows drain.
     drain_level_start_s: Option<i64>,
     /// Start of the unbroken run of cycles whose signature's ceiling allows cancel.
@@ -361,6 +364,7 @@ impl Ladder {
         // Most jobs are healthy cycle after cycle: leaving a clear ladder untouched keeps its
         // cache line clean, so it is not written back to memory (issue 2's cost per sample).
         if self.breach_start_s.is_none()
+            && self.signature_run.is_none()
             && self.drain_level_start_s.is_none()
             && self.cancel_level_start_s.is_none()
             && self.rung == Verdict::Healthy
@@ -370,6 +374,7 @@ impl Ladder {
             return;
         }
         self.breach_start_s = None;
+        self.signature_run = None;
         self.drain_level_start_s = None;
         self.cancel_level_start_s = None;
         self.rung = Verdict::Healthy;
@@ -1079,6 +1084,7 @@ impl Engine {
             cause: Cause::Evidence(EvidenceProblem::NoSamples),
             cap: None,
             dwell_s: 0,
+            signature_dwell_s: 0,
             evidence: Evidence {
                 gpus_allocated: job.alloc.len() as u32,
                 ..Evidence::default()
@@ -1208,6 +1214,7 @@ impl Engine {
             cause: Cause::NoBreach,
             cap: None,
             dwell_s: 0,
+            signature_dwell_s: 0,
             evidence: look.ev,
             wasted_gpu_h: 0.0,
             hypothetical: false,
@@ -1281,6 +1288,14 @@ impl Engine {
         let breach_start = *l.breach_start_s.get_or_insert(window_start);
         let dwell = now_s.saturating_sub(breach_start);
         f.dwell_s = dwell;
+        // A signature that shows for the first time in this breach counts from the current
+        // window's start (as the drain and cancel levels do), never before the breach's.
+        let run_start = match l.signature_run {
+            Some((s, t)) if s == sig => t,
+            _ => window_start.max(breach_start),
+        };
+        l.signature_run = Some((sig, run_start));
+        f.signature_dwell_s = now_s.saturating_sub(run_start);
         f.wasted_gpu_h = gpu_share * dwell as f64 / 3600.0;
         // Dwell toward drain and cancel counts only while the signature's ceiling allows
         // them: a partial job (ceiling alert) that looks hung (ceiling cancel) during a

@@ -144,6 +144,12 @@ pub struct Finding {
     pub cap: Option<Cap>,
     /// `now − breach start`, seconds; 0 without a confirmed breach.
     pub dwell_s: i64,
+    /// How long the breach has shown its current [`Finding::signature`], seconds: `now −` the
+    /// start of the window in which it first showed it without a change since, and never more
+    /// than [`Finding::dwell_s`]. A job starved for three hours and hung for the last 40
+    /// minutes reads a `dwell_s` of about 220 minutes and a `signature_dwell_s` of about 40
+    /// (operator trial 19: its notice said "hung … for 219m"). 0 without a confirmed breach.
+    pub signature_dwell_s: i64,
     /// Evidence.
     pub evidence: Evidence,
     /// Estimated GPU-hours wasted so far in this breach: wasted GPUs × waste share × dwell.
@@ -178,17 +184,24 @@ impl Finding {
                 e.wasted_gpus,
                 e.gpus_observed
             ),
-            Cause::Breach => write!(
-                s,
-                "job {}: {} {} on {}/{} GPUs for {}m, peak util {:.0}%",
-                job.job_id,
-                self.verdict,
-                self.signature_name(),
-                e.wasted_gpus,
-                e.gpus_allocated,
-                self.dwell_s / 60,
-                e.peak_util_pct,
-            ),
+            Cause::Breach => {
+                let _ = write!(
+                    s,
+                    "job {}: {} {} on {}/{} GPUs for {}m",
+                    job.job_id,
+                    self.verdict,
+                    self.signature_name(),
+                    e.wasted_gpus,
+                    e.gpus_allocated,
+                    self.signature_dwell_s.clamp(0, self.dwell_s.max(0)) / 60,
+                );
+                // The breach began under another signature: say how long it has run in all,
+                // so that neither figure is read as the other.
+                if self.dwell_s / 60 > self.signature_dwell_s.max(0) / 60 {
+                    let _ = write!(s, " of a {}m breach", self.dwell_s / 60);
+                }
+                write!(s, ", peak util {:.0}%", e.peak_util_pct)
+            }
         };
         if self.cause == Cause::Breach {
             if let Some(m) = e.mem_used_mean_mib {

@@ -36,7 +36,8 @@ pub use finding::{one_line, Cap, Cause, Evidence, Finding};
 pub use input::{DrainConfirmation, GpuRef, JobFacts, NodeId, NodeTable, Observation, Reading, Sample, Scope};
 pub use recovery::{Recovery, RECOVERY_WINDOWS};
 pub use sample_check::{
-    is_complete_reading, is_sentinel, DCGM_FP64_BLANK, DCGM_INT32_BLANK, DCGM_INT64_BLANK, MAX_MEM_MIB, MAX_POWER_W, SENTINEL_U32,
+    fold_codec_util, is_complete_reading, is_sentinel, CODEC_UTIL_CAP_PCT, DCGM_FP64_BLANK, DCGM_INT32_BLANK, DCGM_INT64_BLANK,
+    MAX_MEM_MIB, MAX_POWER_W, SENTINEL_U32,
 };
 pub use signature::SignatureId;
 pub use verdict::Verdict;

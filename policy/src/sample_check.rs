@@ -115,6 +115,25 @@ pub fn is_complete_reading(s: &Sample) -> bool {
     c.util_milli.is_some() && c.invalid_fields == 0
 }
 
+/// The most a GPU's video-engine utilisation lends its compute reading, percent: 49, one
+/// below the lowest `spin_util_pct` accepted ([`crate::config::MIN_SPIN_UTIL_PCT`]).
+pub const CODEC_UTIL_CAP_PCT: f64 = crate::config::MIN_SPIN_UTIL_PCT - 1.0;
+
+/// A GPU's compute reading with its video engines' work folded in, percent: the highest of
+/// `util_pct` (`utilization.gpu` / `DCGM_FI_DEV_GPU_UTIL`, kernels on the SMs) and each of
+/// `codec_pct` (`utilization.encoder`/`.decoder`, `DCGM_FI_DEV_ENC_UTIL`/`DEC_UTIL`), each
+/// codec value taken at most [`CODEC_UTIL_CAP_PCT`].
+///
+/// NVENC and NVDEC work does not show in `utilization.gpu`: a transcoding GPU reads 0 % and
+/// would look `hung` (operator trial 19). Up to 49 % the codec work clears every low-util
+/// signature (under any `util_threshold_pct` up to 49; the default is 15), and it can never
+/// make `spin`, which needs `spin_util_pct` of at least 50: a steady decode at 95 % and 80 W
+/// is work, not a spinning NCCL kernel (review 33: folded in whole, it was cancelled as
+/// `spin`). A NaN codec value is ignored here; callers decide what an unreadable one means.
+pub fn fold_codec_util(util_pct: f64, codec_pct: impl IntoIterator<Item = f64>) -> f64 {
+    codec_pct.into_iter().map(|c| c.min(CODEC_UTIL_CAP_PCT)).fold(util_pct, f64::max)
+}
+
 /// Applies the bounds of guard 3 to one sample.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn check(s: &Sample) -> Checked {

@@ -105,6 +105,27 @@ fn an_unknown_top_level_key_is_an_error_naming_it_and_the_file() {
     );
 }
 
+/// Operator trial 19: a policy file's mistakes were named one per run. Each is named, on a
+/// line of its own, each line naming the file.
+#[test]
+fn every_policy_mistake_of_a_file_is_named_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(
+        d.path(),
+        "p.toml",
+        "[policy]\nidle_power_frac = 0.9\nceilings = { hungg = \"alert\" }\nexempt = { name_regex = \"(\" }\n",
+    );
+    let e = format!("{:#}", replay::policy_from_args(Some(&p), None).unwrap_err());
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 3, "{e}");
+    for (line, key) in lines
+        .iter()
+        .zip(["policy.idle_power_frac", "policy.ceilings.hungg", "policy.exempt.name_regex"])
+    {
+        assert!(line.contains("p.toml") && line.contains(&format!("`{key}`")), "{line:?} in {e}");
+    }
+}
+
 #[test]
 fn a_policy_file_with_no_policy_table_replays_the_default_policy_and_says_so() {
     let d = tempfile::tempdir().unwrap();

@@ -762,6 +762,26 @@ pub fn summary_text(trace: &Trace, res: &ReplayResult) -> String {
             format!("FAILED on {} cycles", res.safety.len())
         }
     );
+    // Operator trial 20: the replay judges a job whole, on all its nodes, as a central
+    // enforcer would; a per-node enforcer holds multi-node jobs and het-job components at
+    // alert (guard 9), so their drains and cancels here are ones it does not make.
+    let spans = |o: &JobOutcome| {
+        let j = &trace.jobs[o.job as usize];
+        let first = j.facts.alloc.first().map(|g| g.node);
+        j.facts.alloc.iter().any(|g| Some(g.node) != first) || j.facts.job_id.contains('+')
+    };
+    let (multi_drains, multi_cancels) = res.jobs.iter().filter(|o| spans(o)).fold((0, 0), |(d, c), o| {
+        (
+            d + usize::from(o.first_drain_s.is_some()),
+            c + usize::from(o.first_cancel_s.is_some()),
+        )
+    });
+    if multi_drains + multi_cancels > 0 {
+        let _ = writeln!(
+            s,
+            "note: of the jobs drained, {multi_drains} span more than one node or are het-job components (job id with '+'), and {multi_cancels} of those are cancelled: this replay judges each job whole, as one enforcer reading every node would; a per-node enforcer (`enforcer run` on each node) holds such jobs at alert and never drains or cancels them"
+        );
+    }
     if !trace.has_truth() {
         // Operator trial 18: a replay of real telemetry (which never has a truth column)
         // reported no GPU-hours at all. What the policy's verdicts would do can still be

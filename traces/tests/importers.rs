@@ -213,6 +213,44 @@ fn nvidia_smi_log_counts_video_engine_work() {
     assert!(e.to_string().contains("utilization.decoder"), "{e}");
 }
 
+/// Operator trial 19, the DCGM side: dcgm-exporter's `DCGM_FI_DEV_ENC_UTIL` and
+/// `DCGM_FI_DEV_DEC_UTIL` count as work, as the enforcer and the nvidia-smi log import take
+/// the video engines. GPU 0 decodes (0 % compute, 95 % decoder): 49, the most codec work
+/// lends (`policy::CODEC_UTIL_CAP_PCT`: work, never `spin`, review 33). GPU 1 has no codec
+/// series: its 12 % stands. GPU 2's decoder series is DCGM's blank: no evidence either way,
+/// 7 % stands. GPU 3's encoder series is duplicated with two values: its work is unknown, so
+/// `util_pct` is missing. GPU 4 has codec series but no `DCGM_FI_DEV_GPU_UTIL`: missing.
+#[test]
+fn dcgm_import_counts_video_engine_work() {
+    let d = tempfile::tempdir().unwrap();
+    let line = |name: &str, gpu: u32, extra: &str, v: &str| format!("{name}{{gpu=\"{gpu}\",Hostname=\"n1\"{extra}}} {v}\n");
+    let mut page = String::new();
+    for (gpu, util) in [(0, "0"), (1, "12"), (2, "7"), (3, "5")] {
+        page += &line("DCGM_FI_DEV_GPU_UTIL", gpu, "", util);
+    }
+    page += &line("DCGM_FI_DEV_ENC_UTIL", 0, "", "3");
+    page += &line("DCGM_FI_DEV_DEC_UTIL", 0, "", "95");
+    page += &line("DCGM_FI_DEV_DEC_UTIL", 2, "", "4294967295");
+    page += &line("DCGM_FI_DEV_ENC_UTIL", 3, ",hpc_job=\"a\"", "10");
+    page += &line("DCGM_FI_DEV_ENC_UTIL", 3, ",hpc_job=\"b\"", "30");
+    page += &line("DCGM_FI_DEV_DEC_UTIL", 4, "", "60");
+    std::fs::write(d.path().join("1000.prom"), page).unwrap();
+    let (t, r) = import::dcgm::import(d.path(), None, false, Attribution::PseudoJobPerGpu).unwrap();
+    let mut util: Vec<(u16, Option<f64>)> = t.samples.iter().map(|s| (s.gpu, s.util_pct.get())).collect();
+    util.sort_by_key(|x| x.0);
+    assert_eq!(
+        util,
+        vec![
+            (0, Some(policy::CODEC_UTIL_CAP_PCT)),
+            (1, Some(12.0)),
+            (2, Some(7.0)),
+            (3, None),
+            (4, None)
+        ]
+    );
+    assert_eq!(r.count("conflicting_series"), 1);
+}
+
 #[test]
 fn nvidia_smi_headerless_and_bad_rows() {
     let body =

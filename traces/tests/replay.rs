@@ -231,6 +231,45 @@ fn a_replay_without_truth_counts_what_the_cancels_would_free() {
     assert!(text.contains("score:") && !text.contains("unscored"), "{text}");
 }
 
+/// Operator trial 20: the replay judges a job whole, on all its nodes, so it drains and
+/// cancels multi-node jobs and het-job components, which a per-node enforcer holds at alert.
+/// Input: the hung job on two nodes (`n1:0;n3:0`), then the same as a het-job component
+/// (`h+1`, one node). Expected: the summary names them; the one-node hung job (control) gets
+/// no such note.
+#[test]
+fn a_replay_names_the_drains_a_per_node_enforcer_would_not_make() {
+    let mut cfg = PolicyConfig::default();
+    cfg.stages.push(policy::StageConfig {
+        after: policy::DurationS(90 * 60),
+        verdict: "cancel".into(),
+    });
+    let note = "span more than one node or are het-job components";
+    let t = hung_and_busy();
+    let text = traces::replay::summary_text(&t, &replay(&t, Policy::new(&cfg).unwrap(), 60));
+    assert!(!text.contains(note), "control: {text}");
+    for (id, alloc, samples) in [("h", "n1:0;n3:0", ["n1", "n3"].as_slice()), ("h+1", "n1:0", ["n1"].as_slice())] {
+        let mut jobs = String::from(JOBS_HEADER);
+        jobs.push_str(&format!("{id},u,a,p,q,n,,0,10800,,{},{alloc}\n", samples.len()));
+        let mut rows = SAMPLES_HEADER.to_string();
+        for t in (0..10800).step_by(60) {
+            for n in samples {
+                rows.push_str(&format!("{t},{id},{n},0,0,30000,81920,{},400,1,\n", 60 + (t / 60) % 3));
+            }
+        }
+        let d = trace_dir(&jobs, &rows);
+        let t = read_trace(d.path(), false).unwrap().0;
+        let r = replay(&t, Policy::new(&cfg).unwrap(), 60);
+        assert!(r.jobs[0].first_cancel_s.is_some(), "{id}: the whole-job replay cancels");
+        let text = traces::replay::summary_text(&t, &r);
+        assert!(
+            text.contains(&format!(
+                "of the jobs drained, 1 {note} (job id with '+'), and 1 of those are cancelled"
+            )),
+            "{id}: {text}"
+        );
+    }
+}
+
 #[test]
 fn times_at_the_ends_of_i64_end_the_walk_instead_of_overflowing() {
     let (hi_start, hi_end) = (i64::MAX - 150, i64::MAX);

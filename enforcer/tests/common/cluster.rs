@@ -341,3 +341,42 @@ pub fn first_done(cycles: &[Cycle802], kind: &str) -> usize {
         .position(|(done, _, _)| done.contains(&kind))
         .unwrap_or_else(|| panic!("no {kind} in {} cycles", cycles.len()))
 }
+
+/// PID 1801 is job 801's, 1802 job 802's (their cgroups name the jobs).
+pub struct Procs801And802;
+impl ProcReader for Procs801And802 {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        matches!(pid, 1801 | 1802).then(|| format!("0::/system.slice/slurmstepd.scope/job_{}/step_0/user/task_0\n", pid - 1000))
+    }
+}
+
+/// Read `n` of a node with two GPUs, job 801's process (PID 1801) on GPU-0 and job 802's
+/// (PID 1802) on GPU-1 (see [`Procs801And802`]). A GPU is `hung` (0 %, 30 GB held, power
+/// jittering near idle) unless `busy` says it works (88–92 %, ~300 W).
+pub fn jobs_801_802_read(n: u32, busy: [bool; 2]) -> enforcer::telemetry::TelemetryRead {
+    let gpu = |i: u16| enforcer::parse::smi::GpuReading {
+        index: Some(i),
+        uuid: Some(format!("GPU-{i}")),
+        util_pct: Some(if busy[usize::from(i)] { 88.0 + (n % 5) as f64 } else { 0.0 }),
+        mem_used_mib: Some(30_000.0),
+        mem_total_mib: Some(81_920.0),
+        power_w: Some(if busy[usize::from(i)] { 300.0 } else { 55.0 } + ((n + u32::from(i)) % 3) as f64),
+        power_limit_w: Some(400.0),
+        minor: Some(u32::from(i)),
+        ..Default::default()
+    };
+    let app = |i: u16| enforcer::parse::smi::ComputeApp {
+        gpu_uuid: Some(format!("GPU-{i}")),
+        pid: Some(1801 + u32::from(i)),
+        ..Default::default()
+    };
+    enforcer::telemetry::TelemetryRead {
+        gpus: vec![gpu(0), gpu(1)],
+        apps: Some(enforcer::parse::smi::AppsTable {
+            columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
+            apps: vec![app(0), app(1)],
+            row_errors: Vec::new(),
+        }),
+        ..Default::default()
+    }
+}

@@ -93,7 +93,9 @@ pub struct ReplayPolicy {
 ///
 /// # Errors
 /// As [`read_policy_file`]; a policy `Policy::new` refuses (naming the file, or `--interval`
-/// when the flag's value is the one refused); an unparsable or non-positive `--interval`.
+/// when the flag's value is the one refused), with each further problem
+/// [`policy::Policy::check`] finds on a line of its own; an unparsable or non-positive
+/// `--interval`.
 pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result<ReplayPolicy> {
     let (mut cfg, source) = match policy {
         None => (
@@ -120,16 +122,28 @@ pub fn policy_from_args(policy: Option<&Path>, interval: Option<&str>) -> Result
     // A zero interval from the policy file is named by `Policy::new` below, as
     // `policy.interval` in that file.
     let interval_s = cfg.interval.secs();
+    // The policy's further problems, each on a line of its own after the first (operator
+    // trial 19: one mistake named per run).
+    let rest = |src: &str| -> String {
+        policy::Policy::check(&cfg)
+            .iter()
+            .skip(1)
+            .map(|x| format!("\n{src}: {x}"))
+            .collect()
+    };
     let p = policy::Policy::new(&cfg).map_err(|e| match interval {
         // The interval came from the flag, not from the policy: name the flag.
-        Some(i) if e.key == "policy.interval" => anyhow::anyhow!("--interval {i}: {}", e.problem),
+        Some(i) if e.key == "policy.interval" => anyhow::anyhow!("--interval {i}: {}{}", e.problem, rest(&source)),
         // A limit of the policy's that the flag's interval breaks (`max_sample_gap` shorter
         // than it, or a window it does not fit): name the flag as well as the key (trial 13:
         // the refusal blamed the policy's interval, which the flag had replaced).
         Some(i) if e.problem.contains("policy.interval") => {
-            anyhow::anyhow!("--interval {i} does not fit {source}: {e} (policy.interval here is the --interval given)")
+            anyhow::anyhow!(
+                "--interval {i} does not fit {source}: {e} (policy.interval here is the --interval given){}",
+                rest(&source)
+            )
         }
-        _ => anyhow::anyhow!("{source}: {e}"),
+        _ => anyhow::anyhow!("{source}: {e}{}", rest(&source)),
     })?;
     Ok(ReplayPolicy {
         policy: p,

@@ -18,6 +18,14 @@
 //!   `DCGM_FI_DEV_POWER_USAGE` → `power_w`; `DCGM_FI_DEV_POWER_MGMT_LIMIT` →
 //!   `power_limit_w`; `DCGM_FI_PROF_SM_ACTIVE` → `sm_active`. Other series are ignored but
 //!   make the GPU known, so it gets a sample row whose fields are missing.
+//! * **Video engines.** NVENC and NVDEC work does not show in `DCGM_FI_DEV_GPU_UTIL`, so
+//!   `util_pct` is the highest of it, `DCGM_FI_DEV_ENC_UTIL` and `DCGM_FI_DEV_DEC_UTIL`
+//!   (percent; both in dcgm-exporter's default counters; each codec value counted up to
+//!   [`policy::CODEC_UTIL_CAP_PCT`], see [`policy::fold_codec_util`]), as the enforcer takes
+//!   `utilization.encoder`/`.decoder` and `sim import nvidia-smi-log` does (operator trial 19:
+//!   a transcoding job read 0 % and was cancelled as hung). A codec series that is absent or
+//!   blank leaves `util_pct` to `DCGM_FI_DEV_GPU_UTIL`; duplicated codec series that disagree
+//!   leave it missing, since the engines' work is then unknown.
 //! * **Absent is missing.** A series that is not on the page leaves its field empty, never 0.
 //!   DCGM's blank sentinels (and the ×100 blank seen in the wild), `NaN` and `±Inf` are
 //!   missing too (counted as `blank_values`).
@@ -168,6 +176,8 @@ enum Field {
     Power,
     PowerLimit,
     SmActive,
+    EncUtil,
+    DecUtil,
     Other,
 }
 
@@ -181,6 +191,8 @@ fn field_of(name: &str) -> Field {
         "DCGM_FI_DEV_POWER_USAGE" => Field::Power,
         "DCGM_FI_DEV_POWER_MGMT_LIMIT" => Field::PowerLimit,
         "DCGM_FI_PROF_SM_ACTIVE" => Field::SmActive,
+        "DCGM_FI_DEV_ENC_UTIL" => Field::EncUtil,
+        "DCGM_FI_DEV_DEC_UTIL" => Field::DecUtil,
         _ => Field::Other,
     }
 }
@@ -688,7 +700,17 @@ fn to_raw(readings: Readings) -> Vec<RawSample> {
                 sample: Sample {
                     t_s,
                     gpu,
-                    util_pct: get(Field::Util).into(),
+                    util_pct: {
+                        // A codec series read but conflicting (`Some(None)`) makes the work
+                        // unknown; absent or blank, it is no evidence either way.
+                        let codec = [Field::EncUtil, Field::DecUtil].map(|k| f.get(&k).copied());
+                        if codec.contains(&Some(None)) {
+                            None
+                        } else {
+                            get(Field::Util).map(|u| policy::fold_codec_util(u, codec.into_iter().flatten().flatten()))
+                        }
+                    }
+                    .into(),
                     mem_used_mib: get(Field::FbUsed).into(),
                     mem_total_mib: total.into(),
                     power_w: get(Field::Power).into(),

@@ -565,7 +565,7 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                         let util = value("utilization.gpu", "missing_util")?;
                         let enc = value("utilization.encoder", "missing_encoder")?;
                         let dec = value("utilization.decoder", "missing_decoder")?;
-                        util.map(|u| [enc, dec].into_iter().flatten().fold(u, f64::max)).into()
+                        util.map(|u| policy::fold_codec_util(u, [enc, dec].into_iter().flatten())).into()
                     },
                     mem_used_mib: value("memory.used", "missing_mem_used")?.into(),
                     mem_total_mib: value("memory.total", "missing_mem_total")?.into(),
