@@ -512,7 +512,7 @@ impl Config {
         }
         if c.util_threshold_pct >= UTIL_THRESHOLD_HIGH_PCT || c.util_threshold_pct > policy::CODEC_UTIL_CAP_PCT {
             out.push(format!(
-                "policy.util_threshold_pct = {}: a GPU whose utilization.gpu stays below that on every sample of a window counts as low, so GPUs doing real work at moderate load read as breaches (starved, partial, unknown alerts), and so do GPUs that only encode or decode video (their video-engine work counts up to {} %); the default is 15",
+                "policy.util_threshold_pct = {}: a GPU whose utilization.gpu stays below that on every sample of a window counts as low, so GPUs doing real work at moderate load read as breaches (starved, partial, unknown alerts), and so do GPUs that only encode or decode video (their video-engine work counts up to {} %; such jobs are held at alert while their video engines work); the default is 15",
                 c.util_threshold_pct,
                 policy::CODEC_UTIL_CAP_PCT
             ));

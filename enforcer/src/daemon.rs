@@ -173,6 +173,10 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// a value: a later read of such a field with no value makes that GPU's reading unknown
     /// (review 33). Saved in the state file, so a restart during such a stretch keeps it.
     codec_seen: BTreeSet<(String, u8)>,
+    /// Runs (job id, start time) on this node in a cycle that showed hidden memory
+    /// ([`crate::telemetry::Unaccounted::hidden`]): when placed by elimination, held at alert
+    /// for the rest of the run. Saved in the state file.
+    hidden_runs: BTreeSet<(String, Option<i64>)>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -216,6 +220,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut mig_jobs: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
         let mut index_disagreed: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
         let mut codec_seen: BTreeSet<(String, u8)> = BTreeSet::new();
+        let mut hidden_runs: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
         let mut gpu_slots = GpuSlots::default();
         // Every state file names the node whose daemon wrote it (`node`; in older files, the
         // first name interned, which a daemon starting afresh gives its own node). One that
@@ -241,6 +246,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 mig_jobs = s.mig_jobs.iter().cloned().collect();
                 index_disagreed = s.index_disagreed.iter().cloned().collect();
                 codec_seen = s.codec_seen.iter().cloned().collect();
+                hidden_runs = s.hidden_runs.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
                 // The engine's last cycle cannot be after the clock now (the start's clock
@@ -362,6 +368,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             repeats: Default::default(),
             index_disagreed,
             codec_seen,
+            hidden_runs,
             recovery: BTreeMap::new(),
             gpu_slots,
             no_uuid_logged: false,
@@ -418,6 +425,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 mig_jobs: self.mig_jobs.iter().cloned().collect(),
                 index_disagreed: self.index_disagreed.iter().cloned().collect(),
                 codec_seen: self.codec_seen.iter().cloned().collect(),
+                hidden_runs: self.hidden_runs.iter().cloned().collect(),
             },
         )
     }
@@ -872,9 +880,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut by_elimination: BTreeMap<String, u32> =
             self.kept.iter().filter_map(|(j, k)| Some((j.clone(), k.by_elimination?))).collect();
         let mut outside_index: BTreeSet<String> = BTreeSet::new();
-        // GPUs holding memory no listed process accounts for (hidden processes): no placement
-        // by elimination while there are any (operator trial 20).
-        let mut unaccounted_gpus: Vec<u16> = Vec::new();
+        // Whether every process on the node's GPUs shows: no placement by elimination while
+        // not (operator trial 20, review 34).
+        let mut unaccounted = crate::telemetry::Unaccounted::default();
         if tel.no_data.is_none() {
             self.gpu_slots.assign(&tel.gpus);
             let (valid, dropped) = attribution::revalidate_kept(&self.kept, &tel.gpus);
@@ -992,20 +1000,35 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
             // With one GPU job on the node, hidden processes can only be its own (or no job's).
             if on_node.iter().filter(|j| j.gpus > 0).count() > 1 {
-                unaccounted_gpus = crate::telemetry::unaccounted_memory_gpus(&tel.gpus, tel.apps.as_ref(), self.cfg.policy.config());
+                let proc = self.proc.as_ref();
+                let job_of = |pid: u32| {
+                    proc.cgroup(pid)
+                        .and_then(|t| crate::parse::cgroup::parse(&t).ok().flatten())
+                        .is_some()
+                };
+                unaccounted = crate::telemetry::unaccounted_memory(&tel.gpus, tel.apps.as_ref(), &job_of);
             }
-            let hidden = !unaccounted_gpus.is_empty();
+            let hidden = unaccounted.any();
             if hidden {
-                tracing::info!(gpus = ?unaccounted_gpus, "GPUs hold memory that no process nvidia-smi lists accounts for (MPS clients, processes it does not show): no job is placed by elimination this cycle, and jobs placed so before are held at alert");
+                // Hidden memory seen marks every GPU job on the node for the rest of its run
+                // (review 34: a hold that lasted only while the memory showed lapsed in one
+                // cycle, and the job placed by elimination was drained).
+                if !unaccounted.hidden.is_empty() {
+                    for j in on_node.iter().filter(|j| j.gpus > 0) {
+                        self.hidden_runs.insert((j.job_id.clone(), j.start_s));
+                    }
+                }
+                const WHAT: &str = "not every process on this node's GPUs shows (memory no listed process of a Slurm job accounts for: MPS clients, processes nvidia-smi does not list), or that cannot be told this cycle: jobs placed by elimination are held at alert";
+                match self.repeats.failed("memory_unaccounted", now_s) {
+                    Say::Log(st) => {
+                        tracing::info!(gpus = ?unaccounted.hidden, unknown = unaccounted.unknown.unwrap_or(""), failing_cycles = st.cycles, "{WHAT}{}", still_text(&st, now_s))
+                    }
+                    Say::Quiet => tracing::debug!(gpus = ?unaccounted.hidden, "{WHAT}"),
+                }
+            } else {
+                self.recovered("memory_unaccounted", "every process on this node's GPUs shows again", now_s);
             }
-            let whole = complete
-                && gpus_whole
-                && mig_jobs.is_empty()
-                && !mig_processes
-                && !mig_mode
-                && !mig_mode_unknown
-                && !contradicted
-                && !hidden;
+            let whole = complete && gpus_whole && mig_jobs.is_empty() && !mig_processes && !mig_mode && !mig_mode_unknown && !contradicted;
             // Remembered MIG jobs are MIG jobs to attribution too (it checks no device index
             // while MIG is in use), though no process of theirs shows this cycle.
             let marked: Vec<SlurmJob> = on_node
@@ -1197,6 +1220,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
         // 4. Samples.
         let mut samples = Vec::with_capacity(tel.gpus.len());
+        // GPUs (engine slot) whose video engines work this cycle.
+        let mut codec_active: BTreeSet<u16> = BTreeSet::new();
         let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
         for (g, &procs) in tel.gpus.iter().zip(&proc_counts) {
             // The sample follows the physical GPU: its UUID's slot (every row left has one).
@@ -1229,6 +1254,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // unknown, not "no video work": the reading is then no evidence (review 33: a
             // transcoding GPU whose decoder turned `[N/A]` was judged on its 2 % and cancelled).
             let codec = [g.enc_pct, g.dec_pct];
+            if codec.iter().flatten().any(|v| *v > 0.0) {
+                codec_active.insert(slot);
+            }
             let uuid = g.uuid.clone().unwrap_or_default();
             for (i, v) in codec.iter().enumerate() {
                 if v.is_some() && !tel.codec_unread {
@@ -1367,11 +1395,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // Memory on some GPU that no listed process accounts for: a job's processes may be
         // hidden there, so a placement by elimination (which assumes every process shows) is
         // in question; such jobs are held at alert (operator trial 20).
-        if !unaccounted_gpus.is_empty() {
+        if complete {
+            self.hidden_runs
+                .retain(|(j, start)| read.jobs.iter().any(|o| o.job_id == *j && o.start_s == *start));
+        }
+        {
             for f in findings.iter_mut() {
                 let job = &facts[f.job_index as usize];
-                if f.verdict > Verdict::Alert && by_elimination.contains_key(&job.job_id) {
-                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, gpus = ?unaccounted_gpus, "job held at alert: it was placed by elimination, and GPUs on this node hold memory that no listed process accounts for");
+                let marked = unaccounted.any() || self.hidden_runs.contains(&(job.job_id.clone(), Some(job.start_s)));
+                if marked && f.verdict > Verdict::Alert && by_elimination.contains_key(&job.job_id) {
+                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, gpus = ?unaccounted.hidden, "job held at alert: it was placed by elimination, and not every process on this node's GPUs shows (now, or earlier in its run)");
                     Metrics::inc(&mut self.metrics.skipped, "memory_unaccounted".to_string());
                     f.verdict = Verdict::Alert;
                     f.hypothetical = false;
@@ -1383,13 +1416,26 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // at alert until the fields are read again (review 33).
         if tel.codec_unread {
             for f in findings.iter_mut() {
-                if f.verdict > Verdict::Alert && matches!(f.signature_name(), "hung" | "idle" | "starved" | "partial") {
+                if f.verdict > Verdict::Alert {
                     let job = &facts[f.job_index as usize];
                     tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: nvidia-smi refused utilization.encoder/.decoder, so video work on its GPUs is unseen");
                     Metrics::inc(&mut self.metrics.skipped, "codec_unread".to_string());
                     f.verdict = Verdict::Alert;
                     f.hypothetical = false;
                 }
+            }
+        }
+        // A job whose GPU's video engines work this cycle is working, whatever its window
+        // says: with a steady decode and utilization.gpu near 100 % at low power it would look
+        // like `spin`, and with util_threshold_pct above the codec cap like `idle` (review 34,
+        // trial 21). Held at alert for the cycle.
+        for f in findings.iter_mut() {
+            let job = &facts[f.job_index as usize];
+            if f.verdict > Verdict::Alert && job.alloc.iter().any(|g| g.node == self.this && codec_active.contains(&g.gpu)) {
+                tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: the video engines of its GPUs work (utilization.encoder/.decoder above 0)");
+                Metrics::inc(&mut self.metrics.skipped, "codec_active".to_string());
+                f.verdict = Verdict::Alert;
+                f.hypothetical = false;
             }
         }
         // A job whose exemption cannot be decided (squeue left a field it reads unknown) may

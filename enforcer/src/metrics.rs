@@ -69,13 +69,14 @@ pub struct Metrics {
 
 /// The reasons of `gpu_reaper_skipped_total` that the daemon counts itself, besides the
 /// planner's [`crate::plan::SkipKind`]s: jobs it could not evaluate and its own holds.
-pub const DAEMON_SKIP_REASONS: [&str; 9] = [
+pub const DAEMON_SKIP_REASONS: [&str; 10] = [
     "ambiguous_attribution",
     "no_start_time",
     "exemption_unknown",
     "index_disagrees",
     "codec_unread",
     "memory_unaccounted",
+    "codec_active",
     "resume_held_gpus_unread",
     "gpu_jobs_unseen",
     "job_not_in_squeue",

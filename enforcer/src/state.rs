@@ -83,6 +83,10 @@ pub struct StateFile {
     /// `codec_seen`). Absent in older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub codec_seen: Vec<(String, u8)>,
+    /// Runs (job id, start time) seen on the node beside hidden memory (see the daemon's
+    /// `hidden_runs`). Absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_runs: Vec<(String, Option<i64>)>,
 }
 
 /// The node whose daemon wrote `s`: its `node`, or in an older file without one, the first
@@ -494,6 +498,7 @@ mod tests {
             mig_jobs: Vec::new(),
             index_disagreed: Vec::new(),
             codec_seen: Vec::new(),
+            hidden_runs: Vec::new(),
         };
         save(&path, &state).unwrap();
         assert!(check_not_newer(&path).is_ok());

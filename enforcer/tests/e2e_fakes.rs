@@ -2128,11 +2128,14 @@ fn transcoding(rows: &str, smi_mode: &str) -> Env {
 /// Review 33: a steady decode (2 % utilization.gpu, 95 % utilization.decoder, 80 W of 400)
 /// folded in whole looked like a `spin` deadlock (near 100 % at low, flat power) and, with
 /// `ceilings.spin = "cancel"`, was drained and cancelled. Codec work counts up to
-/// `policy::CODEC_UTIL_CAP_PCT` (49 %): work, never spin. Control: the same GPUs with
-/// utilization.gpu itself at 95 % (a spinning kernel) are cancelled as `spin`.
+/// `policy::CODEC_UTIL_CAP_PCT` (49 %): work, never spin; and a job whose GPUs' video engines
+/// work in a cycle is held at alert in it (trial 21: 95 % utilization.gpu beside a 90 %
+/// decoder was cancelled as `spin`). Control: utilization.gpu at 95 % with the engines idle
+/// (a spinning kernel) is cancelled as `spin`.
 #[test]
 fn a_steady_decode_is_not_a_spin_deadlock_end_to_end() {
-    for (sm, dec) in [(2, 95), (95, 0)] {
+    // Trial 21: utilization.gpu itself at 95 % beside a decoder at 90 % is video work too.
+    for (sm, dec) in [(2, 95), (95, 90), (95, 0)] {
         let e = transcoding(
             &format!("0 GPU-0 {sm} 0 6100 81559 80 400 0 Disabled 0 {dec}\n1 GPU-1 {sm} 0 6100 81559 81 400 1 Disabled 0 {dec}\n"),
             "ok",
@@ -2148,7 +2151,7 @@ fn a_steady_decode_is_not_a_spin_deadlock_end_to_end() {
         let (ok, log) = e.run(&cfg, T0, 60);
         assert!(ok, "{log}");
         let cancelled = !e.argv("scancel").is_empty();
-        if sm == 2 {
+        if dec > 0 {
             assert!(!cancelled, "decoding at {dec} %: {log}");
         } else {
             assert!(cancelled && log.contains("spin"), "control, a spinning kernel: {log}");
