@@ -177,6 +177,17 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// ([`crate::telemetry::Unaccounted::hidden`]): when placed by elimination, held at alert
     /// for the rest of the run. Saved in the state file.
     hidden_runs: BTreeSet<(String, Option<i64>)>,
+    /// The last cycle (epoch seconds) in which nvidia-smi refused the codec fields
+    /// ([`crate::telemetry::TelemetryRead::codec_unread`]): until a full window has passed
+    /// since, the windows hold readings in which video work was unseen, and every job stays
+    /// at alert (operator trial 21). Saved in the state file.
+    codec_unread_last_s: Option<i64>,
+    /// Per GPU (its UUID, else `slot N`): the last cycle (epoch seconds) in which its video
+    /// engines worked (encoder or decoder above 0 %). A job on such a GPU is held at alert
+    /// until a full window has passed since: a hold for the cycle only let the engine's
+    /// escalation climb beneath it, and one 0 % read of a paused decoder drained the job
+    /// (review 35). Saved in the state file; entries older than a window are dropped.
+    codec_active_last_s: BTreeMap<String, i64>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -221,6 +232,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut index_disagreed: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
         let mut codec_seen: BTreeSet<(String, u8)> = BTreeSet::new();
         let mut hidden_runs: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
+        let mut codec_unread_last_s: Option<i64> = None;
+        let mut codec_active_last_s: BTreeMap<String, i64> = BTreeMap::new();
         let mut gpu_slots = GpuSlots::default();
         // Every state file names the node whose daemon wrote it (`node`; in older files, the
         // first name interned, which a daemon starting afresh gives its own node). One that
@@ -247,6 +260,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 index_disagreed = s.index_disagreed.iter().cloned().collect();
                 codec_seen = s.codec_seen.iter().cloned().collect();
                 hidden_runs = s.hidden_runs.iter().cloned().collect();
+                codec_unread_last_s = s.codec_unread_last_s;
+                codec_active_last_s = s.codec_active_last_s.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
                 // The engine's last cycle cannot be after the clock now (the start's clock
@@ -369,6 +384,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             index_disagreed,
             codec_seen,
             hidden_runs,
+            codec_unread_last_s,
+            codec_active_last_s,
             recovery: BTreeMap::new(),
             gpu_slots,
             no_uuid_logged: false,
@@ -426,6 +443,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 index_disagreed: self.index_disagreed.iter().cloned().collect(),
                 codec_seen: self.codec_seen.iter().cloned().collect(),
                 hidden_runs: self.hidden_runs.iter().cloned().collect(),
+                codec_unread_last_s: self.codec_unread_last_s,
+                codec_active_last_s: self.codec_active_last_s.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             },
         )
     }
@@ -883,6 +902,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // Whether every process on the node's GPUs shows: no placement by elimination while
         // not (operator trial 20, review 34).
         let mut unaccounted = crate::telemetry::Unaccounted::default();
+        // The node's only GPU job, when it holds every GPU read (rule 4's node-exclusive case).
+        let node_exclusive: Option<String> = match on_node.as_slice() {
+            [j] if tel.no_data.is_none() && attribution::per_node_gpus(j).is_some_and(|n| n as usize == tel.gpus.len()) => {
+                Some(j.job_id.clone())
+            }
+            _ => None,
+        };
         if tel.no_data.is_none() {
             self.gpu_slots.assign(&tel.gpus);
             let (valid, dropped) = attribution::revalidate_kept(&self.kept, &tel.gpus);
@@ -998,8 +1024,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     tracing::info!(jobs = %dropped.join(","), "Slurm's device indices were contradicted on this node: placements made by elimination are dropped and derived afresh");
                 }
             }
-            // With one GPU job on the node, hidden processes can only be its own (or no job's).
-            if on_node.iter().filter(|j| j.gpus > 0).count() > 1 {
+            // Only the sole GPU job of a node that holds every GPU there has its GPUs for
+            // certain without Slurm's device indices; every other placement assumes that the
+            // processes it was made from show, and hidden ones put it in question, whether it
+            // came from elimination or from the job's own processes (review 35: a job whose
+            // main process was hidden on one GPU was placed by its helper on another, kept
+            // there once the helper ended, and cancelled on that idle GPU, also as the only
+            // job on the node).
+            if !on_node.is_empty() && node_exclusive.is_none() {
                 let proc = self.proc.as_ref();
                 let job_of = |pid: u32| {
                     proc.cgroup(pid)
@@ -1220,6 +1252,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
 
         // 4. Samples.
         let mut samples = Vec::with_capacity(tel.gpus.len());
+        // GPUs (UUID, field) whose codec field gave a value earlier and none now.
+        let mut codec_lost_gpus: Vec<String> = Vec::new();
+        let window_s = self.cfg.policy.config().window.secs();
+        // Video work older than a window is no longer in any window (a clock stepped back
+        // keeps the entry: it may be in the window again).
+        self.codec_active_last_s.retain(|_, t| now_s.saturating_sub(*t) <= window_s);
         // GPUs (engine slot) whose video engines work this cycle.
         let mut codec_active: BTreeSet<u16> = BTreeSet::new();
         let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
@@ -1254,10 +1292,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // unknown, not "no video work": the reading is then no evidence (review 33: a
             // transcoding GPU whose decoder turned `[N/A]` was judged on its 2 % and cancelled).
             let codec = [g.enc_pct, g.dec_pct];
+            let uuid = g.uuid.clone().unwrap_or_default();
+            let gpu_key = if uuid.is_empty() { format!("slot {slot}") } else { uuid.clone() };
             if codec.iter().flatten().any(|v| *v > 0.0) {
+                self.codec_active_last_s.insert(gpu_key.clone(), now_s);
+            }
+            if self
+                .codec_active_last_s
+                .get(&gpu_key)
+                .is_some_and(|t| now_s.saturating_sub(*t) <= window_s)
+            {
                 codec_active.insert(slot);
             }
-            let uuid = g.uuid.clone().unwrap_or_default();
             for (i, v) in codec.iter().enumerate() {
                 if v.is_some() && !tel.codec_unread {
                     self.codec_seen.insert((uuid.clone(), i as u8));
@@ -1268,6 +1314,13 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     .iter()
                     .enumerate()
                     .any(|(i, v)| v.is_none() && self.codec_seen.contains(&(uuid.clone(), i as u8)));
+            if codec_lost {
+                for (i, v) in codec.iter().enumerate() {
+                    if v.is_none() && self.codec_seen.contains(&(uuid.clone(), i as u8)) {
+                        codec_lost_gpus.push(format!("{uuid} {}", crate::parse::smi::CODEC_FIELDS[i]));
+                    }
+                }
+            }
             let codec_unreadable = crate::parse::smi::CODEC_FIELDS.iter().any(|c| g.unreadable.iter().any(|u| u == c));
             let util_pct = if codec_unreadable || codec_lost {
                 Reading::from(f64::NAN)
@@ -1289,6 +1342,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 procs,
                 sm_active: Reading::MISSING,
             });
+        }
+
+        // A GPU whose codec field is lost gives no evidence for as long as that lasts, so its
+        // jobs are never judged: said, with what to do if the engines are gone for good.
+        if codec_lost_gpus.is_empty() {
+            self.recovered("codec_lost", "every codec field that gave a value gives one again", now_s);
+        } else {
+            const WHAT: &str = "a video-engine field that gave a value earlier gives none now ([N/A]): these GPUs' readings are unknown (their video work may be unseen), so their jobs are not judged. If the engines are gone for good (MIG mode switched on, a driver change), stop the daemon and delete these GPUs' entries from codec_seen in the state file";
+            match self.repeats.failed("codec_lost", now_s) {
+                Say::Log(st) => tracing::warn!(gpus = ?codec_lost_gpus, failing_cycles = st.cycles, "{WHAT}{}", still_text(&st, now_s)),
+                Say::Quiet => tracing::debug!(gpus = ?codec_lost_gpus, "{WHAT}"),
+            }
         }
 
         // 5. Drain confirmations (real ones only in enforce mode); the node state was read above.
@@ -1393,8 +1458,10 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             }
         }
         // Memory on some GPU that no listed process accounts for: a job's processes may be
-        // hidden there, so a placement by elimination (which assumes every process shows) is
-        // in question; such jobs are held at alert (operator trial 20).
+        // hidden there, so a placement by elimination or by the job's processes (each
+        // assumes every process shows) is in question; such jobs are held at alert (operator
+        // trial 20, review 35). A placement from Slurm's device indices, or of a node's only
+        // GPU job on every GPU, is not.
         if complete {
             self.hidden_runs
                 .retain(|(j, start)| read.jobs.iter().any(|o| o.job_id == *j && o.start_s == *start));
@@ -1403,8 +1470,14 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             for f in findings.iter_mut() {
                 let job = &facts[f.job_index as usize];
                 let marked = unaccounted.any() || self.hidden_runs.contains(&(job.job_id.clone(), Some(job.start_s)));
-                if marked && f.verdict > Verdict::Alert && by_elimination.contains_key(&job.job_id) {
-                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, gpus = ?unaccounted.hidden, "job held at alert: it was placed by elimination, and not every process on this node's GPUs shows (now, or earlier in its run)");
+                let inferred = !by_device_index.contains(&job.job_id) && node_exclusive.as_deref() != Some(job.job_id.as_str());
+                if marked && f.verdict > Verdict::Alert && inferred {
+                    let by = if by_elimination.contains_key(&job.job_id) {
+                        "elimination"
+                    } else {
+                        "its processes"
+                    };
+                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, gpus = ?unaccounted.hidden, "job held at alert: it was placed by {by}, and not every process on this node's GPUs shows (now, or earlier in its run)");
                     Metrics::inc(&mut self.metrics.skipped, "memory_unaccounted".to_string());
                     f.verdict = Verdict::Alert;
                     f.hypothetical = false;
@@ -1413,26 +1486,40 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         }
         // The driver refused the video engines' fields: a job whose GPUs look unused may be
         // encoding or decoding video, which utilization.gpu does not count. Such a job is held
-        // at alert until the fields are read again (review 33).
+        // at alert until the fields are read again (review 33), and then for a full window
+        // more, until no reading without them is left in it (trial 21: the drain came in the
+        // first cycle with the fields read, on a window of readings without them).
         if tel.codec_unread {
+            self.codec_unread_last_s = Some(now_s);
+        }
+        if let Some(last_s) = self.codec_unread_last_s.filter(|t| now_s.saturating_sub(*t) > window_s) {
+            tracing::info!(
+                codec_unread_last_s = last_s,
+                "the codec fields have been read for a full window: the codec_unread hold ends"
+            );
+            self.codec_unread_last_s = None;
+        }
+        if self.codec_unread_last_s.is_some() {
             for f in findings.iter_mut() {
                 if f.verdict > Verdict::Alert {
                     let job = &facts[f.job_index as usize];
-                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: nvidia-smi refused utilization.encoder/.decoder, so video work on its GPUs is unseen");
+                    tracing::info!(job_id = %job.job_id, verdict = %f.verdict, refused_now = tel.codec_unread, "job held at alert: nvidia-smi refused utilization.encoder/.decoder in this window, so video work on its GPUs is unseen");
                     Metrics::inc(&mut self.metrics.skipped, "codec_unread".to_string());
                     f.verdict = Verdict::Alert;
                     f.hypothetical = false;
                 }
             }
         }
-        // A job whose GPU's video engines work this cycle is working, whatever its window
-        // says: with a steady decode and utilization.gpu near 100 % at low power it would look
-        // like `spin`, and with util_threshold_pct above the codec cap like `idle` (review 34,
-        // trial 21). Held at alert for the cycle.
+        // A job whose GPU's video engines worked within the window is working, whatever its
+        // window says: with a steady decode and utilization.gpu near 100 % at low power it
+        // would look like `spin`, and with util_threshold_pct above the codec cap (or a light
+        // decode under util_threshold_pct) like `idle` (review 34, trial 21). Held at alert
+        // until a full window has passed since the last such read (review 35: a hold for the
+        // cycle alone let the escalation climb beneath it, and one paused read drained).
         for f in findings.iter_mut() {
             let job = &facts[f.job_index as usize];
             if f.verdict > Verdict::Alert && job.alloc.iter().any(|g| g.node == self.this && codec_active.contains(&g.gpu)) {
-                tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: the video engines of its GPUs work (utilization.encoder/.decoder above 0)");
+                tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: the video engines of its GPUs worked within the window (utilization.encoder/.decoder above 0)");
                 Metrics::inc(&mut self.metrics.skipped, "codec_active".to_string());
                 f.verdict = Verdict::Alert;
                 f.hypothetical = false;
@@ -1797,6 +1884,18 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         drained_now.insert(job_id.clone());
                     }
                     self.actions.record(a, now_s, false);
+                    // Read the drain back at once: an admin may resume the node before the
+                    // next cycle's read, and that resume is an override only of a drain seen
+                    // standing (review 35: unseen, it was taken for a drain that never
+                    // applied, made again, and the job cancelled). A failed read changes
+                    // nothing: the next cycle's read sees the drain as before.
+                    if let (Action::Drain { job_id, .. }, Outcome::Done) = (a, &out) {
+                        if let Ok(ns) = self.slurm.node_state(&node) {
+                            if ns.name == node && ns.has_drain() && ns.our_reason_job().as_deref() == Some(job_id.as_str()) {
+                                self.actions.drain_seen(job_id, &node, now_s);
+                            }
+                        }
+                    }
                     self.note_notice_top(a, &views, &announced_now);
                     tracing::warn!(target: "gpu_reaper::action", action = kind, job_id = a.job_id().unwrap_or(""), outcome = out.as_str(), detail = %action_detail(a), "{kind}");
                 }

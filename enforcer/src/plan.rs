@@ -568,6 +568,16 @@ impl ActionState {
         self.drains.remove(job_id);
     }
 
+    /// Marks our real drain for `job_id` on `node` as seen standing at `now_s` (read back from
+    /// `scontrol show node` right after the drain command), so that an admin's resume before
+    /// the next cycle's read is an override (review 35). No record, a hypothetical one, or one
+    /// for another node: nothing changes.
+    pub fn drain_seen(&mut self, job_id: &str, node: &str, now_s: i64) {
+        if let Some(d) = self.drains.get_mut(job_id).filter(|d| !d.hypothetical && d.node == node) {
+            d.confirmed_s.get_or_insert(now_s);
+        }
+    }
+
     /// Records an action that was carried out (or logged as would-do in observe mode).
     pub fn record(&mut self, a: &Action, now_s: i64, hypothetical: bool) {
         match a {

@@ -58,11 +58,16 @@ impl Telemetry for FakeGpus {
             })
             .collect();
         let apps = if self.with_procs {
-            (0..self.gpus.borrow().len())
-                .map(|i| ComputeApp {
+            // Each process holds its GPU's memory (less its context's share), as a real one
+            // does: nothing is hidden.
+            self.gpus
+                .borrow()
+                .iter()
+                .enumerate()
+                .map(|(i, (_, m))| ComputeApp {
                     gpu_uuid: Some(format!("GPU-{i}")),
                     pid: Some(100 + i as u32),
-                    used_memory_mib: Some(1.0),
+                    used_memory_mib: Some(m.map_or(1.0, |m| (m - 200.0).max(1.0))),
                     process_name: None,
                 })
                 .collect()

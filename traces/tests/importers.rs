@@ -213,6 +213,80 @@ fn nvidia_smi_log_counts_video_engine_work() {
     assert!(e.to_string().contains("utilization.decoder"), "{e}");
 }
 
+/// Operator trial 21 (B3): a codec field that gave a value earlier on a GPU and gives none
+/// later (`[N/A]`) leaves that later row's compute reading unknown, as the enforcer reads it:
+/// the decoder may still work, unseen. GPU-a decodes at 10:00 and its decoder reads `[N/A]` at
+/// 10:01 and 10:02 (the 10:02 row comes first in the file: the rule follows time, not lines).
+/// GPU-b's codec fields read `[N/A]` from its first row: a GPU without those engines, its
+/// utilization.gpu stands.
+#[test]
+fn nvidia_smi_log_codec_field_lost_after_a_value_is_unknown() {
+    let log = "timestamp, index, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W], power.limit [W], utilization.encoder [%], utilization.decoder [%]
+2026/11/29 10:02:00.512, 0, GPU-a, 2 %, 6100 MiB, 81559 MiB, 142.00 W, 700.00 W, 0 %, [N/A]
+2026/11/29 10:00:00.512, 0, GPU-a, 2 %, 6100 MiB, 81559 MiB, 141.00 W, 700.00 W, 0 %, 41 %
+2026/11/29 10:00:00.514, 1, GPU-b, 3 %, 6100 MiB, 81559 MiB, 139.00 W, 700.00 W, [N/A], [N/A]
+2026/11/29 10:01:00.512, 0, GPU-a, 2 %, 6100 MiB, 81559 MiB, 143.00 W, 700.00 W, 0 %, [N/A]
+2026/11/29 10:01:00.514, 1, GPU-b, 3 %, 6100 MiB, 81559 MiB, 138.00 W, 700.00 W, [N/A], [N/A]
+";
+    let mut r = ImportReport::default();
+    let raw = import::nvidia_smi::parse(log, Path::new("smi.csv"), &smi_opts("UTC"), &mut r).unwrap();
+    let mut read: Vec<(String, i64, Option<f64>)> = raw
+        .iter()
+        .map(|x| {
+            (
+                x.uuid.clone().unwrap(),
+                x.sample.t_s,
+                x.sample.util_pct.get().filter(|v| !v.is_nan()),
+            )
+        })
+        .collect();
+    read.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let t0 = read[0].1;
+    let expected = vec![
+        ("GPU-a".to_string(), t0, Some(41.0)),
+        ("GPU-a".to_string(), t0 + 60, None),
+        ("GPU-a".to_string(), t0 + 120, None),
+        ("GPU-b".to_string(), t0, Some(3.0)),
+        ("GPU-b".to_string(), t0 + 60, Some(3.0)),
+    ];
+    assert_eq!(read, expected);
+    assert_eq!(r.count("codec_lost_samples"), 2);
+    assert!(r.notes.iter().any(|n| n.contains("GPU-a (2)")), "{:?}", r.notes);
+    // Unknown, not missing: guard 3 counts such a sample invalid, as the enforcer's.
+    assert!(raw.iter().any(|x| x.sample.util_pct.get().is_some_and(f64::is_nan)));
+}
+
+/// Trial 21 (B3), the DCGM side: GPU 0's `DCGM_FI_DEV_DEC_UTIL` series gives 95 on the first
+/// page and is gone from the second: the second page's compute reading is unknown. GPU 1 never
+/// had codec series: its 12 % stands on both pages.
+#[test]
+fn dcgm_codec_series_lost_after_a_value_is_unknown() {
+    let d = tempfile::tempdir().unwrap();
+    let line = |name: &str, gpu: u32, v: &str| format!("{name}{{gpu=\"{gpu}\",UUID=\"GPU-{gpu}\",Hostname=\"n1\"}} {v}\n");
+    let mut first = line("DCGM_FI_DEV_GPU_UTIL", 0, "0") + &line("DCGM_FI_DEV_GPU_UTIL", 1, "12");
+    first += &line("DCGM_FI_DEV_DEC_UTIL", 0, "95");
+    let second = line("DCGM_FI_DEV_GPU_UTIL", 0, "0") + &line("DCGM_FI_DEV_GPU_UTIL", 1, "12");
+    std::fs::write(d.path().join("1000.prom"), first).unwrap();
+    std::fs::write(d.path().join("1060.prom"), second).unwrap();
+    let (t, r) = import::dcgm::import(d.path(), None, false, Attribution::PseudoJobPerGpu).unwrap();
+    let mut util: Vec<(u16, i64, Option<f64>)> = t
+        .samples
+        .iter()
+        .map(|s| (s.gpu, s.t_s, s.util_pct.get().filter(|v| !v.is_nan())))
+        .collect();
+    util.sort_by_key(|x| (x.0, x.1));
+    assert_eq!(
+        util,
+        vec![
+            (0, 1000, Some(policy::CODEC_UTIL_CAP_PCT)),
+            (0, 1060, None),
+            (1, 1000, Some(12.0)),
+            (1, 1060, Some(12.0))
+        ]
+    );
+    assert_eq!(r.count("codec_lost_samples"), 1);
+}
+
 /// Operator trial 19, the DCGM side: dcgm-exporter's `DCGM_FI_DEV_ENC_UTIL` and
 /// `DCGM_FI_DEV_DEC_UTIL` count as work, as the enforcer and the nvidia-smi log import take
 /// the video engines. GPU 0 decodes (0 % compute, 95 % decoder): 49, the most codec work

@@ -368,6 +368,8 @@ pub fn jobs_801_802_read(n: u32, busy: [bool; 2]) -> enforcer::telemetry::Teleme
     let app = |i: u16| enforcer::parse::smi::ComputeApp {
         gpu_uuid: Some(format!("GPU-{i}")),
         pid: Some(1801 + u32::from(i)),
+        // The process holds its GPU's memory, less its context's share: nothing is hidden.
+        used_memory_mib: Some(29_800.0),
         ..Default::default()
     };
     enforcer::telemetry::TelemetryRead {

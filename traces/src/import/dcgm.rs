@@ -24,8 +24,10 @@
 //!   [`policy::CODEC_UTIL_CAP_PCT`], see [`policy::fold_codec_util`]), as the enforcer takes
 //!   `utilization.encoder`/`.decoder` and `sim import nvidia-smi-log` does (operator trial 19:
 //!   a transcoding job read 0 % and was cancelled as hung). A codec series that is absent or
-//!   blank leaves `util_pct` to `DCGM_FI_DEV_GPU_UTIL`; duplicated codec series that disagree
-//!   leave it missing, since the engines' work is then unknown.
+//!   blank leaves `util_pct` to `DCGM_FI_DEV_GPU_UTIL`, unless the GPU's series gave a value
+//!   earlier (then `util_pct` is unknown, as the enforcer reads it: the engines' work may be
+//!   unseen; `codec_lost_samples`); duplicated codec series that disagree leave it missing,
+//!   since the engines' work is then unknown.
 //! * **Absent is missing.** A series that is not on the page leaves its field empty, never 0.
 //!   DCGM's blank sentinels (and the ×100 blank seen in the wild), `NaN` and `±Inf` are
 //!   missing too (counted as `blank_values`).
@@ -644,7 +646,8 @@ pub fn import(dir: &Path, node: Option<&str>, lenient: bool, attribution: Attrib
     drop_uuid_conflicts(&mut readings, &uuids, &mut report);
     note_numbering(&uuids, &mut report);
     note_node(&uuids, node, &mut report);
-    let mut raw = to_raw(readings);
+    let (mut raw, codec) = to_raw(readings);
+    super::unknown_after_codec_lost(&mut raw, &codec, &mut report);
     super::identify_gpus(&mut raw, &mut report);
     report.skipped.extend(log.skipped);
     let trace = build_trace(raw, attribution, &mut report);
@@ -679,13 +682,20 @@ pub fn parse_pages(
     drop_uuid_conflicts(&mut readings, &uuids, report);
     note_numbering(&uuids, report);
     note_node(&uuids, node, report);
-    let mut raw = to_raw(readings);
+    let (mut raw, codec) = to_raw(readings);
+    super::unknown_after_codec_lost(&mut raw, &codec, report);
     super::identify_gpus(&mut raw, report);
     Ok(raw)
 }
 
-fn to_raw(readings: Readings) -> Vec<RawSample> {
-    readings
+/// The samples, and per sample which codec series gave a value (for
+/// [`super::unknown_after_codec_lost`]).
+fn to_raw(readings: Readings) -> (Vec<RawSample>, Vec<super::CodecPresent>) {
+    let codec = readings
+        .values()
+        .map(|f| [Field::EncUtil, Field::DecUtil].map(|k| matches!(f.get(&k), Some(Some(_)))))
+        .collect();
+    let raw = readings
         .into_iter()
         .map(|((t_s, host, gpu, uuid), f)| {
             let get = |k: Field| f.get(&k).copied().flatten();
@@ -721,5 +731,6 @@ fn to_raw(readings: Readings) -> Vec<RawSample> {
                 },
             }
         })
-        .collect()
+        .collect();
+    (raw, codec)
 }

@@ -162,6 +162,48 @@ fn warn_index_only_shrinks(raw: &[RawSample], with_uuid: &std::collections::BTre
     }
 }
 
+/// Which video-engine fields gave a value in one sample: `[encoder, decoder]`
+/// (`utilization.encoder`/`.decoder`, `DCGM_FI_DEV_ENC_UTIL`/`DEC_UTIL`).
+pub(crate) type CodecPresent = [bool; 2];
+
+/// A codec field that gave a value earlier in a GPU's series (the node and its UUID, else its
+/// index) and gives none in a later sample (`[N/A]`, blank, absent) makes that sample's
+/// compute reading unknown, not "no video work": the enforcer reads its GPUs so (review 33),
+/// and a replay must not judge on what the enforcer would not (operator trial 21: a
+/// transcoding GPU whose decoder turned `[N/A]` was judged on its 2 % `utilization.gpu`).
+/// `present[i]` belongs to `raw[i]`; samples are taken in time order per GPU, whatever the
+/// order of `raw`. Counted as `codec_lost_samples`, with a note naming the GPUs.
+pub(crate) fn unknown_after_codec_lost(raw: &mut [RawSample], present: &[CodecPresent], report: &mut ImportReport) {
+    use std::collections::BTreeMap;
+    debug_assert_eq!(raw.len(), present.len());
+    let key = |r: &RawSample| (r.node.clone(), r.uuid.clone().unwrap_or_else(|| format!("index {}", r.gpu)));
+    let mut order: Vec<usize> = (0..raw.len().min(present.len())).collect();
+    order.sort_by_key(|&i| (key(&raw[i]), raw[i].sample.t_s, i));
+    let mut seen: BTreeMap<(String, String), CodecPresent> = BTreeMap::new();
+    let mut lost: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for i in order {
+        let k = key(&raw[i]);
+        let was = seen.entry(k.clone()).or_default();
+        let gone = (0..2).any(|c| was[c] && !present[i][c]);
+        for c in 0..2 {
+            was[c] |= present[i][c];
+        }
+        if gone {
+            raw[i].sample.util_pct = policy::Reading::from(f64::NAN);
+            *lost.entry(k).or_default() += 1;
+        }
+    }
+    if !lost.is_empty() {
+        let n: u64 = lost.values().sum();
+        report.add("codec_lost_samples", n);
+        let gpus: Vec<String> = lost.iter().map(|((node, gpu), c)| format!("{node} {gpu} ({c})")).collect();
+        report.notes.push(format!(
+            "{n} samples have no utilization.encoder or .decoder value where the GPU gave one earlier: their compute reading is unknown (video work may be unseen), as the enforcer reads it; GPUs (samples): {}",
+            gpus.join(", ")
+        ));
+    }
+}
+
 /// What [`identify_gpus`] learnt about one GPU (one UUID) of a node.
 struct UuidGpu {
     /// The index it had when first seen: its GPU number in the trace. `None` when another

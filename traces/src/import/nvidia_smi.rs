@@ -56,7 +56,9 @@ pub const POLICY_FIELDS: [&str; 5] = ["utilization.gpu", "memory.used", "memory.
 /// The video engines' utilisation (NVENC, NVDEC): read when the log has them, and the
 /// sample's compute reading is the highest of these and `utilization.gpu`, as the enforcer
 /// takes it (operator trial 19: a transcoding GPU reads 0 % in `utilization.gpu`, and a
-/// replay cancelled it as `hung`).
+/// replay cancelled it as `hung`). A codec field that gave a value earlier on a GPU and gives
+/// none in a later row makes that row's compute reading unknown, as the enforcer reads it
+/// (`codec_lost_samples`).
 pub const CODEC_FIELDS: [&str; 2] = ["utilization.encoder", "utilization.decoder"];
 
 /// `nvidia-smi --query-gpu` field names a header line may hold; a line naming one of them is a
@@ -398,6 +400,8 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
     let mut out = Vec::new();
     // Per sample of `out`: its line and whether its local time was ambiguous.
     let mut read_at: Vec<(u64, bool)> = Vec::new();
+    // Which codec fields gave a value, per sample of `out` (see `unknown_after_codec_lost`).
+    let mut codec: Vec<super::CodecPresent> = Vec::new();
     let mut absent_noted = false;
     let mut first_data_line: Option<u64> = None;
     let mut span = super::ImportSpan::default();
@@ -554,6 +558,7 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                     )),
                 }
             };
+            let present: super::CodecPresent;
             let r = RawSample {
                 node: opts.node.trim().to_string(),
                 gpu,
@@ -565,6 +570,7 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                         let util = value("utilization.gpu", "missing_util")?;
                         let enc = value("utilization.encoder", "missing_encoder")?;
                         let dec = value("utilization.decoder", "missing_decoder")?;
+                        present = [enc.is_some(), dec.is_some()];
                         util.map(|u| policy::fold_codec_util(u, [enc, dec].into_iter().flatten())).into()
                     },
                     mem_used_mib: value("memory.used", "missing_mem_used")?.into(),
@@ -575,6 +581,7 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                 },
             };
             out.push(r);
+            codec.push(present);
             read_at.push((line, ambiguous));
             Ok(())
         }
@@ -585,6 +592,7 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
     read?;
     span.check()?;
     report.skipped.extend(log.skipped);
+    super::unknown_after_codec_lost(&mut out, &codec, report);
     drop_conflicting_duplicates(&mut out, &read_at, opts.node.trim(), report);
     super::identify_gpus(&mut out, report);
     Ok(out)
