@@ -188,6 +188,9 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// escalation climb beneath it, and one 0 % read of a paused decoder drained the job
     /// (review 35). Saved in the state file; entries older than a window are dropped.
     codec_active_last_s: BTreeMap<String, i64>,
+    /// Jobs whose drain's Reason an admin replaced, already warned about (not persisted: a
+    /// restart says it once more).
+    reason_replaced_warned: BTreeSet<String>,
     findings: Vec<Finding>,
     /// The last write of audit.jsonl failed (cleared by the next one that succeeds).
     audit_failed: bool,
@@ -386,6 +389,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             hidden_runs,
             codec_unread_last_s,
             codec_active_last_s,
+            reason_replaced_warned: BTreeSet::new(),
             recovery: BTreeMap::new(),
             gpu_slots,
             no_uuid_logged: false,
@@ -1377,6 +1381,25 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 Metrics::inc(&mut self.metrics.skipped, "admin_override".to_string());
                 self.audit(json!({"t_s": now_s, "mode": mode.as_str(), "record": "admin_override", "job_id": job, "node": node}));
             }
+            // Our seen drain whose Reason an admin replaced, the node still drained: the node is
+            // theirs now, and the job's cancel is held while it is so (`node_special_state`).
+            // Said once per job (operator trial 22: only an INFO skip line every cycle said so).
+            if let Some(ns) = node_state.as_ref().filter(|ns| ns.has_drain() && ns.our_reason_job().is_none()) {
+                let replaced: Vec<String> = self
+                    .actions
+                    .drains
+                    .values()
+                    .filter(|d| !d.hypothetical && d.node == node && d.confirmed_s.is_some() && here.contains_key(&d.job_id))
+                    .map(|d| d.job_id.clone())
+                    .collect();
+                for job in replaced {
+                    if self.reason_replaced_warned.insert(job.clone()) {
+                        tracing::warn!(target: "gpu_reaper::action", job_id = %job, node = %node, reason = %policy::one_line(ns.reason.as_deref().unwrap_or(""), 120), "the Reason of our drain was replaced and the node stays drained: taken as an admin's; the job is not cancelled while the node carries another Reason (an admin's resume of the node is then an override for the job's run)");
+                        self.audit(json!({"t_s": now_s, "mode": mode.as_str(), "record": "drain_reason_replaced", "job_id": job, "node": node, "reason": ns.reason}));
+                    }
+                }
+            }
+            self.reason_replaced_warned.retain(|j| here.contains_key(j));
         }
         // Every standing drain of ours is reported every cycle, stamped with the time this
         // process first found it (the engine counts it from the later of that and the breach
@@ -1893,6 +1916,19 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                         if let Ok(ns) = self.slurm.node_state(&node) {
                             if ns.name == node && ns.has_drain() && ns.our_reason_job().as_deref() == Some(job_id.as_str()) {
                                 self.actions.drain_seen(job_id, &node, now_s);
+                            } else if ns.name == node {
+                                // Accepted but not applied (operator trial 22: eight "drain done"
+                                // lines in four hours on a node that never drained, and no word
+                                // of it but a suffix on the findings' INFO lines).
+                                tracing::warn!(
+                                    target: "gpu_reaper::action",
+                                    job_id = %job_id,
+                                    node = %node,
+                                    state = %ns.state.join("+"),
+                                    reason = %policy::one_line(ns.reason.as_deref().unwrap_or(""), 120),
+                                    "the drain command succeeded, but scontrol show node does not show our drain: no cancel follows until it does; the drain is tried again within the drain budget (check slurmctld's log, and what else changes this node's state)"
+                                );
+                                Metrics::inc(&mut self.metrics.skipped, "drain_not_applied".to_string());
                             }
                         }
                     }

@@ -69,7 +69,7 @@ pub struct Metrics {
 
 /// The reasons of `gpu_reaper_skipped_total` that the daemon counts itself, besides the
 /// planner's [`crate::plan::SkipKind`]s: jobs it could not evaluate and its own holds.
-pub const DAEMON_SKIP_REASONS: [&str; 10] = [
+pub const DAEMON_SKIP_REASONS: [&str; 11] = [
     "ambiguous_attribution",
     "no_start_time",
     "exemption_unknown",
@@ -80,6 +80,7 @@ pub const DAEMON_SKIP_REASONS: [&str; 10] = [
     "resume_held_gpus_unread",
     "gpu_jobs_unseen",
     "job_not_in_squeue",
+    "drain_not_applied",
 ];
 
 /// How a command can fail besides an exit code (`crate::run::RunOutcome::label`), plus

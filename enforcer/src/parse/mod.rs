@@ -96,10 +96,10 @@ pub struct SlurmJob {
 }
 
 impl SlurmJob {
-    /// True when the base state is RUNNING and no flag says its GPUs are idle for a reason
-    /// of Slurm's or its user's ([`NOT_JUDGED_FLAGS`]: still CONFIGURING, or STOPPED).
+    /// True when the base state is RUNNING with no flag but those of [`JUDGED_FLAGS`] (see
+    /// [`judged_state`]).
     pub fn is_judgeable(&self) -> bool {
-        self.state == "RUNNING" && !self.state_flags.iter().any(|f| NOT_JUDGED_FLAGS.contains(&f.as_str()))
+        judged_state(&self.state, &self.state_flags)
     }
 
     /// True when the row gave no base state. squeue's `--Format` State, and the string
@@ -148,13 +148,28 @@ pub const BASE_JOB_STATES: [&str; 12] = [
     "DEADLINE",
 ];
 
-/// Flags that keep a RUNNING job from being judged (squeue(1) JOB STATE CODES):
-/// CONFIGURING, "allocated nodes booting" or the prolog running, so its GPUs are idle on
-/// Slurm's account; STOPPED, "execution has been stopped with SIGSTOP signal", as a user does
-/// with `scancel --signal=STOP` to pause a job: its processes keep their GPU memory at 0 %
-/// and look `hung` (review 15: drained and cancelled) until it is continued. Like a
-/// SUSPENDED job, a stopped one is judged afresh once it runs again.
-pub const NOT_JUDGED_FLAGS: [&str; 2] = ["CONFIGURING", "STOPPED"];
+/// The one flag with which a RUNNING job is still judged: UPDATE_DB (slurm.h `JOB_UPDATE_DB`,
+/// "send job start to database again": slurmdbd was unreachable, the job itself runs as
+/// usual, and the flag can stay for as long as slurmdbd is down).
+///
+/// Every other flag keeps a RUNNING job from being judged, as squeue's `--Format` State
+/// source reads such a job (the flag replaces the base state there, and the state is
+/// unknown): among them (squeue(1) JOB STATE CODES) CONFIGURING, "allocated nodes booting" or
+/// the prolog running, so its GPUs are idle on Slurm's account; STOPPED, "execution has been
+/// stopped with SIGSTOP signal", as a user does with `scancel --signal=STOP` to pause a job:
+/// its processes keep their GPU memory at 0 % and look `hung` (review 15: drained and
+/// cancelled); COMPLETING, SIGNALING, REQUEUED, REQUEUE_HOLD, RESIZING, STAGE_OUT and flags of
+/// later releases: a job ending, being signalled, requeued or resized is not one to drain or
+/// cancel (operator trial 22: JSON jobs RUNNING with COMPLETING, SIGNALING and REQUEUED were
+/// drained and cancelled, while the same jobs read from `--Format` were never judged; a
+/// cancel drops a requeue). Such a job is judged afresh once it is plain RUNNING again.
+pub const JUDGED_FLAGS: [&str; 1] = ["UPDATE_DB"];
+
+/// True when a job of base state `state` with state flags `flags` is judged: RUNNING, with no
+/// flag outside [`JUDGED_FLAGS`].
+pub fn judged_state(state: &str, flags: &[String]) -> bool {
+    state == "RUNNING" && flags.iter().all(|f| JUDGED_FLAGS.contains(&f.as_str()))
+}
 
 /// Flags squeue prints only for a job that holds its allocation (Slurm job_state_codes.html):
 /// CONFIGURING (allocated nodes booting), RESIZING (a running job changing size), SIGNALING

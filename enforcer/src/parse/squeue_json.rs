@@ -247,15 +247,15 @@ fn job(j: &Value) -> Result<SlurmJob, (Option<String>, String)> {
 
 /// The job's `tres_alloc_str`, which carries its GPU count. Text that is not a string
 /// (a number, a list, an object) is an error, whatever the state, as for `comment`. An absent
-/// or `null` one is an error for a job that would be judged (RUNNING, not CONFIGURING or
-/// STOPPED): its GPU count is unknown, and [`SlurmJob::gpus`] has no "unknown", so it is never
+/// or `null` one is an error for a job that would be judged ([`super::judged_state`]: RUNNING
+/// with no flag but UPDATE_DB): its GPU count is unknown, and [`SlurmJob::gpus`] has no "unknown", so it is never
 /// read as 0 GPUs. For any other job it is empty text, as before (the v0.0.40 sample's
 /// CONFIGURING row has none).
 fn tres_text(j: &Value, state: &str, flags: &[String], nodes: &str) -> Result<String, String> {
     match j.get("tres_alloc_str") {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(Value::Null) | None => {
-            let judged = state == "RUNNING" && !flags.iter().any(|f| super::NOT_JUDGED_FLAGS.contains(&f.as_str()));
+            let judged = super::judged_state(state, flags);
             if judged {
                 let given = j.get("tres_alloc_str").map_or("absent", |_| "null");
                 Err(format!(
@@ -523,6 +523,37 @@ mod tests {
         for state in [r#"["RUNNING", "CONFIGURING"]"#, r#"["PENDING"]"#, r#"["COMPLETED"]"#] {
             let r = one(state, "");
             assert!(r.row_errors.is_empty() && r.jobs.len() == 1, "{state}: {r:?}");
+        }
+    }
+
+    /// Operator trial 22: a RUNNING job with a flag is judged only when the flag is
+    /// UPDATE_DB; COMPLETING, SIGNALING, REQUEUED and any other flag (a later release's
+    /// included) keep it from being judged, as squeue's `--Format` source reads such a job.
+    #[test]
+    fn a_running_job_with_a_flag_other_than_update_db_is_not_judged() {
+        let judged = |states: &str| {
+            let r = parse(&format!(
+                r#"{{"jobs": [{{"job_id": 7, "job_state": {states}, "nodes": "n1", "tres_alloc_str": "gres/gpu=1"}}]}}"#
+            ))
+            .unwrap();
+            assert!(r.row_errors.is_empty(), "{states}: {r:?}");
+            r.jobs[0].is_judgeable()
+        };
+        assert!(judged(r#"["RUNNING"]"#));
+        assert!(judged(r#"["RUNNING", "UPDATE_DB"]"#));
+        for flag in [
+            "COMPLETING",
+            "SIGNALING",
+            "REQUEUED",
+            "REQUEUE_HOLD",
+            "RESIZING",
+            "STAGE_OUT",
+            "CONFIGURING",
+            "STOPPED",
+            "SOME_NEW_FLAG",
+        ] {
+            assert!(!judged(&format!(r#"["RUNNING", "{flag}"]"#)), "{flag}");
+            assert!(!judged(&format!(r#"["RUNNING", "UPDATE_DB", "{flag}"]"#)), "UPDATE_DB with {flag}");
         }
     }
 
