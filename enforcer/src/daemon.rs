@@ -182,12 +182,6 @@ pub struct Daemon<S: SlurmClient, T: Telemetry, E: Executor> {
     /// since, the windows hold readings in which video work was unseen, and every job stays
     /// at alert (operator trial 21). Saved in the state file.
     codec_unread_last_s: Option<i64>,
-    /// Per GPU (its UUID, else `slot N`): the last cycle (epoch seconds) in which its video
-    /// engines worked (encoder or decoder above 0 %). A job on such a GPU is held at alert
-    /// until a full window has passed since: a hold for the cycle only let the engine's
-    /// escalation climb beneath it, and one 0 % read of a paused decoder drained the job
-    /// (review 35). Saved in the state file; entries older than a window are dropped.
-    codec_active_last_s: BTreeMap<String, i64>,
     /// Jobs whose drain's Reason an admin replaced, already warned about (not persisted: a
     /// restart says it once more).
     reason_replaced_warned: BTreeSet<String>,
@@ -236,7 +230,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut codec_seen: BTreeSet<(String, u8)> = BTreeSet::new();
         let mut hidden_runs: BTreeSet<(String, Option<i64>)> = BTreeSet::new();
         let mut codec_unread_last_s: Option<i64> = None;
-        let mut codec_active_last_s: BTreeMap<String, i64> = BTreeMap::new();
         let mut gpu_slots = GpuSlots::default();
         // Every state file names the node whose daemon wrote it (`node`; in older files, the
         // first name interned, which a daemon starting afresh gives its own node). One that
@@ -264,7 +257,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 codec_seen = s.codec_seen.iter().cloned().collect();
                 hidden_runs = s.hidden_runs.iter().cloned().collect();
                 codec_unread_last_s = s.codec_unread_last_s;
-                codec_active_last_s = s.codec_active_last_s.iter().cloned().collect();
                 slurm_gpus = s.slurm_gpus;
                 device_index = s.device_index.clone();
                 // The engine's last cycle cannot be after the clock now (the start's clock
@@ -388,7 +380,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             codec_seen,
             hidden_runs,
             codec_unread_last_s,
-            codec_active_last_s,
             reason_replaced_warned: BTreeSet::new(),
             recovery: BTreeMap::new(),
             gpu_slots,
@@ -448,7 +439,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 codec_seen: self.codec_seen.iter().cloned().collect(),
                 hidden_runs: self.hidden_runs.iter().cloned().collect(),
                 codec_unread_last_s: self.codec_unread_last_s,
-                codec_active_last_s: self.codec_active_last_s.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             },
         )
     }
@@ -906,9 +896,16 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         // Whether every process on the node's GPUs shows: no placement by elimination while
         // not (operator trial 20, review 34).
         let mut unaccounted = crate::telemetry::Unaccounted::default();
-        // The node's only GPU job, when it holds every GPU read (rule 4's node-exclusive case).
+        // The node's only GPU job, when it holds every GPU of the node (rule 4's node-exclusive
+        // case): only from a whole GPU list (every row read, none without a UUID) at least as
+        // long as the node should have (`floor`: review 36, one row without a UUID made a
+        // 1-GPU job on a 2-GPU node look like it held the node, and lifted its hold).
         let node_exclusive: Option<String> = match on_node.as_slice() {
-            [j] if tel.no_data.is_none() && attribution::per_node_gpus(j).is_some_and(|n| n as usize == tel.gpus.len()) => {
+            [j] if tel.no_data.is_none()
+                && gpus_whole
+                && tel.gpus.len() >= floor
+                && attribution::per_node_gpus(j).is_some_and(|n| n as usize == tel.gpus.len()) =>
+            {
                 Some(j.job_id.clone())
             }
             _ => None,
@@ -1135,6 +1132,8 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 .collect()
         };
         let mut facts: Vec<JobFacts> = Vec::new();
+        // Jobs left out of this cycle for video work on their GPUs.
+        let mut video_work: BTreeSet<String> = BTreeSet::new();
         let mut views_nodes: Vec<Vec<String>> = Vec::new();
         // Per job of `facts`: the fields a configured exemption reads that squeue left unknown.
         let mut unknown_facts: Vec<Vec<&'static str>> = Vec::new();
@@ -1167,7 +1166,30 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     rep.jobs_skipped.push((j.job_id.clone(), "mig"));
                     continue;
                 }
-                Some(Attributed::Gpus(g)) => g,
+                Some(Attributed::Gpus(g)) => {
+                    // A job whose GPUs' video engines work this cycle is working (NVENC and
+                    // NVDEC do not show in utilization.gpu), whatever its window says. It is
+                    // left out of this cycle's step, so the engine forgets it and judges it
+                    // afresh on a full window without video work: a hold on its verdict
+                    // instead let the engine's escalation climb beneath it, and a paused
+                    // decoder was drained the cycle the hold lapsed (reviews 35, 36; trial
+                    // 21: with a steady decode beside a busy utilization.gpu it looked like
+                    // `spin`, and a light decode below util_threshold_pct like `idle`). For
+                    // a drain of ours, such a cycle counts toward its recovery.
+                    let video = g.iter().any(|i| {
+                        tel.gpus
+                            .iter()
+                            .any(|r| r.index == Some(*i) && [r.enc_pct, r.dec_pct].iter().flatten().any(|v| *v > 0.0))
+                    });
+                    if video {
+                        tracing::debug!(job_id = %j.job_id, "job's GPUs do video work (utilization.encoder/.decoder above 0): not judged this cycle");
+                        Metrics::inc(&mut self.metrics.skipped, "codec_active".to_string());
+                        rep.jobs_skipped.push((j.job_id.clone(), "codec_active"));
+                        video_work.insert(j.job_id.clone());
+                        continue;
+                    }
+                    g
+                }
                 Some(Attributed::Ambiguous(why)) => {
                     if self.ambiguous_logged.insert((j.job_id.clone(), j.start_s)) {
                         tracing::info!(job_id = %j.job_id, why = %why, "attribution ambiguous; job skipped (logged once per run of the job; again at DEBUG while it lasts)");
@@ -1258,12 +1280,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         let mut samples = Vec::with_capacity(tel.gpus.len());
         // GPUs (UUID, field) whose codec field gave a value earlier and none now.
         let mut codec_lost_gpus: Vec<String> = Vec::new();
-        let window_s = self.cfg.policy.config().window.secs();
-        // Video work older than a window is no longer in any window (a clock stepped back
-        // keeps the entry: it may be in the window again).
-        self.codec_active_last_s.retain(|_, t| now_s.saturating_sub(*t) <= window_s);
-        // GPUs (engine slot) whose video engines work this cycle.
-        let mut codec_active: BTreeSet<u16> = BTreeSet::new();
         let proc_counts = crate::telemetry::process_counts(&tel.gpus, tel.apps.as_ref());
         for (g, &procs) in tel.gpus.iter().zip(&proc_counts) {
             // The sample follows the physical GPU: its UUID's slot (every row left has one).
@@ -1297,17 +1313,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             // transcoding GPU whose decoder turned `[N/A]` was judged on its 2 % and cancelled).
             let codec = [g.enc_pct, g.dec_pct];
             let uuid = g.uuid.clone().unwrap_or_default();
-            let gpu_key = if uuid.is_empty() { format!("slot {slot}") } else { uuid.clone() };
-            if codec.iter().flatten().any(|v| *v > 0.0) {
-                self.codec_active_last_s.insert(gpu_key.clone(), now_s);
-            }
-            if self
-                .codec_active_last_s
-                .get(&gpu_key)
-                .is_some_and(|t| now_s.saturating_sub(*t) <= window_s)
-            {
-                codec_active.insert(slot);
-            }
             for (i, v) in codec.iter().enumerate() {
                 if v.is_some() && !tel.codec_unread {
                     self.codec_seen.insert((uuid.clone(), i as u8));
@@ -1326,7 +1331,12 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 }
             }
             let codec_unreadable = crate::parse::smi::CODEC_FIELDS.iter().any(|c| g.unreadable.iter().any(|u| u == c));
-            let util_pct = if codec_unreadable || codec_lost {
+            // While the driver refuses the codec fields, utilization.gpu alone cannot show video
+            // work: the reading is unknown, so the window holds no evidence from such cycles
+            // and a breach after them counts only from readings that could show it (review
+            // 36: held at alert instead, the engine counted the drain stage over them, and the
+            // job was drained the cycle the hold lapsed).
+            let util_pct = if codec_unreadable || codec_lost || tel.codec_unread {
                 Reading::from(f64::NAN)
             } else {
                 field(
@@ -1515,6 +1525,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         if tel.codec_unread {
             self.codec_unread_last_s = Some(now_s);
         }
+        let window_s = self.cfg.policy.config().window.secs();
         if let Some(last_s) = self.codec_unread_last_s.filter(|t| now_s.saturating_sub(*t) > window_s) {
             tracing::info!(
                 codec_unread_last_s = last_s,
@@ -1531,21 +1542,6 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                     f.verdict = Verdict::Alert;
                     f.hypothetical = false;
                 }
-            }
-        }
-        // A job whose GPU's video engines worked within the window is working, whatever its
-        // window says: with a steady decode and utilization.gpu near 100 % at low power it
-        // would look like `spin`, and with util_threshold_pct above the codec cap (or a light
-        // decode under util_threshold_pct) like `idle` (review 34, trial 21). Held at alert
-        // until a full window has passed since the last such read (review 35: a hold for the
-        // cycle alone let the escalation climb beneath it, and one paused read drained).
-        for f in findings.iter_mut() {
-            let job = &facts[f.job_index as usize];
-            if f.verdict > Verdict::Alert && job.alloc.iter().any(|g| g.node == self.this && codec_active.contains(&g.gpu)) {
-                tracing::info!(job_id = %job.job_id, verdict = %f.verdict, "job held at alert: the video engines of its GPUs worked within the window (utilization.encoder/.decoder above 0)");
-                Metrics::inc(&mut self.metrics.skipped, "codec_active".to_string());
-                f.verdict = Verdict::Alert;
-                f.hypothetical = false;
             }
         }
         // A job whose exemption cannot be decided (squeue left a field it reads unknown) may
@@ -1676,7 +1672,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
         self.recovery.retain(|j, _| drained_here.contains(j));
         let mut recovered: BTreeSet<String> = BTreeSet::new();
         for j in &drained_here {
-            let healthy = views.iter().any(|v| v.job.job_id == *j && policy::Recovery::counts(v.finding));
+            let healthy = video_work.contains(j) || views.iter().any(|v| v.job.job_id == *j && policy::Recovery::counts(v.finding));
             if self.recovery.entry(j.clone()).or_default().observe(healthy, now_s, window_s) {
                 recovered.insert(j.clone());
             }
@@ -1714,6 +1710,7 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
                 max_cancels_per_hour: e.max_cancels_per_hour,
                 suspect_min_jobs: e.suspect_min_jobs,
                 suspect_frac: e.suspect_frac,
+                suspect_hold_s: self.cfg.policy.config().window.secs(),
                 notify: e.has_user_channel(),
                 notice_s: self.cfg.policy.config().notice.secs(),
                 notice_retry_first_s: self.cfg.policy.config().interval.secs(),
@@ -1723,6 +1720,9 @@ impl<S: SlurmClient, T: Telemetry, E: Executor> Daemon<S, T, E> {
             unread: &unread,
             recovered: &recovered,
         });
+        if p.suspect_tripped {
+            self.actions.suspect_last_s = Some(now_s);
+        }
         // Drains are held below while a record cannot be written; an alert at drain or above
         // whose drain is planned says so, as for the plan's own holds (review 32).
         if self.records_unwritable().is_some() {

@@ -384,6 +384,10 @@ pub struct ActionState {
     pub would_noticed: BTreeSet<String>,
     /// Last suspect-collector admin alert.
     pub suspect_alerted_s: Option<i64>,
+    /// The last cycle in which the suspect-collector rule tripped (see
+    /// [`Limits::suspect_hold_s`]). Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect_last_s: Option<i64>,
     /// Failed notices per job, for the retry backoff; cleared when a notice goes out. A
     /// failure made before the current breach began counts for nothing.
     pub notice_retries: BTreeMap<String, NoticeRetry>,
@@ -653,6 +657,11 @@ pub struct Limits {
     pub suspect_min_jobs: u32,
     /// Suspect-collector rule: fraction at alert or above that trips it (strictly more).
     pub suspect_frac: f64,
+    /// Suspect-collector rule: how long the hold lasts after the last cycle that tripped it,
+    /// seconds (the daemon gives `policy.window`): the windows then still hold the readings
+    /// the rule distrusted, whatever the jobs alerting now (review 36: one job of three
+    /// leaving lifted the hold, and the next was drained on those readings).
+    pub suspect_hold_s: i64,
     /// A channel that tells the job's user is configured (`notify_command`, or the webhook
     /// with `webhook_reaches_users`): a notice action is planned at the first alert of each
     /// breach of a job, and a drain waits until that notice was delivered in an earlier cycle
@@ -739,8 +748,12 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// Verdicts that did not become actions.
     pub skips: Vec<Skip>,
-    /// The suspect-collector rule tripped this cycle.
+    /// The suspect-collector rule holds this cycle: it tripped now, or within
+    /// [`Limits::suspect_hold_s`] of now.
     pub suspect: bool,
+    /// The suspect-collector rule tripped this cycle (the caller records it as
+    /// [`ActionState::suspect_last_s`]).
+    pub suspect_tripped: bool,
 }
 
 /// The job named by our drain on this node, if the node is drained with one of our Reasons.
@@ -754,11 +767,16 @@ pub fn plan(inp: &PlanInput<'_>) -> Plan {
     let st = inp.state;
     let evaluated = inp.jobs.len() as u32;
     let alerting = inp.jobs.iter().filter(|j| j.finding.verdict >= Verdict::Alert).count() as f64;
-    p.suspect = evaluated >= inp.limits.suspect_min_jobs && evaluated > 0 && alerting > inp.limits.suspect_frac * evaluated as f64;
-    if p.suspect && st.suspect_alerted_s.is_none_or(|t| inp.now_s.saturating_sub(t) >= 3600) {
+    p.suspect_tripped = evaluated >= inp.limits.suspect_min_jobs && evaluated > 0 && alerting > inp.limits.suspect_frac * evaluated as f64;
+    // A clock stepped back keeps the hold (the difference is negative).
+    p.suspect = p.suspect_tripped
+        || st
+            .suspect_last_s
+            .is_some_and(|t| inp.now_s.saturating_sub(t) <= inp.limits.suspect_hold_s);
+    if p.suspect_tripped && st.suspect_alerted_s.is_none_or(|t| inp.now_s.saturating_sub(t) >= 3600) {
         p.actions.push(Action::AdminAlert {
             text: format!(
-                "gpu-reaper on {}: {alerting} of {evaluated} GPU jobs at alert or above in one cycle; suspecting the collector, no drain or cancel this cycle",
+                "gpu-reaper on {}: {alerting} of {evaluated} GPU jobs at alert or above in one cycle; suspecting the collector, no drain or cancel for a window",
                 inp.node
             ),
         });

@@ -92,11 +92,6 @@ pub struct StateFile {
     /// passed since. Absent in older files and when no such cycle is within a window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub codec_unread_last_s: Option<i64>,
-    /// Per GPU (UUID, else `slot N`), the last cycle (epoch seconds) in which its video
-    /// engines worked, within a window (see the daemon's `codec_active_last_s`): its jobs
-    /// are held at alert until a window has passed since. Absent in older files.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub codec_active_last_s: Vec<(String, i64)>,
 }
 
 /// The node whose daemon wrote `s`: its `node`, or in an older file without one, the first
@@ -509,7 +504,6 @@ mod tests {
             index_disagreed: Vec::new(),
             codec_seen: Vec::new(),
             codec_unread_last_s: None,
-            codec_active_last_s: Vec::new(),
             hidden_runs: Vec::new(),
         };
         save(&path, &state).unwrap();

@@ -50,6 +50,7 @@ fn limits() -> Limits {
         max_cancels_per_hour: 1,
         suspect_min_jobs: 10,
         suspect_frac: 0.2,
+        suspect_hold_s: 0,
         notify: true,
         notice_s: 1800,
         notice_retry_first_s: 60,
@@ -901,6 +902,7 @@ fn default_suspect_rule_trips_on_most_of_a_node_but_not_on_one_wasteful_job() {
     let lim = Limits {
         suspect_min_jobs: d.suspect_min_jobs,
         suspect_frac: d.suspect_frac,
+        suspect_hold_s: 0,
         ..limits()
     };
     let suspect = |v: &[Verdict]| {

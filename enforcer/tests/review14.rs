@@ -78,6 +78,7 @@ fn limits() -> Limits {
         max_cancels_per_hour: 1,
         suspect_min_jobs: 10,
         suspect_frac: 0.2,
+        suspect_hold_s: 0,
         notify: true,
         notice_s: 1800,
         notice_retry_first_s: 60,

@@ -49,6 +49,7 @@ fn a_breach_that_starts_again_after_a_freeze_is_noticed_again() {
         max_cancels_per_hour: 1,
         suspect_min_jobs: 10,
         suspect_frac: 0.2,
+        suspect_hold_s: 0,
         notify: true,
         notice_s: 1800,
         notice_retry_first_s: 60,

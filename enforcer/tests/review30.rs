@@ -14,6 +14,7 @@ fn limits() -> Limits {
         max_cancels_per_hour: 1,
         suspect_min_jobs: 10,
         suspect_frac: 0.2,
+        suspect_hold_s: 0,
         notify: true,
         notice_s: 1800,
         notice_retry_first_s: 60,
@@ -113,6 +114,7 @@ fn a_suspect_collector_does_not_keep_our_drain_for_a_job_that_left() {
     let lim = Limits {
         suspect_min_jobs: 1,
         suspect_frac: 0.0,
+        suspect_hold_s: 0,
         ..limits()
     };
     let p = plan_with(Verdict::Drain, lim);

@@ -234,13 +234,16 @@ fn r35_control_light_decode_without_a_pause_is_not_drained() {
             idle_dec: vec![],
         },
     );
-    let mut held_at_alert = false;
+    // Since review 36 a job whose GPUs do video work is left out of the cycle (never judged
+    // while it does): it was alerted and held at alert before.
+    let mut skipped_for_video = 0;
     for m in 0..110 {
         let rep = d.cycle(T0 + m * 60);
-        held_at_alert |= rep.findings.iter().any(|f| f.verdict == policy::Verdict::Alert);
+        assert!(rep.findings.is_empty(), "judged while decoding: {:?}", rep.findings);
+        skipped_for_video += rep.jobs_skipped.iter().filter(|(_, why)| *why == "codec_active").count();
     }
     let calls = c.borrow().calls.clone();
-    assert!(held_at_alert, "control: the light decode's window breaches (alert)");
+    assert_eq!(skipped_for_video, 110, "control: skipped for its video work every cycle");
     assert!(
         !calls.iter().any(|c| c.starts_with("drain") || c.starts_with("scancel")),
         "{calls:#?}"
