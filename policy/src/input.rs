@@ -200,7 +200,10 @@ pub struct Sample {
     /// `power.limit`, watts.
     pub power_limit_w: Reading,
     /// `DCGM_FI_PROF_SM_ACTIVE`, a fraction 0–1. Used as the compute reading only when
-    /// `util_pct` is missing.
+    /// `util_pct` is missing, and then only a 0 (no kernel ran): the share of SMs busy is a
+    /// lower bound of `utilization.gpu`, which a kernel on one SM of 132 keeps at 100 %
+    /// (operator trial 23), so a value above 0 says work of an unknown amount and the sample
+    /// has no compute reading.
     pub sm_active: Reading,
     /// Count of compute processes (`--query-compute-apps` rows for this GPU).
     pub procs: Option<u32>,

@@ -70,8 +70,8 @@ pub(crate) fn has_implausible_field(s: &Sample) -> bool {
 #[cfg_attr(not(test), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Checked {
-    /// The compute reading in thousandths of a percent: `util_pct`, or `sm_active × 100`
-    /// when `util_pct` is missing.
+    /// The compute reading in thousandths of a percent: `util_pct`, or 0 when `util_pct` is
+    /// missing and `sm_active` is 0 (above 0 it is only a lower bound of `util_pct`).
     pub util_milli: Option<u32>,
     pub mem_used_mib: Option<f64>,
     pub mem_total_mib: Option<f64>,
@@ -159,7 +159,9 @@ pub(crate) fn check(s: &Sample) -> Checked {
     };
     let compute = match (util, sm) {
         (Some(u), _) => Some(u),
-        (None, Some(f)) => Some(f * 100.0),
+        // SM activity is a lower bound of utilization.gpu: only 0 is a compute reading (see
+        // `window::classify`).
+        (None, Some(f)) => (f == 0.0).then_some(0.0),
         (None, None) => None,
     };
     // The broken-exporter pattern on the compute reading in use (util, or SM activity when
@@ -356,18 +358,22 @@ mod tests {
     }
 
     #[test]
-    fn missing_stays_missing_and_sm_active_is_the_fallback() {
+    fn missing_stays_missing_and_sm_active_is_the_fallback_only_at_zero() {
         let c = check(&Sample {
             util_pct: None.into(),
             ..s()
         });
         assert_eq!((c.util_milli, c.invalid_fields), (None, 0));
-        let c = check(&Sample {
-            util_pct: None.into(),
-            sm_active: Some(0.42).into(),
-            ..s()
-        });
-        assert_eq!(c.util_milli, Some(42_000));
+        // SM activity is a lower bound of utilization.gpu: above 0 it says some kernel ran,
+        // not how long (trial 23), so it is no compute reading; 0 says none ran.
+        for (sm, want) in [(0.42, None), (0.008, None), (0.0, Some(0))] {
+            let c = check(&Sample {
+                util_pct: None.into(),
+                sm_active: Some(sm).into(),
+                ..s()
+            });
+            assert_eq!((c.util_milli, c.invalid_fields), (want, 0), "sm_active {sm}");
+        }
     }
 
     #[test]
@@ -404,13 +410,19 @@ mod complete_reading_tests {
     #[test]
     fn a_reading_is_complete_only_with_a_compute_reading_and_no_rejected_field() {
         assert!(is_complete_reading(&busy()));
-        // Missing power is not incomplete; SM activity stands in for a missing util.
+        // Missing power is not incomplete; SM activity of 0 stands in for a missing util, and
+        // SM activity above 0 does not (a lower bound of it).
         assert!(is_complete_reading(&Sample {
             power_w: Reading::MISSING,
             power_limit_w: Reading::MISSING,
             ..busy()
         }));
         assert!(is_complete_reading(&Sample {
+            util_pct: Reading::MISSING,
+            sm_active: Reading::from(0.0),
+            ..busy()
+        }));
+        assert!(!is_complete_reading(&Sample {
             util_pct: Reading::MISSING,
             sm_active: Reading::from(0.5),
             ..busy()

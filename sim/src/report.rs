@@ -112,12 +112,14 @@ pub fn aggregate(rows: &[Row], workload: Option<&str>) -> Vec<Aggregate> {
 }
 
 /// The recommended configuration: among gpu-reaper configurations with zero false cancels on
-/// every row (every seed of every workload), the one recovering the most GPU-hours; ties go to
-/// fewer false drains, then fewer false alerts, then the lowest config id (summary.md states
-/// this rule and names the configurations only the id separated: [`tied_with`]).
-pub fn recommend(aggs: &[Aggregate]) -> Option<&Aggregate> {
+/// every row (every seed of every workload) and no trap phase of `workloads` that could
+/// outlast their earliest cancel ([`trap_margin_ok`]), the one recovering the most
+/// GPU-hours; ties go to fewer false drains, then fewer false alerts, then the lowest config
+/// id (summary.md states this rule and names the configurations only the id separated:
+/// [`tied_with`]). `workloads` empty (not at hand): no trap check.
+pub fn recommend<'a>(aggs: &'a [Aggregate], workloads: &[Workload]) -> Option<&'a Aggregate> {
     aggs.iter()
-        .filter(|a| a.policy == "gpu-reaper" && a.false_cancels == 0)
+        .filter(|a| a.policy == "gpu-reaper" && a.false_cancels == 0 && trap_margin_ok(a, workloads))
         .min_by(|a, b| {
             b.recovered_gpu_h
                 .total_cmp(&a.recovered_gpu_h)
@@ -127,16 +129,32 @@ pub fn recommend(aggs: &[Aggregate]) -> Option<&Aggregate> {
         })
 }
 
+/// True unless a trap phase of `workloads` (the longest one `a` could cancel) could outlast
+/// `a`'s earliest cancel: a negative margin in summary.md's "What the zero false cancels rests
+/// on". Such a configuration's zero false cancels rests on the seeds' draws, not on its
+/// stages (operator trial 23: a workload whose staging ran to 200 min had a 3h configuration
+/// recommended "to deploy" at a margin of −20 min; other seeds gave it up to 4 false
+/// cancels).
+pub fn trap_margin_ok(a: &Aggregate, workloads: &[Workload]) -> bool {
+    let p = a.first.params();
+    match (earliest_cancel_s(&p), longest_trap(&p, workloads)) {
+        (Some(c), Some((longest_min, ..))) => c as f64 / 60.0 >= longest_min,
+        _ => true,
+    }
+}
+
 /// The gpu-reaper configurations the recommendation's rule cannot separate from `rec`: zero
-/// false cancels and the same recovered GPU-hours, false drains and false alerts, so only the
-/// config id decided. Ordered by config id; `rec` itself is not included.
-pub fn tied_with<'a>(aggs: &'a [Aggregate], rec: &Aggregate) -> Vec<&'a Aggregate> {
+/// false cancels, a trap margin that is not negative ([`trap_margin_ok`]), and the same
+/// recovered GPU-hours, false drains and false alerts, so only the config id decided.
+/// Ordered by config id; `rec` itself is not included.
+pub fn tied_with<'a>(aggs: &'a [Aggregate], rec: &Aggregate, workloads: &[Workload]) -> Vec<&'a Aggregate> {
     let mut tied: Vec<&Aggregate> = aggs
         .iter()
         .filter(|a| {
             a.policy == "gpu-reaper"
                 && a.config_id != rec.config_id
                 && a.false_cancels == 0
+                && trap_margin_ok(a, workloads)
                 && a.recovered_gpu_h == rec.recovered_gpu_h
                 && a.false_drains == rec.false_drains
                 && a.false_alerts == rec.false_alerts
@@ -453,9 +471,12 @@ pub fn describe(r: &RowParams) -> String {
 /// [`deploy_variant`]) and the baselines, summed over every workload and seed, then one line
 /// naming both as `summary.md` does (operator trial 16: the table named only the rule's
 /// choice, c039, while `summary.md` and the README say deploy c037).
-pub fn short_table(rows: &[Row]) -> String {
+///
+/// `workloads`: the sweep's workloads, for the trap check of [`recommend`] (empty when not at
+/// hand).
+pub fn short_table(rows: &[Row], workloads: &[Workload]) -> String {
     let aggs = aggregate(rows, None);
-    let rec = recommend(&aggs);
+    let rec = recommend(&aggs, workloads);
     let deploy = rec.and_then(|r| deploy_variant(&aggs, r));
     let mut s = String::new();
     let _ = writeln!(
@@ -475,7 +496,7 @@ pub fn short_table(rows: &[Row]) -> String {
     match rec {
         None => s.push_str("no gpu-reaper configuration had zero false cancels on every seed of every workload\n"),
         Some(r) => {
-            let tied: Vec<&str> = tied_with(&aggs, r).iter().map(|a| a.config_id.as_str()).collect();
+            let tied: Vec<&str> = tied_with(&aggs, r, workloads).iter().map(|a| a.config_id.as_str()).collect();
             if !tied.is_empty() {
                 let _ = writeln!(
                     s,
@@ -564,20 +585,21 @@ pub fn summary_md(rows: &[Row], workload_files: &[Workload]) -> String {
         let _ = writeln!(s, "**Too few jobs to choose from:** {w}\n");
     }
     let _ = writeln!(s, "## Recommended configuration\n");
-    let rec = recommend(&aggs);
+    let rec = recommend(&aggs, workload_files);
     let oracle_single = aggs.iter().find(|a| a.policy == "oracle").map(|a| a.recovered_single_node_gpu_h);
     match rec {
         Some(a) => {
             let _ = writeln!(
                 s,
                 "Rule: the gpu-reaper configuration that recovers the most GPU-hours with zero false cancels on every seed of \
-                 every workload; ties go to fewer false drains, then fewer false alerts, then the lowest config id.\n\n**{}**: \
+                 every workload and no trap phase that could outlast its earliest cancel (a margin below 0 in \"What the zero \
+                 false cancels rests on\"); ties go to fewer false drains, then fewer false alerts, then the lowest config id.\n\n**{}**: \
                  {}.\n\nOver all rows {}\n",
                 a.config_id,
                 describe(&a.first.params()),
                 headline(a, oracle_single)
             );
-            let tie = tie_paragraph(a, &tied_with(&aggs, a));
+            let tie = tie_paragraph(a, &tied_with(&aggs, a, workload_files));
             if !tie.is_empty() {
                 let _ = writeln!(s, "{tie}");
             }
@@ -748,7 +770,7 @@ pub fn summary_md(rows: &[Row], workload_files: &[Workload]) -> String {
     }
     let _ = writeln!(s);
 
-    serving_section(&mut s, rows, &aggs);
+    serving_section(&mut s, rows, &aggs, workload_files);
 
     let _ = writeln!(s, "## Spin ceiling\n");
     let spin_up: Vec<&Aggregate> = aggs
@@ -921,7 +943,7 @@ pub fn frontier_svg(rows: &[Row]) -> anyhow::Result<String> {
 /// `## Serving jobs and the QOS exemption`: false cancels of jobs in QOS
 /// [`crate::score::SERVING_QOS`] by cancel stage, without and with that QOS exempt, and the best
 /// configuration of each kind.
-fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate]) {
+fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate], workloads: &[Workload]) {
     use crate::score::SERVING_QOS;
     let _ = writeln!(s, "## Serving jobs and the QOS exemption\n");
     let exempts = |r: &Row| r.exempt_qos.split('+').any(|q| q == SERVING_QOS);
@@ -994,6 +1016,7 @@ fn serving_section(s: &mut String, rows: &[Row], aggs: &[Aggregate]) {
                 .filter(|a| a.policy == "gpu-reaper" && exempts(&a.first) == ex)
                 .cloned()
                 .collect::<Vec<_>>(),
+            workloads,
         )
         .cloned()
     };
@@ -1063,7 +1086,7 @@ mod tests {
             agg("c007", 40.0, 0, 0),
             agg("c010", 70.0, 2, 0),
         ];
-        let rec = recommend(&aggs).expect("a zero-false-cancel configuration exists");
+        let rec = recommend(&aggs, &[]).expect("a zero-false-cancel configuration exists");
         assert_eq!(rec.config_id, "c006");
         let front: Vec<&str> = pareto(&aggs).iter().map(|a| a.config_id.as_str()).collect();
         assert_eq!(front, ["c006", "c010"]);
@@ -1125,7 +1148,7 @@ mod tests {
         // How each differs from the one shown.
         assert!(rec.contains("c039: warmup 15m;"), "{rec}");
         assert!(rec.contains("c097: warmup 15m, 19 true alerts (c012: 20)."), "{rec}");
-        let table = short_table(&rows);
+        let table = short_table(&rows, &[]);
         assert!(table.contains("tied with c012: c039, c097 "), "{table}");
         // Same input, same bytes, whatever the row order.
         assert_eq!(md, summary_md(&rows, &[]));
@@ -1147,7 +1170,7 @@ mod tests {
         let md = summary_md(&rows, &[]);
         assert!(md.contains("**c039**") && !md.contains("Tied"), "{md}");
         assert!(md.contains("then the lowest config id"), "{md}");
-        assert!(!short_table(&rows).contains("tied"));
+        assert!(!short_table(&rows, &[]).contains("tied"));
     }
 
     #[test]
@@ -1192,6 +1215,33 @@ mod tests {
         };
         assert_eq!(spin("alert"), None);
         assert_eq!(spin("cancel"), Some("brief spin"));
+    }
+
+    /// Operator trial 23: a configuration whose earliest cancel comes before the longest trap
+    /// phase of the sweep's workloads (a negative margin) is never recommended, though it
+    /// recovers the most with zero false cancels on the seeds drawn; without the workloads at
+    /// hand it is. Built-in traps: long staging up to 120 min; here up to 200.
+    #[test]
+    fn a_configuration_a_trap_could_outlast_is_not_recommended() {
+        let aggs_of = |rows: &[Row]| aggregate(rows, None);
+        let mut short = row("c001", 900, 500.0, 0, 0);
+        short.cancel_after_s = Some(3 * 3600);
+        let mut long = row("c002", 900, 400.0, 0, 0);
+        long.cancel_after_s = Some(4 * 3600);
+        let rows = [short, long];
+        let aggs = aggs_of(&rows);
+        let mut staging = Workload::builtin_traps();
+        staging.kinds.iter_mut().find(|k| k.name == "long_staging").unwrap().staging_min = crate::dist::Range([30.0, 200.0]);
+        staging.kinds.retain(|k| k.qos != "serving");
+        let w = [staging];
+        assert!(!trap_margin_ok(&aggs[0], &w) && trap_margin_ok(&aggs[1], &w));
+        assert_eq!(recommend(&aggs, &w).map(|a| a.config_id.as_str()), Some("c002"));
+        assert_eq!(recommend(&aggs, &[]).map(|a| a.config_id.as_str()), Some("c001"), "control");
+        assert!(short_table(&rows, &w).contains("to deploy: c002"), "{}", short_table(&rows, &w));
+        // The built-in traps (staging up to 120 min) leave both: c001's margin is 60 min.
+        let mut builtin = Workload::builtin_traps();
+        builtin.kinds.retain(|k| k.qos != "serving");
+        assert_eq!(recommend(&aggs, &[builtin]).map(|a| a.config_id.as_str()), Some("c001"));
     }
 
     #[test]

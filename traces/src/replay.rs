@@ -183,9 +183,11 @@ fn sample_periods(trace: &Trace, per_job: &[Vec<u32>], fallback_s: i64) -> Vec<V
         .collect()
 }
 
-/// The compute reading of a sample, percent: `util_pct`, else `sm_active × 100`.
+/// The compute reading of a sample, percent, as the engine takes it: `util_pct`, else 0 where
+/// `sm_active` is 0; `None` otherwise (SM activity above 0 is only a lower bound of
+/// `util_pct`, see [`policy::Sample::sm_active`]).
 pub fn compute_pct(s: &policy::Sample) -> Option<f64> {
-    s.util_pct.get().or(s.sm_active.get().map(|x| x * 100.0))
+    s.util_pct.get().or(s.sm_active.get().filter(|x| *x == 0.0))
 }
 
 /// Replays `trace` under `policy` at `interval_s` (> 0). Deterministic: the same trace and

@@ -163,6 +163,15 @@ fn nvidia_smi_log_reads_header_units_and_na() {
     let mut r = ImportReport::default();
     let raw = import::nvidia_smi::parse(SMI_LOG, Path::new("smi.csv"), &smi_opts("Europe/Berlin"), &mut r).unwrap();
     assert_eq!(raw.len(), 3);
+    // A log without the video engines' fields is noted (trial 23: such a replay cancelled a
+    // transcoding job the enforcer spares).
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("no utilization.encoder, utilization.decoder column")),
+        "{:?}",
+        r.notes
+    );
     let a = &raw[0].sample;
     // 10:00:00.512 in Berlin (UTC+1 in November) = 09:00:00 UTC.
     assert_eq!(a.t_s, 1_795_942_800);
@@ -252,8 +261,9 @@ fn nvidia_smi_log_codec_field_lost_after_a_value_is_unknown() {
     assert_eq!(read, expected);
     assert_eq!(r.count("codec_lost_samples"), 2);
     assert!(r.notes.iter().any(|n| n.contains("GPU-a (2)")), "{:?}", r.notes);
-    // Unknown, not missing: guard 3 counts such a sample invalid, as the enforcer's.
-    assert!(raw.iter().any(|x| x.sample.util_pct.get().is_some_and(f64::is_nan)));
+    // Missing, as a trace spells unknown (an empty cell; trial 23: a NaN was written to
+    // samples.csv and replay refused it): no compute reading, no evidence.
+    assert!(raw.iter().all(|x| x.sample.util_pct.get().is_none_or(f64::is_finite)));
 }
 
 /// Trial 21 (B3), the DCGM side: GPU 0's `DCGM_FI_DEV_DEC_UTIL` series gives 95 on the first
@@ -285,6 +295,16 @@ fn dcgm_codec_series_lost_after_a_value_is_unknown() {
         ]
     );
     assert_eq!(r.count("codec_lost_samples"), 1);
+    // The trace written from it reads back strictly (trial 23: a NaN cell made `sim replay`
+    // refuse the importer's own trace).
+    let out = tempfile::tempdir().unwrap();
+    traces::format::write_trace(out.path(), &t).unwrap();
+    let (back, _) = traces::format::read_trace(out.path(), false).unwrap();
+    assert_eq!(back.samples.len(), t.samples.len());
+    assert!(back
+        .samples
+        .iter()
+        .any(|s| s.gpu == 0 && s.t_s == 1060 && s.util_pct.get().is_none()));
 }
 
 /// Operator trial 19, the DCGM side: dcgm-exporter's `DCGM_FI_DEV_ENC_UTIL` and

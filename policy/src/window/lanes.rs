@@ -762,7 +762,8 @@ fn classify_lanes<'a>(sample: &impl Fn(usize) -> &'a Sample, th: &IngestThreshol
             | bad(p[i], p_ok)
             | bad(l[i], l_ok)
             | procs_bad;
-        fine &= (u_ok | sm_ok) & !any_bad;
+        // SM activity is a compute reading only at 0 (see `classify`).
+        fine &= (u_ok | (sm_ok & (sm[i].raw() == 0.0))) & !any_bad;
         let compute = if u_ok { u[i].raw() } else { sm[i].raw() * 100.0 };
         let compute = if u_ok | sm_ok { compute } else { 0.0 };
         let util_milli = (compute * 1000.0 + 0.5) as u32;

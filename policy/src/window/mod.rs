@@ -575,7 +575,7 @@ impl From<WindowRepr> for GpuWindow {
 /// every sample alike.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Classified {
-    /// A compute reading is usable: util, or SM activity when util is not.
+    /// A compute reading is usable: util, or SM activity of 0 when util is not.
     pub(crate) compute_ok: bool,
     /// Some present field is rejected (out of bounds, a sentinel, memory used over total).
     pub(crate) any_bad: bool,
@@ -645,7 +645,11 @@ pub(crate) fn classify(s: &Sample, th: &IngestThresholds) -> Classified {
         // Power 0 W is itself unknown (no live GPU draws it), so `!p_ok` covers it.
         | bit((compute == 0.0) & ((mu_v == 0.0) | !mu_ok) & !p_ok, ZERO_OR_MISSING);
     Classified {
-        compute_ok: u_ok | sm_ok,
+        // SM activity is a lower bound of utilization.gpu (a kernel on one SM of 132 reads
+        // 0.008 while utilization.gpu reads 100 %): only a 0 shows that no kernel ran, so only
+        // a 0 is a compute reading when util is missing (trial 23: a GPU kept busy on one SM
+        // read 0.8 % and was cancelled as `hung` in a replay of dcgm pages).
+        compute_ok: u_ok | (sm_ok & (sm.raw() == 0.0)),
         any_bad,
         util_milli,
         // Both are bounded (guard 3) and non-negative: +0.5 and truncation rounds.
@@ -1316,7 +1320,8 @@ mod ingest_agrees_with_check {
         };
         let compute = match (util, sm) {
             (Some(u), _) => Some(u),
-            (None, Some(f)) => Some(f * 100.0),
+            // SM activity is a compute reading only at 0 (trial 23).
+            (None, Some(f)) => (f == 0.0).then_some(0.0),
             (None, None) => None,
         };
         let all_zero_raw = compute == Some(0.0) && r.mem_used == Some(0.0) && r.power == Some(0.0);

@@ -233,7 +233,7 @@ fn absent_readings(format: Format, trace: &traces::Trace, notes: &[String]) -> V
                 _ => String::new(),
             };
             let without = if r.name == "utilization.gpu" && has_sm_active {
-                "the policy reads SM activity (sm_active × 100) in its place"
+                "the policy reads SM activity in its place, but only its 0 (no kernel ran): above 0 it is a lower bound of utilization.gpu, and such a sample has no compute reading"
             } else {
                 r.without
             };

@@ -108,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("the shards hold {} rows together but their sweep has {want} runs", rows.len());
     }
     super::write_reports(&args.out, &rows, &m.builtin_workloads())?;
-    super::emit(&crate::report::short_table(&rows));
+    super::emit(&crate::report::short_table(&rows, &m.builtin_workloads()));
     super::emit(&format!("merged {} rows into {}/\n", rows.len(), args.out.display()));
     Ok(())
 }

@@ -367,7 +367,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ));
     } else {
         super::write_reports(&out, &result.rows, &spec.workloads)?;
-        super::emit(&crate::report::short_table(&result.rows));
+        super::emit(&crate::report::short_table(&result.rows, &spec.workloads));
         super::emit(&format!(
             "reports written to {}/ (sweep.csv, frontier.svg, summary.md)\n",
             out.display()

@@ -168,7 +168,7 @@ pub(crate) type CodecPresent = [bool; 2];
 
 /// A codec field that gave a value earlier in a GPU's series (the node and its UUID, else its
 /// index) and gives none in a later sample (`[N/A]`, blank, absent) makes that sample's
-/// compute reading unknown, not "no video work": the enforcer reads its GPUs so (review 33),
+/// compute reading missing (unknown), not "no video work": the enforcer reads its GPUs so (review 33),
 /// and a replay must not judge on what the enforcer would not (operator trial 21: a
 /// transcoding GPU whose decoder turned `[N/A]` was judged on its 2 % `utilization.gpu`).
 /// `present[i]` belongs to `raw[i]`; samples are taken in time order per GPU, whatever the
@@ -189,7 +189,10 @@ pub(crate) fn unknown_after_codec_lost(raw: &mut [RawSample], present: &[CodecPr
             was[c] |= present[i][c];
         }
         if gone {
-            raw[i].sample.util_pct = policy::Reading::from(f64::NAN);
+            // Missing: a trace spells unknown as an empty cell (trial 23: a NaN here was written
+            // to samples.csv, which `sim replay` then refused). A sample without a compute
+            // reading is no evidence, as the enforcer's unknown one.
+            raw[i].sample.util_pct = policy::Reading::MISSING;
             *lost.entry(k).or_default() += 1;
         }
     }

@@ -469,6 +469,16 @@ pub fn parse_bytes(text: &[u8], path: &Path, opts: &SmiOptions, report: &mut Imp
                     absent.join(", ")
                 ));
             }
+            let no_codec: Vec<&str> = CODEC_FIELDS.iter().copied().filter(|f| col(f).is_none()).collect();
+            if !no_codec.is_empty() {
+                // Operator trial 23: a log taken without them replayed a transcoding job (0 %
+                // in utilization.gpu, its encoder at 30-60 %) as `idle` and cancelled it, where
+                // the enforcer, which reads them, sees it working.
+                report.notes.push(format!(
+                    "the log has no {} column: video encoding and decoding (NVENC, NVDEC) do not show in utilization.gpu, so a job doing only video work looks idle or hung in a replay, though the enforcer (which reads them) sees it working; log them too (add utilization.encoder,utilization.decoder to --query-gpu)",
+                    no_codec.join(", ")
+                ));
+            }
             if col("minor_number").is_some() {
                 report.notes.push(
                     "GPUs are numbered by the log's minor_number (Slurm's GRES index, as in --jobs' alloc), not by nvidia-smi's index"

@@ -189,7 +189,8 @@ pub(super) unsafe fn classify_lanes_v<'a>(sample: &impl Fn(usize) -> &'a Sample,
                 and!(ok_or_missing!(p, p_ok), ok_or_missing!(l, l_ok)),
             ),
         );
-        fine[h] = and!(good[h], or!(u_ok, sm_ok));
+        // SM activity is a compute reading only at 0 (see `classify`).
+        fine[h] = and!(good[h], or!(u_ok, and!(sm_ok, _mm256_cmp_pd::<_CMP_EQ_OQ>(sm, zero))));
         // `u` where known, else SM activity × 100 where known, else +0.0.
         let compute = _mm256_blendv_pd(and!(sm_ok, _mm256_mul_pd(sm, c!(100.0))), u, u_ok);
         um[h] = _mm256_cvttpd_epi32(_mm256_add_pd(_mm256_mul_pd(compute, c!(1000.0)), c!(0.5)));
