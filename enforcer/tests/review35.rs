@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::cluster::T0;
+use common::cluster::{HiddenMainVisibleHelper, Proc9202, T0};
 use enforcer::telemetry::{Telemetry, TelemetryRead};
 
 /// review34.rs's Transcoder (utilization.gpu 2 %, decoder ~95 %, 4 GB of 80 GB, ~80 W),
@@ -250,75 +250,6 @@ fn r35_control_light_decode_without_a_pause_is_not_drained() {
     );
 }
 
-/// Node of 2 GPUs, Slurm gives no device indices. Job 902 (1 GPU) really holds GPU-0, where
-/// its main process works at ~85 % (30 GB, ~300 W) but is not listed by nvidia-smi (hidden,
-/// as in trial 20). Until read `helper_ends` a helper of 902 (PID 9202, 2 GB) runs on GPU-1
-/// (no ConstrainDevices: the case of trial 19). Job 901 (1 GPU, GPU-1) is idle with no
-/// process. GPU-1 reads 0 %, ~55 W.
-struct HiddenMainVisibleHelper {
-    cycle: u32,
-    helper_ends: u32,
-}
-
-impl Telemetry for HiddenMainVisibleHelper {
-    fn read(&mut self, _now_s: i64) -> TelemetryRead {
-        use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
-        let n = self.cycle;
-        self.cycle += 1;
-        let helper = n < self.helper_ends;
-        let gpu0 = GpuReading {
-            index: Some(0),
-            uuid: Some("GPU-0".into()),
-            util_pct: Some(83.0 + (n % 5) as f64),
-            mem_used_mib: Some(30_000.0),
-            mem_total_mib: Some(81_920.0),
-            power_w: Some(300.0 + (n % 7) as f64),
-            power_limit_w: Some(400.0),
-            minor: Some(0),
-            mig_enabled: Some(false),
-            ..Default::default()
-        };
-        let gpu1 = GpuReading {
-            index: Some(1),
-            uuid: Some("GPU-1".into()),
-            util_pct: Some(0.0),
-            mem_used_mib: Some(if helper { 2_000.0 } else { 3.0 }),
-            mem_total_mib: Some(81_920.0),
-            power_w: Some(55.0 + (n % 3) as f64),
-            power_limit_w: Some(400.0),
-            minor: Some(1),
-            mig_enabled: Some(false),
-            ..Default::default()
-        };
-        let apps = if helper {
-            vec![ComputeApp {
-                gpu_uuid: Some("GPU-1".into()),
-                pid: Some(9202),
-                used_memory_mib: Some(2_000.0),
-                ..Default::default()
-            }]
-        } else {
-            vec![]
-        };
-        TelemetryRead {
-            gpus: vec![gpu0, gpu1],
-            apps: Some(AppsTable {
-                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
-                apps,
-                row_errors: Vec::new(),
-            }),
-            ..Default::default()
-        }
-    }
-}
-
-struct Proc9202;
-impl enforcer::attribution::ProcReader for Proc9202 {
-    fn cgroup(&self, pid: u32) -> Option<String> {
-        (pid == 9202).then(|| "0::/system.slice/slurmstepd.scope/job_902/step_0/user/task_0\n".to_string())
-    }
-}
-
 /// Finding C: the hidden-memory hold (`memory_unaccounted`, `hidden_runs`) covers only jobs
 /// placed by elimination, yet a placement by a job's own visible process assumes as much:
 /// that the process shown is where the job works. Here GPU-0's 30 GB are unaccounted in
@@ -336,7 +267,11 @@ fn r35_beside_hidden_memory_a_job_placed_by_its_helper_is_cancelled_on_an_idle_g
     let mut d = enforcer::daemon::Daemon::new(
         config_with(POLICY, dir.path(), "enforce", ""),
         FakeSlurm(c.clone()),
-        HiddenMainVisibleHelper { cycle: 0, helper_ends: 40 },
+        HiddenMainVisibleHelper {
+            cycle: 0,
+            helper_ends: 40,
+            no_uuid: vec![],
+        },
         real_executor(&c),
         Box::new(Proc9202),
         T0,
@@ -369,7 +304,11 @@ fn r35_a_lone_job_placed_by_its_helper_is_cancelled_on_a_free_gpu() {
     let mut d = enforcer::daemon::Daemon::new(
         config_with(POLICY, dir.path(), "enforce", ""),
         FakeSlurm(c.clone()),
-        HiddenMainVisibleHelper { cycle: 0, helper_ends: 40 },
+        HiddenMainVisibleHelper {
+            cycle: 0,
+            helper_ends: 40,
+            no_uuid: vec![],
+        },
         real_executor(&c),
         Box::new(Proc9202),
         T0,

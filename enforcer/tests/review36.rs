@@ -8,76 +8,8 @@
 
 mod common;
 
-use common::cluster::T0;
+use common::cluster::{HiddenMainVisibleHelper, Proc9202, T0};
 use enforcer::telemetry::{Telemetry, TelemetryRead};
-
-/// review35.rs's HiddenMainVisibleHelper (node of 2 GPUs; job 902 works at ~85 % on GPU-0
-/// through a process nvidia-smi does not list; its helper PID 9202 runs on GPU-1 until read
-/// `helper_ends`), except that GPU-0's row gives no UUID in the reads of `no_uuid`.
-struct HiddenMainVisibleHelper {
-    cycle: u32,
-    helper_ends: u32,
-    no_uuid: Vec<u32>,
-}
-
-impl Telemetry for HiddenMainVisibleHelper {
-    fn read(&mut self, _now_s: i64) -> TelemetryRead {
-        use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
-        let n = self.cycle;
-        self.cycle += 1;
-        let helper = n < self.helper_ends;
-        let gpu0 = GpuReading {
-            index: Some(0),
-            uuid: (!self.no_uuid.contains(&n)).then(|| "GPU-0".into()),
-            util_pct: Some(83.0 + (n % 5) as f64),
-            mem_used_mib: Some(30_000.0),
-            mem_total_mib: Some(81_920.0),
-            power_w: Some(300.0 + (n % 7) as f64),
-            power_limit_w: Some(400.0),
-            minor: Some(0),
-            mig_enabled: Some(false),
-            ..Default::default()
-        };
-        let gpu1 = GpuReading {
-            index: Some(1),
-            uuid: Some("GPU-1".into()),
-            util_pct: Some(0.0),
-            mem_used_mib: Some(if helper { 2_000.0 } else { 3.0 }),
-            mem_total_mib: Some(81_920.0),
-            power_w: Some(55.0 + (n % 3) as f64),
-            power_limit_w: Some(400.0),
-            minor: Some(1),
-            mig_enabled: Some(false),
-            ..Default::default()
-        };
-        let apps = if helper {
-            vec![ComputeApp {
-                gpu_uuid: Some("GPU-1".into()),
-                pid: Some(9202),
-                used_memory_mib: Some(2_000.0),
-                ..Default::default()
-            }]
-        } else {
-            vec![]
-        };
-        TelemetryRead {
-            gpus: vec![gpu0, gpu1],
-            apps: Some(AppsTable {
-                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
-                apps,
-                row_errors: Vec::new(),
-            }),
-            ..Default::default()
-        }
-    }
-}
-
-struct Proc9202;
-impl enforcer::attribution::ProcReader for Proc9202 {
-    fn cgroup(&self, pid: u32) -> Option<String> {
-        (pid == 9202).then(|| "0::/system.slice/slurmstepd.scope/job_902/step_0/user/task_0\n".to_string())
-    }
-}
 
 /// Finding 1 (CRITICAL): `node_exclusive` compares the lone job's GPU count with the GPUs
 /// read THIS cycle after rows without a UUID are dropped (daemon.rs, `node_exclusive`), not

@@ -382,3 +382,74 @@ pub fn jobs_801_802_read(n: u32, busy: [bool; 2]) -> enforcer::telemetry::Teleme
         ..Default::default()
     }
 }
+
+/// Reviews 35 and 36: a node of 2 GPUs, Slurm gives no device indices. Job 902 (1 GPU) really
+/// holds GPU-0, where its main process works at ~85 % (30 GB, ~300 W) but is not listed by
+/// nvidia-smi (hidden, as in trial 20). Until read `helper_ends` a helper of 902 (PID 9202,
+/// 2 GB) runs on GPU-1 (no ConstrainDevices: the case of trial 19). GPU-1 reads 0 %, ~55 W.
+/// GPU-0's row gives no UUID in the reads of `no_uuid`.
+pub struct HiddenMainVisibleHelper {
+    pub cycle: u32,
+    pub helper_ends: u32,
+    pub no_uuid: Vec<u32>,
+}
+
+impl enforcer::telemetry::Telemetry for HiddenMainVisibleHelper {
+    fn read(&mut self, _now_s: i64) -> enforcer::telemetry::TelemetryRead {
+        use enforcer::parse::smi::{AppsTable, ComputeApp, GpuReading};
+        let n = self.cycle;
+        self.cycle += 1;
+        let helper = n < self.helper_ends;
+        let gpu0 = GpuReading {
+            index: Some(0),
+            uuid: (!self.no_uuid.contains(&n)).then(|| "GPU-0".into()),
+            util_pct: Some(83.0 + (n % 5) as f64),
+            mem_used_mib: Some(30_000.0),
+            mem_total_mib: Some(81_920.0),
+            power_w: Some(300.0 + (n % 7) as f64),
+            power_limit_w: Some(400.0),
+            minor: Some(0),
+            mig_enabled: Some(false),
+            ..Default::default()
+        };
+        let gpu1 = GpuReading {
+            index: Some(1),
+            uuid: Some("GPU-1".into()),
+            util_pct: Some(0.0),
+            mem_used_mib: Some(if helper { 2_000.0 } else { 3.0 }),
+            mem_total_mib: Some(81_920.0),
+            power_w: Some(55.0 + (n % 3) as f64),
+            power_limit_w: Some(400.0),
+            minor: Some(1),
+            mig_enabled: Some(false),
+            ..Default::default()
+        };
+        let apps = if helper {
+            vec![ComputeApp {
+                gpu_uuid: Some("GPU-1".into()),
+                pid: Some(9202),
+                used_memory_mib: Some(2_000.0),
+                ..Default::default()
+            }]
+        } else {
+            vec![]
+        };
+        enforcer::telemetry::TelemetryRead {
+            gpus: vec![gpu0, gpu1],
+            apps: Some(AppsTable {
+                columns: vec!["gpu_uuid".into(), "pid".into(), "used_memory".into()],
+                apps,
+                row_errors: Vec::new(),
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// PID 9202 is job 902's (its cgroup); no other PID exists.
+pub struct Proc9202;
+impl enforcer::attribution::ProcReader for Proc9202 {
+    fn cgroup(&self, pid: u32) -> Option<String> {
+        (pid == 9202).then(|| "0::/system.slice/slurmstepd.scope/job_902/step_0/user/task_0\n".to_string())
+    }
+}

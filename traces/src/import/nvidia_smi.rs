@@ -668,7 +668,7 @@ fn drop_conflicting_duplicates(out: &mut Vec<RawSample>, read_at: &[(u64, bool)]
         String::new()
     };
     report.warnings.push(format!(
-        "{node}: {conflicting} samples dropped: the same GPU read with different values at one time, so which reading is right is unknown (its jobs have a gap there: insufficient evidence, never idle): {}.{dst}",
+        "{node}: {conflicting} samples dropped: the same GPU read with different values at one time (whole seconds: the trace format keeps no fraction, so a log taken more often than once a second, `nvidia-smi -lms`, puts several readings in one second; log with `-l 60`), so which reading is right is unknown (its jobs have a gap there: insufficient evidence, never idle): {}.{dst}",
         super::listed(&cases, 8)
     ));
 }
